@@ -1,0 +1,230 @@
+"""AlbertConfig: the model's hyperparameters, under the original albert_config.json names.
+
+One frozen dataclass is the single home for architectural defaults. It reads the
+original google-research `albert_config.json` files as released and Hugging Face
+ALBERT `config.json` files, writes `albert_config.json`, and carries the paper's presets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+SHARING_MODES = ("all", "attention", "ffn", "none")
+
+# Activation names accepted in `hidden_act`. "gelu" means what it means in the
+# original ALBERT code: the tanh approximation. Hugging Face calls that "gelu_new"
+# and uses "gelu" for the exact erf form, which we call "gelu_exact"; HF configs
+# are translated on load (see `from_hf_dict`).
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "silu", "swish", "tanh", "linear")
+
+# Keys present in the released albert_config.json files (v1/v2) for experimental
+# architectures that the released models never use. Accepted and ignored.
+IGNORED_ORIGINAL_KEYS = frozenset(
+    {"net_structure_type", "gap_size", "num_memory_blocks", "ln_type", "down_scale_factor",
+     "layers_to_keep"}
+)
+
+# Keys of a Hugging Face AlbertConfig that describe HF's runtime, not the architecture.
+IGNORED_HF_KEYS = frozenset(
+    {"architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
+     "bos_token_id", "eos_token_id", "pad_token_id", "classifier_dropout_prob",
+     "layer_norm_eps", "position_embedding_type", "id2label", "label2id", "output_past",
+     "_name_or_path", "finetuning_task", "problem_type", "tie_word_embeddings",
+     "use_cache", "return_dict", "output_hidden_states", "output_attentions",
+     "is_decoder", "add_cross_attention", "chunk_size_feed_forward", "pruned_heads",
+     "torchscript", "tokenizer_class", "prefix", "sep_token_id", "decoder_start_token_id",
+     "task_specific_params", "num_labels", "gradient_checkpointing"}
+)
+
+HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh": "gelu",
+                  "relu": "relu", "silu": "silu", "swish": "silu", "tanh": "tanh",
+                  "linear": "linear"}
+
+
+class ConfigError(ValueError):
+    """An invalid or unreadable model configuration."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AlbertConfig:
+    """ALBERT hyperparameters; field names follow the original albert_config.json.
+
+    Defaults are albert-base (V=30000, E=128, H=768, L=12, A=12, FFN=3072) with all
+    weights shared across depth and dropout off (the paper's pretraining finding).
+
+    Example:
+        >>> cfg = AlbertConfig.from_preset("albert-large")
+        >>> cfg.hidden_size, cfg.num_attention_heads
+        (1024, 16)
+    """
+
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    inner_group_num: int = 1
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    sharing: str = "all"
+
+    def __post_init__(self):
+        self.validate()
+
+    # ----------------------------------------------------------------- checks
+    def validate(self, source: str | None = None) -> None:
+        """Raises ConfigError naming the field, the value and (if given) the file."""
+        where = f" (in {source})" if source else ""
+        positive = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                    "num_hidden_groups", "inner_group_num", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name}={value!r} must be a positive integer{where}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size={self.hidden_size} is not divisible by "
+                f"num_attention_heads={self.num_attention_heads}{where}")
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(
+                f"num_hidden_groups={self.num_hidden_groups} exceeds "
+                f"num_hidden_layers={self.num_hidden_layers}{where}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name}={value!r} must be in [0, 1){where}")
+        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
+            raise ConfigError(f"initializer_range={self.initializer_range!r} must be > 0{where}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(
+                f"hidden_act={self.hidden_act!r} is not one of {', '.join(ACTIVATIONS)}{where}")
+        if self.sharing not in SHARING_MODES:
+            raise ConfigError(
+                f"sharing={self.sharing!r} is not one of {', '.join(SHARING_MODES)}{where}")
+
+    # --------------------------------------------------------------- derived
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def group_of_layer(self, layer_index: int) -> int:
+        """The group whose weights depth position `layer_index` uses (as the original)."""
+        return layer_index * self.num_hidden_groups // self.num_hidden_layers
+
+    # ---------------------------------------------------------- conversions
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
+        """Builds a config from albert_config.json-style keys; unknown keys are an error."""
+        where = f" in {source}" if source else ""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - fields - IGNORED_ORIGINAL_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown config keys{where}: {', '.join(unknown)}")
+        values = {k: v for k, v in values.items() if k in fields}
+        try:
+            return cls(**values)
+        except ConfigError as e:
+            if source:
+                raise ConfigError(f"{e} (in {source})") from None
+            raise
+        except TypeError as e:  # a value of the wrong kind reaching a comparison
+            raise ConfigError(f"invalid config value{where}: {e}") from None
+
+    @classmethod
+    def from_hf_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
+        """Builds a config from a Hugging Face ALBERT config.json dictionary."""
+        values = dict(values)
+        act = values.get("hidden_act", "gelu_new")
+        if act not in HF_ACTIVATIONS:
+            where = f" (in {source})" if source else ""
+            raise ConfigError(f"hidden_act={act!r} is not a supported activation{where}")
+        values["hidden_act"] = HF_ACTIVATIONS[act]
+        eps = values.get("layer_norm_eps", 1e-12)
+        if abs(eps - 1e-12) > 1e-15:
+            where = f" (in {source})" if source else ""
+            raise ConfigError(f"layer_norm_eps={eps} is not supported; ALBERT uses 1e-12{where}")
+        if values.get("position_embedding_type", "absolute") != "absolute":
+            where = f" (in {source})" if source else ""
+            raise ConfigError(
+                f"position_embedding_type={values['position_embedding_type']!r} is not "
+                f"supported; only 'absolute'{where}")
+        values = {k: v for k, v in values.items() if k not in IGNORED_HF_KEYS}
+        return cls.from_dict(values, source)
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
+        """Reads an original albert_config.json or a Hugging Face ALBERT config.json."""
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
+        if values.get("model_type") == "albert" or "architectures" in values:
+            return cls.from_hf_dict(values, path)
+        return cls.from_dict(values, path)
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        """Writes albert_config.json (atomically: a temporary file, then a rename)."""
+        path = os.fspath(path)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    def replace(self, **changes: Any) -> "AlbertConfig":
+        return dataclasses.replace(self, **changes)
+
+    # --------------------------------------------------------------- presets
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "AlbertConfig":
+        """The paper's configurations (Table 1): albert-{base,large,xlarge,xxlarge}, bert-{base,large}."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    @classmethod
+    def preset_names(cls) -> tuple[str, ...]:
+        return tuple(PRESETS)
+
+
+def _arch(hidden: int, layers: int, embedding: int, sharing: str = "all") -> dict[str, Any]:
+    # The paper: heads = H / 64, FFN = 4H.
+    return dict(hidden_size=hidden, num_hidden_layers=layers, embedding_size=embedding,
+                num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
+                sharing=sharing)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "albert-base": _arch(768, 12, 128),
+    "albert-large": _arch(1024, 24, 128),
+    "albert-xlarge": _arch(2048, 24, 128),
+    "albert-xxlarge": _arch(4096, 12, 128),
+    # BERT as the paper compares it: E = H, nothing shared, dropout as in BERT.
+    "bert-base": {**_arch(768, 12, 768, "none"), "hidden_dropout_prob": 0.1,
+                  "attention_probs_dropout_prob": 0.1},
+    "bert-large": {**_arch(1024, 24, 1024, "none"), "hidden_dropout_prob": 0.1,
+                   "attention_probs_dropout_prob": 0.1},
+}
+
+# What the paper's Table 1 reports, for the `albert-tf params` table.
+PAPER_PARAMETERS = {"albert-base": "12M", "albert-large": "18M", "albert-xlarge": "60M",
+                    "albert-xxlarge": "235M", "bert-base": "108M", "bert-large": "334M"}

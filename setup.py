@@ -1,0 +1,45 @@
+"""albert-tf: ALBERT for TensorFlow and Keras 3."""
+
+from setuptools import setup
+
+# `training/` and `serving/` are installed as subpackages of `albert_tf` so that
+# nothing lands in site-packages under a generic top-level name. The model
+# package itself (`albert_tf/`) never imports them.
+PACKAGES = {
+    "albert_tf": "albert_tf",
+    "albert_tf.training": "training",
+    "albert_tf.training.finetune": "training/finetune",
+    "albert_tf.serving": "serving",
+}
+
+TF_VERSION = "2.21"
+
+setup(
+    name="albert-tf",
+    version="0.1.0",
+    description="ALBERT (A Lite BERT) for TensorFlow and Keras 3: pretraining, fine-tuning, serving.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=list(PACKAGES),
+    package_dir=PACKAGES,
+    package_data={"albert_tf.training": ["data/*"]},
+    install_requires=[
+        f"tensorflow=={TF_VERSION}.*",
+        f"tensorflow-text=={TF_VERSION}.*",
+        "keras>=3.10",
+        "sentencepiece>=0.2",
+        "tensorflow-datasets>=4.9",
+        "safetensors>=0.4",
+        "h5py",
+        "tqdm",
+    ],
+    extras_require={
+        "test": ["pytest>=8"],
+        "serving": [f"tensorflow-serving-api=={TF_VERSION}.*", "requests"],
+        "beam": ["apache-beam>=2.60"],
+        "reference": ["transformers", "torch"],
+        "benchmark": ["keras-hub"],
+    },
+    entry_points={"console_scripts": ["albert-tf=albert_tf.training.cli:main"]},
+)
