@@ -1,0 +1,154 @@
+"""AlbertEncoder: factorized embedding -> a depth schedule over shared blocks -> pooler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+from albert_tf.config import AlbertConfig
+from albert_tf.embedding import AlbertEmbedding, truncated_normal
+from albert_tf.transformer import (AttentionSublayer, FeedForwardSublayer, TransformerBlock,
+                                   attention_bias_from_mask)
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def as_config(config: AlbertConfig | dict[str, Any]) -> AlbertConfig:
+    return config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+
+
+def sharing_schedule(config: AlbertConfig) -> list[list[tuple[tuple, tuple]]]:
+    """For each depth position and inner index, the keys of its attention and FFN weights.
+
+    A key names one distinct weight set: `("group", g, i)` for weights shared by all
+    layers of group g (g = layer * G // L, as the original), `("layer", l, i)` for
+    weights private to layer l. Blocks with equal key pairs are one block.
+    """
+    shared_attention = config.sharing in ("all", "attention")
+    shared_ffn = config.sharing in ("all", "ffn")
+    schedule = []
+    for layer in range(config.num_hidden_layers):
+        group = config.group_of_layer(layer)
+        row = []
+        for inner in range(config.inner_group_num):
+            attention_key = ("group", group, inner) if shared_attention else ("layer", layer, inner)
+            ffn_key = ("group", group, inner) if shared_ffn else ("layer", layer, inner)
+            row.append((attention_key, ffn_key))
+        schedule.append(row)
+    return schedule
+
+
+def _key_name(key: tuple) -> str:
+    kind, index, inner = key
+    return f"{kind}_{index}_inner_group_{inner}"
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEncoder(keras.Model):
+    """The ALBERT encoder.
+
+    Args:
+      config: an `AlbertConfig` (or its dict).
+
+    Call: a dict of int32 [B,T] tensors `input_word_ids`, `input_mask`,
+    `input_type_ids` -> `{"sequence_output": [B,T,H], "pooled_output": [B,H],
+    "encoder_outputs": [L x [B,T,H]]}` (one output per depth position, after its
+    inner groups).
+
+    Example:
+        >>> enc = AlbertEncoder(AlbertConfig.from_preset("albert-base"))
+        >>> out = enc({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+    """
+
+    def __init__(self, config: AlbertConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config = as_config(config)
+        dtype = self.dtype_policy
+        self.embeddings = AlbertEmbedding(
+            config.vocab_size, config.embedding_size, config.max_position_embeddings,
+            config.type_vocab_size, config.initializer_range, config.hidden_dropout_prob,
+            name="embeddings", dtype=dtype)
+        self.embedding_projection = None
+        if config.embedding_size != config.hidden_size:  # as the original: no E -> H when E == H
+            self.embedding_projection = keras.layers.Dense(
+                config.hidden_size, kernel_initializer=truncated_normal(config.initializer_range),
+                name="embedding_projection", dtype=dtype)
+
+        self._schedule = sharing_schedule(config)
+        attentions: dict[tuple, AttentionSublayer] = {}
+        ffns: dict[tuple, FeedForwardSublayer] = {}
+        blocks: dict[tuple, TransformerBlock] = {}
+        for row in self._schedule:
+            for attention_key, ffn_key in row:
+                if attention_key not in attentions:
+                    attentions[attention_key] = AttentionSublayer(
+                        config.hidden_size, config.num_attention_heads, config.initializer_range,
+                        config.attention_probs_dropout_prob, config.hidden_dropout_prob,
+                        name=f"attention_{_key_name(attention_key)}", dtype=dtype)
+                if ffn_key not in ffns:
+                    ffns[ffn_key] = FeedForwardSublayer(
+                        config.hidden_size, config.intermediate_size, config.hidden_act,
+                        config.initializer_range, config.hidden_dropout_prob,
+                        name=f"ffn_{_key_name(ffn_key)}", dtype=dtype)
+                if (attention_key, ffn_key) not in blocks:
+                    blocks[(attention_key, ffn_key)] = TransformerBlock(
+                        attentions[attention_key], ffns[ffn_key],
+                        name=f"block_{len(blocks)}", dtype=dtype)
+        # Lists (not dicts with tuple keys) so that Keras tracks and saves them in order.
+        self._block_keys = list(blocks)
+        self.blocks = list(blocks.values())
+        self.pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh",
+            kernel_initializer=truncated_normal(config.initializer_range),
+            name="pooler", dtype=dtype)
+        self.build()
+
+    def build(self, input_shape=None):
+        if self.built:
+            return
+        cfg = self.config
+        self.embeddings.build()
+        if self.embedding_projection is not None:
+            self.embedding_projection.build((None, None, cfg.embedding_size))
+        for block in self.blocks:
+            block.build((None, None, cfg.hidden_size))
+        self.pooler.build((None, cfg.hidden_size))
+        self.built = True
+
+    # ------------------------------------------------------------ structure
+    def block(self, layer_index: int, inner_index: int = 0) -> TransformerBlock:
+        """The block applied at depth `layer_index`, inner group `inner_index`."""
+        key = self._schedule[layer_index][inner_index]
+        return self.blocks[self._block_keys.index(key)]
+
+    def distinct_blocks(self) -> list[TransformerBlock]:
+        return list(self.blocks)
+
+    # ------------------------------------------------------------- forward
+    def call(self, inputs, training=None):
+        missing = [name for name in INPUT_NAMES if name not in inputs]
+        if missing:
+            raise ValueError(f"AlbertEncoder inputs lack {missing}; got {sorted(inputs)}")
+        word_ids = ops.cast(inputs["input_word_ids"], "int32")
+        type_ids = ops.cast(inputs["input_type_ids"], "int32")
+        x = self.embeddings(word_ids, type_ids, training=training)  # [B,T,E]
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)  # [B,T,H]
+        bias = attention_bias_from_mask(inputs["input_mask"], self.compute_dtype)  # [B,1,1,T]
+        outputs = []
+        for layer_index, row in enumerate(self._schedule):
+            for inner_index in range(len(row)):
+                x = self.block(layer_index, inner_index)(x, bias, training=training)
+            outputs.append(x)
+        pooled = self.pooler(x[:, 0, :])  # [B,H]
+        return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": outputs}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), **keras.layers.Layer.get_config(self)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)

@@ -1,0 +1,247 @@
+"""Models built from AlbertEncoder and heads: the pretrainer and the fine-tuning models.
+
+All take a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` ([B,T];
+[B,K,T] for multiple choice) and return a dict of float32 outputs.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+from keras.src.losses.loss import scale_loss_for_distribution
+
+from albert_tf.config import AlbertConfig
+from albert_tf.encoder import INPUT_NAMES, AlbertEncoder, as_config
+from albert_tf.heads import ClassificationHead, MaskedLMHead
+
+# Dropout of the fine-tuning heads, as the original classifier (0.1).
+HEAD_DROPOUT = 0.1
+
+
+class _AlbertTaskModel(keras.Model):
+    """Holds the encoder and the shared (de)serialisation of config-built models."""
+
+    task = ""
+
+    def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.config = as_config(config)
+        if encoder is not None and encoder.config != self.config:
+            raise ValueError("the encoder's config differs from the model's config")
+        self.encoder = encoder or AlbertEncoder(self.config, name="encoder",
+                                                dtype=self.dtype_policy)
+
+    def _encode(self, inputs, training):
+        return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
+
+    def _head_args(self) -> dict:
+        return {}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), **self._head_args(),
+                **keras.layers.Layer.get_config(self)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(_AlbertTaskModel):
+    """Encoder + masked-LM head (tied decoder) + sentence-order head, with ALBERT's loss.
+
+    Call: the encoder's inputs plus `masked_lm_positions` int32 [B,P] ->
+    `{"mlm_logits": [B,P,V], "sop_logits": [B,2]}` (float32).
+
+    `fit` takes labels `{"masked_lm_ids": [B,P], "masked_lm_weights": [B,P],
+    "sentence_order_label": [B]}`; the loss is the weighted MLM cross-entropy
+    (sum(w * ce) / (sum(w) + 1e-5), as the original) plus the SOP cross-entropy,
+    and `mlm_loss`, `mlm_accuracy`, `sop_loss`, `sop_accuracy` are reported.
+    """
+
+    task = "pretraining"
+
+    def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
+                 **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        cfg = self.config
+        self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
+                                     cfg.initializer_range, name="mlm_head",
+                                     dtype=self.dtype_policy)
+        self.sop_head = ClassificationHead(2, 0.0, cfg.initializer_range, name="sop_head",
+                                           dtype=self.dtype_policy)
+        self.mlm_head.build((None, None, cfg.hidden_size))
+        self.sop_head.build((None, cfg.hidden_size))
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
+        self.sop_loss_tracker = keras.metrics.Mean(name="sop_loss")
+        self.sop_accuracy = keras.metrics.SparseCategoricalAccuracy(name="sop_accuracy")
+        self.built = True
+
+    def call(self, inputs, training=None):
+        encoded = self._encode(inputs, training)
+        table = self.encoder.embeddings.word_embeddings.embeddings  # [V,E], tied decoder
+        mlm_logits = self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"],
+                                   table)
+        sop_logits = self.sop_head(encoded["pooled_output"], training=training)
+        return {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        ids = ops.cast(y["masked_lm_ids"], "int32")
+        weights = ops.cast(y["masked_lm_weights"], "float32")
+        sop_label = ops.cast(y["sentence_order_label"], "int32")
+        per_token = keras.losses.sparse_categorical_crossentropy(
+            ids, y_pred["mlm_logits"], from_logits=True)  # [B,P]
+        mlm_loss = ops.sum(per_token * weights) / (ops.sum(weights) + 1e-5)
+        sop_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(
+            sop_label, y_pred["sop_logits"], from_logits=True))
+        self.mlm_loss_tracker.update_state(mlm_loss)
+        self.mlm_accuracy.update_state(ids, y_pred["mlm_logits"], sample_weight=weights)
+        self.sop_loss_tracker.update_state(sop_loss)
+        self.sop_accuracy.update_state(sop_label, y_pred["sop_logits"])
+        total = mlm_loss + sop_loss
+        if self.losses:
+            total = total + ops.sum(self.losses)
+        # Keras' trainer expects the per-replica loss divided by the replica count.
+        return scale_loss_for_distribution(total)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertSequenceClassifier(_AlbertTaskModel):
+    """Classification of one text or a text pair from the pooled output.
+
+    Call: encoder inputs -> `{"logits": [B, num_classes]}`.
+    """
+
+    task = "classification"
+
+    def __init__(self, config, num_classes: int, encoder=None, **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        self.num_classes = num_classes
+        self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
+                                       name="classifier", dtype=self.dtype_policy)
+        self.head.build((None, self.config.hidden_size))
+
+    def call(self, inputs, training=None):
+        pooled = self._encode(inputs, training)["pooled_output"]
+        return {"logits": self.head(pooled, training=training)}
+
+    def _head_args(self):
+        return {"num_classes": self.num_classes}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertSequenceRegressor(_AlbertTaskModel):
+    """Regression (e.g. STS-B) from the pooled output.
+
+    Call: encoder inputs -> `{"score": [B]}`.
+    """
+
+    task = "regression"
+
+    def __init__(self, config, encoder=None, **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
+                                       name="regressor", dtype=self.dtype_policy)
+        self.head.build((None, self.config.hidden_size))
+
+    def call(self, inputs, training=None):
+        pooled = self._encode(inputs, training)["pooled_output"]
+        return {"score": ops.squeeze(self.head(pooled, training=training), -1)}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTokenClassifier(_AlbertTaskModel):
+    """Per-token classification (e.g. tagging) from the sequence output.
+
+    Call: encoder inputs -> `{"logits": [B, T, num_classes]}`.
+    """
+
+    task = "token_classification"
+
+    def __init__(self, config, num_classes: int, encoder=None, **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        self.num_classes = num_classes
+        self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
+                                       name="token_classifier", dtype=self.dtype_policy)
+        self.head.build((None, None, self.config.hidden_size))
+
+    def call(self, inputs, training=None):
+        sequence = self._encode(inputs, training)["sequence_output"]
+        return {"logits": self.head(sequence, training=training)}
+
+    def _head_args(self):
+        return {"num_classes": self.num_classes}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertSpanExtractor(_AlbertTaskModel):
+    """Span extraction (SQuAD): start/end logits per token, optionally answerability.
+
+    Padding positions get -10000 so they are never chosen.
+
+    Call: encoder inputs -> `{"start_logits": [B,T], "end_logits": [B,T]}`, plus
+    `"answerable_logits": [B]` when `answerability=True` (SQuAD 2.0).
+    """
+
+    task = "span"
+
+    def __init__(self, config, answerability: bool = False, encoder=None, **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        self.answerability = answerability
+        init = self.config.initializer_range
+        self.span_head = ClassificationHead(2, 0.0, init, name="span_classifier",
+                                            dtype=self.dtype_policy)
+        self.span_head.build((None, None, self.config.hidden_size))
+        self.answerable_head = None
+        if answerability:
+            self.answerable_head = ClassificationHead(1, HEAD_DROPOUT, init,
+                                                      name="answerable_classifier",
+                                                      dtype=self.dtype_policy)
+            self.answerable_head.build((None, self.config.hidden_size))
+
+    def call(self, inputs, training=None):
+        encoded = self._encode(inputs, training)
+        logits = self.span_head(encoded["sequence_output"], training=training)  # [B,T,2]
+        padding = (1.0 - ops.cast(inputs["input_mask"], "float32")) * -10000.0  # [B,T]
+        outputs = {"start_logits": logits[..., 0] + padding,
+                   "end_logits": logits[..., 1] + padding}
+        if self.answerable_head is not None:
+            outputs["answerable_logits"] = ops.squeeze(
+                self.answerable_head(encoded["pooled_output"], training=training), -1)
+        return outputs
+
+    def _head_args(self):
+        return {"answerability": self.answerability}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertMultipleChoice(_AlbertTaskModel):
+    """Multiple choice (RACE): each option is encoded with the context, one score each.
+
+    Call: encoder inputs of shape [B,K,T] -> `{"logits": [B,K]}`.
+    """
+
+    task = "multiple_choice"
+
+    def __init__(self, config, encoder=None, **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
+                                       name="choice_classifier", dtype=self.dtype_policy)
+        self.head.build((None, self.config.hidden_size))
+
+    def call(self, inputs, training=None):
+        shape = ops.shape(inputs["input_word_ids"])
+        batch, choices, seq = shape[0], shape[1], shape[2]
+        flat = {name: ops.reshape(inputs[name], (batch * choices, seq))  # [B*K,T]
+                for name in INPUT_NAMES}
+        pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*K,H]
+        scores = self.head(pooled, training=training)  # [B*K,1]
+        return {"logits": ops.reshape(scores, (batch, choices))}
+
+
+TASK_MODELS = {cls.task: cls for cls in (AlbertPretrainer, AlbertSequenceClassifier,
+                                         AlbertSequenceRegressor, AlbertTokenClassifier,
+                                         AlbertSpanExtractor, AlbertMultipleChoice)}

@@ -1,0 +1,193 @@
+"""One post-LN transformer block, built from an attention and a feed-forward sublayer.
+
+The sublayers are separate layers so that the encoder can hand the same
+sublayer to several blocks: that is how attention-only and FFN-only sharing are
+expressed. The block itself knows nothing of sharing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from albert_tf.activations import get_activation
+from albert_tf.embedding import LAYER_NORM_EPSILON, truncated_normal
+
+
+def attention_bias_from_mask(input_mask, dtype):
+    """`input_mask` [B,T] (1 = token) -> additive bias [B,1,1,T]: 0 or -10000 (as the original)."""
+    mask = ops.cast(input_mask, dtype)
+    return ops.expand_dims(ops.expand_dims((1.0 - mask) * -10000.0, 1), 1)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AttentionSublayer(keras.layers.Layer):
+    """Multi-head self-attention, output projection, dropout, residual and LayerNorm.
+
+    Args:
+      hidden_size: H, the model width.
+      num_attention_heads: N; H must be divisible by N.
+      initializer_range: stddev of the truncated-normal kernel initializer.
+      attention_dropout_rate: dropout on the attention probabilities.
+      hidden_dropout_rate: dropout on the projected output, before the residual.
+
+    Call: `(x [B,T,H], attention_bias [B,1,1,T]) -> [B,T,H]`.
+    """
+
+    def __init__(self, hidden_size: int, num_attention_heads: int, initializer_range: float,
+                 attention_dropout_rate: float, hidden_dropout_rate: float, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size={hidden_size} is not divisible by "
+                             f"num_attention_heads={num_attention_heads}")
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.initializer_range = initializer_range
+        self.attention_dropout_rate = attention_dropout_rate
+        self.hidden_dropout_rate = hidden_dropout_rate
+        self.head_size = hidden_size // num_attention_heads
+
+        def dense(name):
+            return keras.layers.Dense(hidden_size, kernel_initializer=truncated_normal(
+                initializer_range), name=name, dtype=self.dtype_policy)
+
+        self.query, self.key, self.value = dense("query"), dense("key"), dense("value")
+        self.output_dense = dense("output_dense")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
+        self.attention_dropout = keras.layers.Dropout(attention_dropout_rate,
+                                                      dtype=self.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        for layer in (self.query, self.key, self.value, self.output_dense):
+            layer.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def _split_heads(self, x, batch, seq):
+        return ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))  # [B,T,N,D]
+
+    def call(self, x, attention_bias, training=None):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        q = self._split_heads(self.query(x), batch, seq)
+        k = self._split_heads(self.key(x), batch, seq)
+        v = self._split_heads(self.value(x), batch, seq)
+        scores = ops.einsum("btnd,bsnd->bnts", q, k) * (1.0 / math.sqrt(self.head_size))
+        # Softmax in float32: under float16 the -10000 bias and large scores overflow.
+        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")  # [B,N,T,T]
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = ops.einsum("bnts,bsnd->btnd", probs, v)
+        context = ops.reshape(context, (batch, seq, self.hidden_size))  # [B,T,H]
+        out = self.output_dropout(self.output_dense(context), training=training)
+        return self.layer_norm(out + x)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                      initializer_range=self.initializer_range,
+                      attention_dropout_rate=self.attention_dropout_rate,
+                      hidden_dropout_rate=self.hidden_dropout_rate)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class FeedForwardSublayer(keras.layers.Layer):
+    """Position-wise feed-forward H -> I -> H, dropout, residual and LayerNorm.
+
+    Args:
+      hidden_size: H.
+      intermediate_size: I (the paper: 4H).
+      hidden_act: activation name (see `albert_tf.activations`).
+      initializer_range: stddev of the truncated-normal kernel initializer.
+      hidden_dropout_rate: dropout on the output, before the residual.
+
+    Call: `x [B,T,H] -> [B,T,H]`.
+    """
+
+    def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str,
+                 initializer_range: float, hidden_dropout_rate: float, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.hidden_dropout_rate = hidden_dropout_rate
+        self.activation = get_activation(hidden_act)
+        init = truncated_normal(initializer_range)
+        self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=init,
+                                               name="intermediate", dtype=self.dtype_policy)
+        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
+                                               name="output_dense", dtype=self.dtype_policy)
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        self.intermediate.build((None, None, self.hidden_size))
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, x, training=None):
+        h = self.activation(self.intermediate(x))  # [B,T,I]
+        out = self.dropout(self.output_dense(h), training=training)
+        return self.layer_norm(out + x)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+                      hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                      hidden_dropout_rate=self.hidden_dropout_rate)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class TransformerBlock(keras.layers.Layer):
+    """Post-LN transformer block: `ffn(attention(x))`, each sublayer with its own residual + LN.
+
+    Args:
+      attention: an `AttentionSublayer` (may be shared with other blocks).
+      ffn: a `FeedForwardSublayer` (may be shared with other blocks).
+
+    Call: `(x [B,T,H], attention_bias [B,1,1,T]) -> [B,T,H]`.
+    """
+
+    def __init__(self, attention: AttentionSublayer, ffn: FeedForwardSublayer, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = attention
+        self.ffn = ffn
+
+    def build(self, input_shape=None):
+        for sublayer in (self.attention, self.ffn):
+            if not sublayer.built:
+                sublayer.build(input_shape)
+        self.built = True
+
+    def call(self, x, attention_bias, training=None):
+        return self.ffn(self.attention(x, attention_bias, training=training), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(attention=keras.saving.serialize_keras_object(self.attention),
+                      ffn=keras.saving.serialize_keras_object(self.ffn))
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        config["ffn"] = keras.saving.deserialize_keras_object(config["ffn"])
+        return cls(**config)
