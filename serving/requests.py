@@ -1,0 +1,294 @@
+"""Conversions between rows of inputs/outputs and TF Serving's Predict API messages.
+
+One place defines how a batch of named inputs becomes a REST body (row "instances"
+or columnar "inputs" form), how TF Serving turns such a body back into tensors, and
+how a gRPC `PredictRequest` is built and read. The client uses the building half;
+the tests use the reading half (TF Serving's documented JSON mapping, re-derived
+here) to check that every route reaches the signature with the same tensors.
+
+Strings travel as JSON strings when they are valid UTF-8 and as `{"b64": ...}`
+objects otherwise, as TF Serving's REST API specifies. Output strings are always
+valid UTF-8 (the exported graph replaces malformed bytes), so they come back as
+plain JSON strings.
+
+Numeric helpers here import no TensorFlow; the gRPC helpers import it lazily
+because `tensorflow_serving.apis` depends on TensorFlow's protos.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+REST_FORMATS = ("instances", "inputs")
+DEFAULT_SIGNATURE = "serving_default"
+
+# TF Serving's type names in model metadata -> NumPy dtypes of the inputs we build.
+_DTYPES = {"DT_STRING": object, "DT_INT32": np.int32, "DT_INT64": np.int64,
+           "DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_BOOL": np.bool_}
+
+
+class RequestError(ValueError):
+    """A request or response that does not fit the signature or the API's format."""
+
+
+# --------------------------------------------------------------- rows <-> columns
+def to_bytes(value: str | bytes) -> bytes:
+    """UTF-8 bytes of a text value; lone surrogates (from JSON escapes) are kept as bytes."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="surrogatepass")
+    raise RequestError(f"expected a string, got {type(value).__name__} {value!r:.60}")
+
+
+def columns_from_rows(rows: Sequence[Mapping[str, Any]],
+                      dtypes: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Stacks rows of named inputs into one array per input.
+
+    Args:
+      rows: one mapping per example, each with exactly the keys of `dtypes`; a
+        value is a string/bytes, a number, or a (nested) list of them.
+      dtypes: input name -> NumPy dtype (`object` for strings).
+
+    Returns:
+      name -> array of shape [len(rows), ...]; strings become `object` arrays of bytes.
+    """
+    columns = {}
+    for name, dtype in dtypes.items():
+        values = [row[name] for row in rows]
+        if dtype is object:
+            values = _map_nested(values, to_bytes)
+        array = stack(name, values, dtype)
+        if array.ndim == 0 or array.shape[0] != len(rows):
+            raise RequestError(f"input {name!r}: expected one value per row")
+        columns[name] = array
+    return columns
+
+
+def stack(name: str, values: Any, dtype: Any) -> np.ndarray:
+    """`values` (nested lists) as one rectangular array, or a RequestError naming `name`."""
+    try:
+        array = np.array(values, dtype=dtype)
+    except (ValueError, TypeError) as e:  # ragged nesting or a non-number among numbers
+        raise RequestError(f"input {name!r}: values do not stack into one array ({e})") from None
+    # NumPy builds an object array of lists from ragged strings instead of failing.
+    if array.dtype == object and any(isinstance(v, (list, tuple)) for v in array.flat):
+        raise RequestError(f"input {name!r}: values do not stack into one array "
+                           "(rows of different lengths)")
+    return array
+
+
+def rows_from_columns(outputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Splits named output arrays [B, ...] into B JSON-ready rows (bytes -> str)."""
+    sizes = {name: np.shape(value)[0] for name, value in outputs.items()}
+    if len(set(sizes.values())) > 1:
+        raise RequestError(f"outputs disagree on the batch size: {sizes}")
+    batch = next(iter(sizes.values()), 0)
+    return [{name: _plain(np.asarray(value)[i]) for name, value in outputs.items()}
+            for i in range(batch)]
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy value as JSON-ready Python: lists, floats, ints, bools, str."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value] if value.dtype == object else \
+            _map_nested(value.tolist(), _plain)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _map_nested(value: Any, fn) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_map_nested(v, fn) for v in value]
+    return fn(value)
+
+
+# ------------------------------------------------------------------------ REST
+def rest_url(server: str, model: str, version: int | None = None, verb: str = "predict") -> str:
+    """`http://host:8501/v1/models/NAME[/versions/N]:predict` (or `/metadata` for verb=None)."""
+    url = f"{server.rstrip('/')}/v1/models/{model}"
+    if version is not None:
+        url += f"/versions/{int(version)}"
+    return f"{url}/metadata" if verb == "metadata" else f"{url}:{verb}"
+
+
+def json_value(value: Any) -> Any:
+    """A request value for JSON: valid UTF-8 bytes as str, other bytes as {"b64": ...}."""
+    if isinstance(value, (bytes, np.bytes_)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, np.ndarray):
+        return [json_value(v) for v in value] if value.dtype == object else value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def rest_body(inputs: Mapping[str, np.ndarray], signature_name: str = DEFAULT_SIGNATURE,
+              fmt: str = "instances") -> dict[str, Any]:
+    """A Predict REST body: row form `{"instances": [{name: value}, ...]}` or
+    columnar form `{"inputs": {name: [values]}}`; every input is named in both."""
+    if fmt not in REST_FORMATS:
+        raise RequestError(f"REST format {fmt!r} is not one of {', '.join(REST_FORMATS)}")
+    body: dict[str, Any] = {"signature_name": signature_name}
+    if fmt == "inputs":
+        body["inputs"] = {name: json_value(value) for name, value in inputs.items()}
+    else:
+        batch = len(next(iter(inputs.values())))
+        body["instances"] = [{name: json_value(value[i]) for name, value in inputs.items()}
+                             for i in range(batch)]
+    return body
+
+
+def parse_rest_body(body: Mapping[str, Any], dtypes: Mapping[str, Any]) -> tuple[str, dict]:
+    """What TF Serving makes of a Predict REST body: (signature name, input arrays).
+
+    Follows the documented JSON mapping: exactly one of "instances" (a list of
+    objects keyed by input name, or of bare values when the signature has one
+    input) and "inputs" (an object keyed by input name, or a bare value for a
+    single input); `{"b64": ...}` objects are binary strings.
+
+    Args:
+      body: the decoded JSON body.
+      dtypes: the signature's inputs, name -> NumPy dtype (`object` for strings).
+    """
+    keys = [k for k in REST_FORMATS if k in body]
+    if len(keys) != 1:
+        raise RequestError('a Predict body needs exactly one of "instances" and "inputs"')
+    signature = body.get("signature_name", DEFAULT_SIGNATURE)
+    data = body[keys[0]]
+    names = list(dtypes)
+    if keys[0] == "instances":
+        if not isinstance(data, list) or not data:
+            raise RequestError('"instances" must be a non-empty list')
+        if all(_is_named(row) for row in data):
+            columns = {n: [_field(row, n, i) for i, row in enumerate(data)] for n in names}
+        elif len(names) == 1:
+            columns = {names[0]: data}
+        else:
+            raise RequestError(f'"instances" must be objects naming the inputs {names}')
+    elif _is_named(data):
+        columns = data
+    elif len(names) == 1:
+        columns = {names[0]: data}
+    else:
+        raise RequestError(f'"inputs" must be an object naming the inputs {names}')
+    if set(columns) != set(names):
+        raise RequestError(f"inputs {sorted(columns)} do not match the signature's {names}")
+    return signature, {n: stack(n, _map_nested(columns[n], _from_json), dtypes[n])
+                       for n in names}
+
+
+def _is_named(value: Any) -> bool:
+    """An object keyed by input names (not a {"b64": ...} value)."""
+    return isinstance(value, dict) and set(value) != {"b64"}
+
+
+def _field(row: Mapping[str, Any], name: str, index: int) -> Any:
+    if name not in row:
+        raise RequestError(f"input {name!r} is missing from instance {index}")
+    return row[name]
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) != {"b64"}:
+            raise RequestError(f"unexpected object {value!r:.60} (only {{\"b64\": ...}} is allowed)")
+        return base64.b64decode(value["b64"], validate=True)
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def rest_response(outputs: Mapping[str, np.ndarray], fmt: str) -> dict[str, Any]:
+    """What TF Serving answers for outputs of a body in `fmt`: {"predictions": rows}
+    or {"outputs": columns}; a single output is not named."""
+    if fmt == "inputs":
+        columns = {name: _plain(np.asarray(v)) for name, v in outputs.items()}
+        return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
+    rows = rows_from_columns(outputs)
+    if len(outputs) == 1:
+        (name,) = outputs
+        rows = [row[name] for row in rows]
+    return {"predictions": rows}
+
+
+def rows_from_rest_response(response: Mapping[str, Any],
+                            output_names: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of named outputs from a Predict REST response in either form."""
+    if "error" in response:
+        raise RequestError(f"server error: {response['error']}")
+    if "predictions" in response:
+        rows = response["predictions"]
+        if len(output_names) == 1 and not (rows and isinstance(rows[0], dict)):
+            rows = [{output_names[0]: row} for row in rows]
+        return list(rows)
+    if "outputs" in response:
+        columns = response["outputs"]
+        if len(output_names) == 1 and not isinstance(columns, dict):
+            columns = {output_names[0]: columns}
+        batch = len(next(iter(columns.values())))
+        return [{name: value[i] for name, value in columns.items()} for i in range(batch)]
+    raise RequestError('a Predict response has neither "predictions" nor "outputs"')
+
+
+def signatures_from_rest_metadata(metadata: Mapping[str, Any]) -> dict[str, dict]:
+    """{signature: {"inputs": {name: dtype}, "outputs": [names]}} from /metadata JSON."""
+    try:
+        defs = metadata["metadata"]["signature_def"]["signature_def"]
+        return {sig: {"inputs": {n: _DTYPES.get(t["dtype"], object)
+                                 for n, t in d.get("inputs", {}).items()},
+                      "outputs": sorted(d.get("outputs", {}))}
+                for sig, d in defs.items()}
+    except (KeyError, TypeError, AttributeError) as e:
+        raise RequestError(f"unexpected model metadata (missing {e})") from None
+
+
+# ------------------------------------------------------------------------ gRPC
+def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, np.ndarray],
+                    version: int | None = None):
+    """A `tensorflow_serving.apis.predict_pb2.PredictRequest` carrying `inputs` as TensorProtos."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = signature_name
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    return request
+
+
+def inputs_from_predict_request(request) -> dict[str, np.ndarray]:
+    """The arrays a PredictRequest carries, as the server decodes its TensorProtos."""
+    import tensorflow as tf
+
+    return {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+
+
+def rows_from_predict_response(response) -> list[dict[str, Any]]:
+    """Rows of named outputs from a gRPC PredictResponse."""
+    import tensorflow as tf
+
+    return rows_from_columns({name: tf.make_ndarray(proto)
+                              for name, proto in sorted(response.outputs.items())})
+
+
+def signatures_from_signature_defs(signature_defs: Mapping[str, Any]) -> dict[str, dict]:
+    """Like `signatures_from_rest_metadata`, from SignatureDef protos (gRPC metadata)."""
+    from tensorflow.core.framework import types_pb2
+
+    return {sig: {"inputs": {n: _DTYPES.get(types_pb2.DataType.Name(t.dtype), object)
+                             for n, t in d.inputs.items()},
+                  "outputs": sorted(d.outputs)}
+            for sig, d in signature_defs.items()}

@@ -1,0 +1,85 @@
+"""TF Serving warmup records: `assets.extra/tf_serving_warmup_requests`.
+
+TF Serving replays the records of this TFRecord file (PredictionLog protos from
+tensorflow-serving-api) when it loads a version, before marking it available, so
+the first real request does not pay for graph initialisation. We write a few real
+requests per signature, built with the same `predict_request` the gRPC client uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+from albert_tf.serving.requests import predict_request
+
+WARMUP_DIR = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"
+# TF Serving reads at most this many warmup records.
+MAX_WARMUP_RECORDS = 1000
+
+logger = logging.getLogger(__name__)
+
+
+def warmup_path(saved_model_dir: str) -> str:
+    return os.path.join(saved_model_dir, WARMUP_DIR, WARMUP_FILE)
+
+
+def warmup_requests(model_name: str,
+                    examples: Mapping[str, Sequence[Mapping[str, np.ndarray]]]
+                    ) -> list[predict_pb2.PredictRequest]:
+    """PredictRequests for `examples`: {signature name: [input arrays, ...]}."""
+    return [predict_request(model_name, signature, inputs)
+            for signature, batches in examples.items() for inputs in batches]
+
+
+def write_warmup(saved_model_dir: str,
+                 requests: Iterable[predict_pb2.PredictRequest]) -> str:
+    """Writes the requests as PredictionLog records into the SavedModel's assets.extra/.
+
+    The file is written under a temporary name and renamed when complete.
+
+    Returns:
+      The path of the warmup file.
+    """
+    records = [prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request)) for request in requests]
+    if not records or len(records) > MAX_WARMUP_RECORDS:
+        raise ValueError(f"{len(records)} warmup requests; TF Serving takes 1 to "
+                         f"{MAX_WARMUP_RECORDS}")
+    path = warmup_path(saved_model_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.TFRecordWriter(tmp) as writer:
+        for record in records:
+            writer.write(record.SerializeToString())
+    os.replace(tmp, path)
+    logger.info("wrote %d warmup requests to %s", len(records), path)
+    return path
+
+
+def read_warmup(saved_model_dir: str) -> list[predict_pb2.PredictRequest]:
+    """The PredictRequests stored in a SavedModel's warmup file, in order.
+
+    Raises:
+      ValueError: a record is not a PredictionLog holding a predict request (the
+        message names the file and the record number).
+    """
+    path = warmup_path(saved_model_dir)
+    requests = []
+    for index, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
+        log = prediction_log_pb2.PredictionLog()
+        try:
+            log.ParseFromString(record)
+        except Exception as e:  # protobuf's DecodeError
+            raise ValueError(f"{path}: record {index} is not a PredictionLog ({e})") from None
+        if log.WhichOneof("log_type") != "predict_log":
+            raise ValueError(f"{path}: record {index} holds {log.WhichOneof('log_type')}, "
+                             "not a predict_log")
+        requests.append(log.predict_log.request)
+    return requests
