@@ -35,7 +35,7 @@ setup(
         "tqdm",
     ],
     extras_require={
-        "test": ["pytest>=8"],
+        "test": ["pytest>=8", "jax"],
         "serving": [f"tensorflow-serving-api=={TF_VERSION}.*", "requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],
