@@ -8,6 +8,7 @@ params` does not pay for TensorFlow's start-up.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"albert-tf: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line users.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     module = importlib.import_module(COMMANDS[command][0])
     return int(module.main(rest) or 0)
 

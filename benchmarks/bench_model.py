@@ -1,0 +1,223 @@
+"""Encoder forward and train-step throughput, peak memory and MFU, ours vs KerasHub.
+
+Each measurement runs in its own subprocess so that its peak resident memory
+(ru_maxrss) is its own and one XLA compilation does not warm the next. The
+matmul peak used for model-FLOPs utilisation is measured in the same run.
+
+    python benchmarks/bench_model.py                 # the full table (~15 min on 2 cores)
+    python benchmarks/bench_model.py --quick         # fewer steps, seq 128 only
+    python benchmarks/bench_model.py --one '{"impl": "ours", ...}'   # one row, JSON out
+
+KerasHub rows appear when keras-hub is installed (`pip install -e .[benchmark]`).
+Both sides run the same Keras backend with jit_compile=True, the same optimizer
+(Adam) and the same loss (mean square of the sequence output), so the train step
+differs only in the encoder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def encoder_flops_per_token(preset: str, seq: int) -> float:
+    """Forward matmul FLOPs per token (2 per multiply-add), embeddings lookups excluded."""
+    from albert_tf import AlbertConfig
+
+    c = AlbertConfig.from_preset(preset)
+    h, i, e, layers = c.hidden_size, c.intermediate_size, c.embedding_size, c.num_hidden_layers
+    per_layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h  # projections + QK^T and PV
+    projection = 2 * e * h if e != h else 0
+    return layers * c.inner_group_num * per_layer + projection + 2 * h * h / seq  # pooler on [CLS]
+
+
+def build(impl: str, preset: str, precision: str):
+    import keras
+
+    from albert_tf import AlbertConfig, AlbertEncoder
+
+    config = AlbertConfig.from_preset(preset)
+    dtype = None if precision == "float32" else precision
+    if impl == "ours":
+        encoder = AlbertEncoder(config, dtype=dtype)
+        names = ("input_word_ids", "input_mask", "input_type_ids")
+    else:
+        import keras_hub
+
+        encoder = keras_hub.models.AlbertBackbone(
+            vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+            num_heads=config.num_attention_heads, embedding_dim=config.embedding_size,
+            hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
+            num_groups=config.num_hidden_groups, dropout=0.0,
+            max_sequence_length=config.max_position_embeddings, dtype=dtype)
+        names = ("token_ids", "padding_mask", "segment_ids")
+    inputs = {n: keras.Input((None,), dtype="int32", name=n) for n in names}
+    sequence = encoder(inputs)["sequence_output"]
+    model = keras.Model(inputs, keras.ops.cast(sequence, "float32"))
+    return model, names
+
+
+def measure(spec: dict) -> dict:
+    import keras
+    import numpy as np
+
+    model, names = build(spec["impl"], spec["preset"], spec["precision"])
+    batch, seq = spec["batch"], spec["seq"]
+    rng = np.random.default_rng(0)
+    x = {names[0]: rng.integers(5, 30000, (batch, seq)).astype("int32"),
+         names[1]: np.ones((batch, seq), "int32"), names[2]: np.zeros((batch, seq), "int32")}
+    optimizer = keras.optimizers.Adam(1e-4)
+    if spec["precision"] == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(optimizer=optimizer, loss="mse", jit_compile=True)
+    if spec["mode"] == "train":
+        y = np.zeros((batch, seq, model.output_shape[-1]), "float32")
+        step = lambda: model.train_on_batch(x, y)  # noqa: E731
+    else:
+        step = lambda: model.predict_on_batch(x)  # noqa: E731
+    for _ in range(spec["warmup"]):
+        step()
+    times = []
+    for _ in range(spec["steps"]):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    median = float(np.median(times))
+    flops = encoder_flops_per_token(spec["preset"], seq) * (3 if spec["mode"] == "train" else 1)
+    tokens_per_s = batch * seq / median
+    return {**spec, "step_s": median, "tokens_per_s": tokens_per_s,
+            "tflops": tokens_per_s * flops / 1e12,
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def matmul_peak(dtype: str, n: int = 2048, repeats: int = 20) -> float:
+    """Measured TFLOP/s of an n x n matmul chain in `dtype` (the MFU denominator)."""
+    import tensorflow as tf
+
+    a = tf.random.normal((n, n), dtype=tf.float32)
+    a = tf.cast(a, dtype)
+
+    @tf.function(jit_compile=True)
+    def chain(x):
+        for _ in range(repeats):
+            x = tf.matmul(x, a) * tf.cast(1.0 / n, dtype)
+        return x
+
+    chain(a).numpy()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        chain(a).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 * repeats / best / 1e12
+
+
+def run_one(spec: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return {**spec, "error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def plan(quick: bool, with_keras_hub: bool) -> list[dict]:
+    steps, warmup = (3, 1) if quick else (8, 2)
+    shapes = [(128, 8)] if quick else [(128, 8), (512, 2)]
+    impls = ["ours"] + (["keras_hub"] if with_keras_hub else [])
+    specs = []
+    for seq, batch in shapes:
+        for mode in ("forward", "train"):
+            for impl in impls:
+                specs.append(dict(impl=impl, preset="albert-base", precision="float32", mode=mode,
+                                  seq=seq, batch=batch, steps=steps, warmup=warmup))
+    specs.append(dict(impl="ours", preset="albert-base", precision="mixed_bfloat16", mode="train",
+                      seq=128, batch=8, steps=steps, warmup=warmup))
+    if with_keras_hub:
+        specs.append(dict(impl="keras_hub", preset="albert-base", precision="mixed_bfloat16",
+                          mode="train", seq=128, batch=8, steps=steps, warmup=warmup))
+    for preset in ("albert-large", "bert-large"):
+        specs.append(dict(impl="ours", preset=preset, precision="float32", mode="train",
+                          seq=128, batch=8, steps=max(3, steps // 2), warmup=1))
+    return specs
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--one", help="measure one spec (JSON) and print JSON")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(json.loads(args.one))))
+        return 0
+    try:
+        import keras_hub  # noqa: F401
+        with_keras_hub = True
+    except ImportError:
+        with_keras_hub = False
+        print("keras-hub not installed: KerasHub rows skipped (pip install -e .[benchmark])")
+    peak = {"float32": matmul_peak("float32"), "mixed_bfloat16": matmul_peak("bfloat16")}
+    print(f"matmul peak (2048^3, XLA): float32 {peak['float32']:.3f} TFLOP/s, "
+          f"bfloat16 {peak['mixed_bfloat16']:.3f} TFLOP/s")
+    rows = []
+    header = f"{'impl':<10} {'preset':<13} {'precision':<15} {'mode':<8} {'seq x b':<8} " \
+             f"{'tokens/s':>9} {'MFU':>6} {'peak RSS':>9}"
+    print(header)
+    for spec in plan(args.quick, with_keras_hub):
+        row = run_one(spec)
+        rows.append(row)
+        if "error" in row:
+            print(f"{spec['impl']:<10} {spec['preset']:<13} {spec['precision']:<15} "
+                  f"{spec['mode']:<8} ERROR {row['error']}")
+            continue
+        mfu = row["tflops"] / peak["mixed_bfloat16" if "bfloat16" in row["precision"] else "float32"]
+        row["mfu"] = mfu
+        print(f"{row['impl']:<10} {row['preset']:<13} {row['precision']:<15} {row['mode']:<8} "
+              f"{row['seq']}x{row['batch']:<4} {row['tokens_per_s']:>9.0f} {mfu:>6.1%} "
+              f"{row['peak_rss_gib']:>7.2f}Gi", flush=True)
+    print()
+    for line in summarize(rows):
+        print(line)
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump({"matmul_peak_tflops": peak, "rows": rows}, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+    return 0
+
+
+def summarize(rows: list[dict]) -> list[str]:
+    def find(**kw):
+        for r in rows:
+            if "error" not in r and all(r.get(k) == v for k, v in kw.items()):
+                return r["tokens_per_s"]
+        return None
+
+    lines = []
+    for mode in ("forward", "train"):
+        for seq, batch in ((128, 8), (512, 2)):
+            ours = find(impl="ours", mode=mode, seq=seq, precision="float32", preset="albert-base")
+            hub = find(impl="keras_hub", mode=mode, seq=seq, precision="float32",
+                       preset="albert-base")
+            if ours and hub:
+                lines.append(f"ours / KerasHub, float32 {mode} seq {seq}: {ours / hub:.2f}x")
+    fp32 = find(impl="ours", mode="train", seq=128, precision="float32", preset="albert-base")
+    bf16 = find(impl="ours", mode="train", seq=128, precision="mixed_bfloat16")
+    if fp32 and bf16:
+        lines.append(f"ours mixed_bfloat16 / float32 train step: {bf16 / fp32:.2f}x")
+    large = find(preset="albert-large")
+    bert = find(preset="bert-large")
+    if large and bert:
+        lines.append(f"albert-large / bert-large train step: {large / bert:.2f}x (paper: ~1.7x)")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
