@@ -306,7 +306,7 @@ def _load_ours(directory: str):
     try:
         model.load_weights(weights)
         fits = len(h5_shapes(weights)) == len(model.weights)  # Keras ignores extra tensors
-    except ValueError:
+    except (ValueError, OSError):
         fits = False
     if not fits:
         problems = _weights_file_problems(model, weights)

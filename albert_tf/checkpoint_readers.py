@@ -17,6 +17,7 @@ import dataclasses
 import glob
 import json
 import os
+import pickle
 import re
 from typing import Callable
 
@@ -76,7 +77,12 @@ def tf1_prefix(path: str) -> str | None:
 
 def read_tf1(prefix: str) -> TensorSource:
     """An original (TF1, tensor-bundle) checkpoint. Needs TensorFlow, imported only here."""
-    import tensorflow as tf  # the bundle format is TensorFlow's; it reads it best
+    try:
+        import tensorflow as tf  # the bundle format is TensorFlow's; it reads it best
+    except ImportError:
+        raise CheckpointError(f"{prefix}: reading an original TF1 checkpoint needs TensorFlow, "
+                              f"which is not installed; convert it where TensorFlow is "
+                              f"(albert-tf convert) and load the result") from None
 
     try:
         reader = tf.train.load_checkpoint(prefix)
@@ -87,16 +93,26 @@ def read_tf1(prefix: str) -> TensorSource:
         name = stored[len(_TF1_PREFIX):] if stored.startswith(_TF1_PREFIX) else stored
         if not _TF1_NOT_WEIGHTS.search(name):
             shapes[name], stored_names[name] = tuple(shape), stored
-    return TensorSource(prefix, "tf1", shapes, lambda name: reader.get_tensor(stored_names[name]))
+
+    def read(name: str) -> np.ndarray:
+        try:
+            return reader.get_tensor(stored_names[name])
+        except (tf.errors.OpError, IndexError, RuntimeError) as e:  # e.g. a truncated file
+            raise CheckpointError(f"{prefix}: cannot read {stored_names[name]}: {e}") from None
+
+    return TensorSource(prefix, "tf1", shapes, read)
 
 
 # ---------------------------------------------------------------------- Hugging Face
 def _read_safetensors(files: list[str]):
-    from safetensors import safe_open  # the numpy framework: no torch needed
+    from safetensors import SafetensorError, safe_open  # the numpy framework: no torch
 
     handles = {}
     for file in files:
-        handle = safe_open(file, framework="numpy")
+        try:
+            handle = safe_open(file, framework="numpy")
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{file}: not a readable safetensors file: {e}") from None
         handles.update({key: handle for key in handle.keys()})
     shapes = {k: tuple(h.get_slice(k).get_shape()) for k, h in handles.items()}
     return shapes, lambda key: handles[key].get_tensor(key)
@@ -108,7 +124,10 @@ def _read_torch_bin(path: str):
     except ImportError:
         raise CheckpointError(f"{path}: reading pytorch_model.bin needs torch, which is not "
                               f"installed; install torch, or use a model.safetensors") from None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as e:
+        raise CheckpointError(f"{path}: not a readable PyTorch state dict: {e}") from None
     arrays = {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
     return {k: tuple(v.shape) for k, v in arrays.items()}, arrays.__getitem__
 
@@ -147,6 +166,9 @@ def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
         if isinstance(obj, h5py.Dataset):
             shapes[name] = tuple(obj.shape)
 
-    with h5py.File(path, "r") as f:
-        f.visititems(visit)
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(visit)
+    except OSError as e:
+        raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
     return shapes

@@ -136,6 +136,12 @@ def test_pytorch_bin_without_torch_is_a_clear_error(tmp_path, monkeypatch):
         load_checkpoint(directory)
 
 
+def test_tf1_without_tensorflow_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # import tensorflow -> ImportError
+    with pytest.raises(CheckpointError, match="TF1 checkpoint needs TensorFlow"):
+        load_checkpoint(os.path.join(FIXTURES, "shared", "tf1"))
+
+
 # ------------------------------------------------------------------ errors
 def test_every_problem_is_listed_at_once(tmp_path):
     tensors = hf_tensors()
@@ -177,6 +183,25 @@ def test_other_sharing_modes_cannot_load_grouped_formats(tmp_path):
     json.dump({**config, "sharing": "ffn"}, open(path, "w"))
     with pytest.raises(CheckpointError, match="sharing='ffn'"):
         load_checkpoint(directory)
+
+
+def test_corrupt_files_are_named(tmp_path):
+    hf = shutil.copytree(os.path.join(FIXTURES, "shared", "hf"), tmp_path / "hf")
+    (hf / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(CheckpointError, match="model.safetensors: not a readable safetensors"):
+        load_checkpoint(hf)
+    tf1 = copy_fixture("shared", "tf1", tmp_path)
+    data = os.path.join(tf1, "model.ckpt-0.data-00000-of-00001")
+    with open(data, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(CheckpointError, match="model.ckpt-0: cannot read module/"):
+        load_checkpoint(tf1)
+    ours = save_checkpoint(load_checkpoint(os.path.join(FIXTURES, "shared", "hf")),
+                           tmp_path / "ours")
+    with open(os.path.join(ours, "model.weights.h5"), "wb") as f:
+        f.write(b"not hdf5")
+    with pytest.raises(CheckpointError, match="model.weights.h5: not a readable HDF5"):
+        load_checkpoint(ours)
 
 
 def test_not_a_checkpoint(tmp_path):
