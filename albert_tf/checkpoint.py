@@ -303,13 +303,14 @@ def _load_ours(directory: str):
     model = TASK_MODELS[task](config, **kwargs)
     _ensure_built(model)
     weights = os.path.join(directory, WEIGHTS_FILE)
+    keras_error = None
     try:
         model.load_weights(weights)
-        fits = len(h5_shapes(weights)) == len(model.weights)  # Keras ignores extra tensors
-    except (ValueError, OSError):
-        fits = False
-    if not fits:
-        problems = _weights_file_problems(model, weights)
+    except (ValueError, OSError) as e:
+        keras_error = e
+    # Keras ignores tensors the model has no place for; the count catches them.
+    if keras_error is not None or len(h5_shapes(weights)) != len(model.weights):
+        problems = _weights_file_problems(model, weights) or [f"keras: {keras_error}"]
         raise CheckpointError(
             f"{weights}: {len(problems)} tensor(s) do not fit the {task} model of "
             f"{CONFIG_FILE} and {TASK_FILE}:\n  " + "\n  ".join(problems))
@@ -402,8 +403,9 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
         if not os.path.exists(directory):
             os.replace(tmp, directory)
             return directory
-        for name in os.listdir(tmp):  # into an existing directory: file by file
-            os.replace(os.path.join(tmp, name), os.path.join(directory, name))
+        for name in (WEIGHTS_FILE, CONFIG_FILE, SPM_FILE, TASK_FILE):  # file by file
+            if os.path.exists(os.path.join(tmp, name)):
+                os.replace(os.path.join(tmp, name), os.path.join(directory, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
