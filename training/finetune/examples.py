@@ -1,0 +1,87 @@
+"""Text examples of single-text and text-pair tasks, and their encoding to model inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Sequence
+
+import numpy as np
+
+from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
+
+logger = logging.getLogger(__name__)
+
+
+class DataError(ValueError):
+    """Unusable input data; the message names the file, line and field."""
+
+
+@dataclasses.dataclass
+class TextExamples:
+    """N examples of a sequence classification or regression task.
+
+    Attributes:
+      texts_a: first text of each example.
+      texts_b: second text of each pair, or None for single-text tasks.
+      labels: [N] int class ids or float targets; None for unlabelled data.
+      ids: an identifier per example (GLUE's `idx`, or "file:line") used in
+        prediction files and error messages.
+    """
+
+    texts_a: list[str]
+    texts_b: list[str] | None
+    labels: np.ndarray | None
+    ids: list[str]
+
+    def __post_init__(self):
+        sizes = {len(self.texts_a), len(self.ids)}
+        if self.texts_b is not None:
+            sizes.add(len(self.texts_b))
+        if self.labels is not None:
+            sizes.add(len(self.labels))
+        if len(sizes) != 1:
+            raise ValueError(f"text example fields differ in length: {sorted(sizes)}")
+
+    def __len__(self) -> int:
+        return len(self.texts_a)
+
+
+def encode_texts(tokenizer, examples: TextExamples, seq_length: int,
+                 label_key: str | None = None) -> Encoded:
+    """Tokenizes and packs each example as `[CLS] a [SEP] (b [SEP])`, unpadded.
+
+    Args:
+      tokenizer: an `AlbertTokenizer`.
+      examples: the texts (and labels).
+      seq_length: the longest packed length; longer pairs are truncated longest
+        segment first (as `AlbertTokenizer.encode_pair`).
+      label_key: name of the label in `Encoded.labels` (the model output the loss
+        applies to, e.g. "logits" or "score"); None leaves the labels out.
+
+    Returns:
+      `Encoded` with int32 arrays [L_i] (L_i <= seq_length) per example.
+    """
+    features = {name: [] for name in INPUT_NAMES}
+    texts_b = examples.texts_b or [None] * len(examples)
+    for text_a, text_b in zip(examples.texts_a, texts_b):
+        packed = tokenizer.encode_pair(text_a, text_b, seq_length=seq_length)
+        length = int(np.sum(packed["input_mask"]))
+        for name in INPUT_NAMES:
+            features[name].append(np.asarray(packed[name][:length], np.int32))
+    labels = {}
+    if label_key is not None and examples.labels is not None:
+        labels[label_key] = np.asarray(examples.labels)
+    return Encoded(features, labels)
+
+
+def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence[str]) -> np.ndarray:
+    """Maps label strings to class ids; an unknown label raises DataError naming `where`."""
+    index = {name: i for i, name in enumerate(label_names)}
+    ids = np.empty(len(values), np.int64)
+    for i, (value, place) in enumerate(zip(values, where)):
+        if value not in index:
+            raise DataError(f"{place}: unknown label {value!r}; the labels are "
+                            f"{', '.join(map(repr, label_names))}")
+        ids[i] = index[value]
+    return ids

@@ -1,0 +1,188 @@
+"""RACE multiple choice from its released files: article + question + 4 options, accuracy.
+
+The release unpacks to `RACE/{train,dev,test}/{middle,high}/*.txt`, each file one
+JSON object `{"id", "article", "questions": [...], "options": [[4 x str], ...],
+"answers": ["A".."D", ...]}`. Each option becomes `[CLS] article [SEP] qa [SEP]`,
+where qa is the question with its blank ("_") filled by the option, or question
+and option joined by a space, as the original `race_utils`: qa keeps its last
+`max_qa_length` tokens (128) and the article is cut to fit `seq_length` (512).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import logging
+import os
+
+import keras
+import numpy as np
+
+from albert_tf import AlbertMultipleChoice
+from albert_tf.training.finetune import metrics
+from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
+from albert_tf.training.finetune.examples import DataError
+
+logger = logging.getLogger(__name__)
+
+LEVELS = ("middle", "high")
+CHOICES = "ABCD"
+# run_race.py / README: 12000 steps, 1000 warmup, batch 32, lr 1e-5 (the v2 value),
+# 512 tokens of which at most 128 for question + option.
+DEFAULTS = {"train_steps": 12000, "warmup_steps": 1000, "batch_size": 32, "learning_rate": 1e-5,
+            "seq_length": 512, "max_qa_length": 128}
+
+
+@dataclasses.dataclass
+class RaceExample:
+    """One question: `label` indexes `options` (-1 if unknown)."""
+
+    qid: str
+    level: str
+    article: str
+    question: str
+    options: list[str]
+    label: int
+
+
+def find_split(root: str, split: str) -> str:
+    """The directory of `split` under `root` (the RACE directory or its parent)."""
+    for candidate in (os.path.join(root, split), os.path.join(root, "RACE", split)):
+        if os.path.isdir(candidate):
+            return candidate
+    raise DataError(f"{root}: no RACE {split!r} directory (expected {root}/{split}/middle and "
+                    f"{root}/{split}/high with the released *.txt files)")
+
+
+def read_race(split_dir: str) -> list[RaceExample]:
+    """Reads every `<level>/*.txt` under one split directory (e.g. RACE/dev)."""
+    examples = []
+    for level in LEVELS:
+        for path in sorted(glob.glob(os.path.join(split_dir, level, "*.txt"))):
+            for line, record in _records(path):
+                examples.extend(_questions(record, path, line, level))
+    if not examples:
+        raise DataError(f"{split_dir}: no RACE questions in {'/ or '.join(LEVELS)}/*.txt")
+    return examples
+
+
+def _records(path: str):
+    """One JSON object per file as released; a JSON-lines file (all.txt) also works."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    try:
+        yield 1, json.loads(text)
+        return
+    except json.JSONDecodeError:
+        pass
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+
+
+def _questions(record, path, line, level):
+    where = f"{path}:{line}"
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a JSON object")
+    for name in ("article", "questions", "options", "answers"):
+        if name not in record:
+            raise DataError(f"{where}: no {name!r} field")
+    questions, options, answers = record["questions"], record["options"], record["answers"]
+    if not len(questions) == len(options) == len(answers):
+        raise DataError(f"{where}: {len(questions)} questions, {len(options)} option lists and "
+                        f"{len(answers)} answers differ in number")
+    base = str(record.get("id", os.path.basename(path)))
+    for i, (question, choices, answer) in enumerate(zip(questions, options, answers)):
+        if len(choices) != len(CHOICES):
+            raise DataError(f"{where}: question {i} has {len(choices)} options, not {len(CHOICES)}")
+        if answer not in CHOICES:
+            raise DataError(f"{where}: question {i} has answer {answer!r}, not one of A, B, C, D")
+        yield RaceExample(f"{base}-{i}", level, record["article"], question, list(choices),
+                          CHOICES.index(answer))
+
+
+def qa_text(question: str, option: str) -> str:
+    """The question with its blank filled by `option`, else question + " " + option."""
+    return question.replace("_", option) if "_" in question else f"{question} {option}"
+
+
+def encode_race(tokenizer, examples: list[RaceExample], seq_length: int,
+                max_qa_length: int = 128) -> Encoded:
+    """Features [4, L_i] per example (L_i: the longest option's length) and labels [N]."""
+    features = {name: [] for name in INPUT_NAMES}
+    for example in examples:
+        article = tokenizer.encode(example.article)
+        rows = []
+        for option in example.options:
+            qa = tokenizer.encode(qa_text(example.question, option))[-max_qa_length:]
+            context = article[:max(0, seq_length - 3 - len(qa))]
+            rows.append(([tokenizer.cls_id, *context, tokenizer.sep_id, *qa, tokenizer.sep_id],
+                         len(context) + 2))
+        length = max(len(ids) for ids, _ in rows)
+        packed = np.zeros((3, len(rows), length), np.int32)  # word ids, mask, type ids
+        for k, (ids, first_b) in enumerate(rows):
+            packed[0, k, :len(ids)] = ids
+            packed[1, k, :len(ids)] = 1
+            packed[2, k, first_b:len(ids)] = 1
+        packed[0][packed[1] == 0] = tokenizer.pad_id
+        for name, values in zip(INPUT_NAMES, packed):
+            features[name].append(values)
+    return Encoded(features, {"logits": np.array([e.label for e in examples], np.int64)})
+
+
+class RaceTask:
+    """RACE on `AlbertMultipleChoice`: model selection on dev accuracy, test accuracy at the end."""
+
+    label_names = None
+    main_metric = "accuracy"
+
+    def __init__(self, tokenizer, train: list[RaceExample] | None, dev: list[RaceExample] | None,
+                 test: list[RaceExample] | None = None, seq_length: int = 512,
+                 max_qa_length: int = 128):
+        self.name = "race"
+        encode = lambda ex: encode_race(tokenizer, ex, seq_length, max_qa_length) if ex else None
+        self.train = encode(train)
+        self.evals = {"dev": encode(dev)} if dev else {}
+        self.levels = {"dev": [e.level for e in dev or []], "test": [e.level for e in test or []]}
+        self.test, self.test_ids = encode(test), [e.qid for e in test or []]
+
+    def build_model(self, config, encoder=None) -> keras.Model:
+        return AlbertMultipleChoice(config, encoder=encoder)
+
+    def compile_args(self) -> dict:
+        return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+                "metrics": {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}}
+
+    def _accuracies(self, predict, data: Encoded, levels: list[str]) -> tuple[dict, np.ndarray]:
+        predicted = np.argmax(np.stack(predict(data)["logits"]), axis=-1)
+        gold, levels = data.labels["logits"], np.array(levels)
+        result = {"accuracy": metrics.accuracy(gold, predicted)}
+        for level in LEVELS:
+            if np.any(levels == level):
+                result[f"accuracy_{level}"] = metrics.accuracy(gold[levels == level],
+                                                               predicted[levels == level])
+        return result, predicted
+
+    def evaluate(self, predict) -> dict[str, float]:
+        """Accuracy on dev, overall and per level (middle / high)."""
+        return self._accuracies(predict, self.evals["dev"], self.levels["dev"])[0]
+
+    def write_predictions(self, predict, output_dir: str) -> list[str]:
+        """With a test set: race_test.json with its accuracies and the predicted letters."""
+        if self.test is None:
+            return []
+        result, predicted = self._accuracies(predict, self.test, self.levels["test"])
+        logger.info("RACE test: %s", ", ".join(f"{k}={v:.4f}" for k, v in result.items()))
+        path = os.path.join(output_dir, "race_test.json")
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"results": result, "predictions": dict(zip(
+                self.test_ids, (CHOICES[i] for i in predicted)))}, f, indent=1)
+        os.replace(tmp, path)
+        return [path]

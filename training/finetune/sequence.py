@@ -1,0 +1,150 @@
+"""Sequence classification and regression tasks: GLUE and your own files.
+
+A `SequenceTask` holds encoded train / evaluation / test data and knows its model,
+loss, official metrics and prediction files; `train.finetune` drives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Sequence
+
+import keras
+import numpy as np
+
+from albert_tf import AlbertSequenceClassifier, AlbertSequenceRegressor
+from albert_tf.training.finetune import files, glue, metrics
+from albert_tf.training.finetune.bucketing import Encoded
+from albert_tf.training.finetune.examples import DataError, encode_texts
+
+logger = logging.getLogger(__name__)
+
+METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "accuracy": metrics.accuracy,
+    "f1": metrics.f1_binary,
+    "matthews_corrcoef": metrics.matthews_corrcoef,
+    "pearson": metrics.pearson,
+    "spearman": metrics.spearman,
+}
+
+Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
+
+
+class SequenceTask:
+    """Classification (`label_names` given) or regression (`label_names=None`) of texts.
+
+    Args:
+      name: task name for logs ("glue/cola", "csv").
+      label_names: the classes; None for regression.
+      metric_names: keys of `METRICS` computed on every evaluation set.
+      main_metric: the metric that picks the best checkpoint; with several
+        evaluation sets it is "<metric>_<set>" (e.g. "accuracy_matched").
+      train: encoded training data (labels under "logits" or "score").
+      evals: evaluation set name -> encoded labelled data.
+      tests: prediction file stem -> (example ids, encoded unlabelled data).
+      format_predictions: class ids or scores [N] -> the strings written to test files.
+    """
+
+    def __init__(self, name: str, label_names: Sequence[str] | None, metric_names: Sequence[str],
+                 main_metric: str, train: Encoded | None, evals: dict[str, Encoded],
+                 tests: dict[str, tuple[list[str], Encoded]] | None = None,
+                 format_predictions: Callable[[np.ndarray], list[str]] | None = None):
+        self.name = name
+        self.label_names = list(label_names) if label_names is not None else None
+        self.metric_names = tuple(metric_names)
+        self.main_metric = main_metric
+        self.train = train
+        self.evals = evals
+        self.tests = tests or {}
+        self.format_predictions = format_predictions or (lambda v: [str(x) for x in v])
+        self.output_key = "score" if self.regression else "logits"
+
+    @property
+    def regression(self) -> bool:
+        return self.label_names is None
+
+    def build_model(self, config, encoder=None) -> keras.Model:
+        if self.regression:
+            return AlbertSequenceRegressor(config, encoder=encoder)
+        return AlbertSequenceClassifier(config, len(self.label_names), encoder=encoder)
+
+    def compile_args(self) -> dict:
+        """`loss` and `metrics` for `model.compile` (keyed by the model's output)."""
+        if self.regression:
+            return {"loss": {"score": keras.losses.MeanSquaredError()},
+                    "metrics": {"score": [keras.metrics.MeanAbsoluteError(name="mae")]}}
+        return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+                "metrics": {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}}
+
+    def predictions(self, outputs: dict[str, list[np.ndarray]]) -> np.ndarray:
+        """Model output rows -> class ids [N] (or scores [N] for regression)."""
+        values = np.stack(outputs[self.output_key])  # [N] scores or [N, C] logits
+        return values if self.regression else np.argmax(values, axis=-1)
+
+    def evaluate(self, predict: Predict) -> dict[str, float]:
+        """The official metrics on every evaluation set."""
+        results = {}
+        for set_name, data in self.evals.items():
+            predicted = self.predictions(predict(data))
+            gold = data.labels[self.output_key]
+            suffix = f"_{set_name}" if len(self.evals) > 1 else ""
+            for metric in self.metric_names:
+                results[metric + suffix] = METRICS[metric](gold, predicted)
+        return results
+
+    def write_predictions(self, predict: Predict, output_dir: str) -> list[str]:
+        """Writes each test set's predictions as `<stem>.tsv`; returns the paths."""
+        paths = []
+        for stem, (ids, data) in self.tests.items():
+            path = os.path.join(output_dir, f"{stem}.tsv")
+            glue.write_submission(path, ids, self.format_predictions(self.predictions(predict(data))))
+            paths.append(path)
+        return paths
+
+
+def glue_task(name: str, tokenizer, seq_length: int, data_dir: str | None = None,
+              with_test: bool = True) -> SequenceTask:
+    """A GLUE task from tensorflow-datasets, tokenized; test splits give submission files."""
+    spec = glue.get_task(name)
+    key = "score" if spec.regression else "logits"
+
+    def encoded(split, dataset=None, labelled=True):
+        examples = glue.load_split(spec, split, data_dir, dataset, labelled)
+        logger.info("glue/%s %s: %d examples", spec.name, split, len(examples))
+        return examples.ids, encode_texts(tokenizer, examples, seq_length, key if labelled else None)
+
+    train = encoded("train")[1]
+    evals = {set_name: encoded(split)[1] for set_name, split in spec.eval_splits.items()}
+    tests = {}
+    if with_test:
+        tests = {stem: encoded(split, dataset, labelled=False)
+                 for stem, (dataset, split) in spec.test_splits.items()}
+    return SequenceTask(f"glue/{spec.name}", spec.label_names, spec.metrics, spec.main_metric,
+                        train, evals, tests, lambda v: glue.submission_values(spec, v))
+
+
+def file_task(train_file: str, eval_file: str | None, text_columns: Sequence[str],
+              label_column: str, regression: bool, tokenizer, seq_length: int) -> SequenceTask:
+    """Classification or regression on your own CSV / TSV / JSONL files.
+
+    Classes come from the training file; an evaluation label not seen in training
+    is an error naming its line. Metrics: accuracy (+ F1 of class 1 when binary)
+    for classification, Pearson and Spearman for regression.
+    """
+    key = "score" if regression else "logits"
+    train, label_names = files.read_text_file(train_file, text_columns, label_column, regression)
+    evals = {}
+    if eval_file:
+        dev, _ = files.read_text_file(eval_file, text_columns, label_column, regression, label_names)
+        evals["eval"] = encode_texts(tokenizer, dev, seq_length, key)
+    if regression:
+        metric_names = ("pearson", "spearman")
+    else:
+        if len(label_names) < 2:
+            raise DataError(f"{train_file}: only one label ({label_names[0]!r}); "
+                            "classification needs at least two")
+        metric_names = ("accuracy", "f1") if len(label_names) == 2 else ("accuracy",)
+    logger.info("%s: %d training examples, labels %s", train_file, len(train), label_names)
+    return SequenceTask("files", label_names, metric_names, metric_names[0],
+                        encode_texts(tokenizer, train, seq_length, key), evals)

@@ -1,0 +1,199 @@
+"""SQuAD 1.1 and 2.0: span extraction, n-best decoding across windows, official evaluation.
+
+Decoding follows the original post-processing: in every window the `n_best`
+highest start and end logits over context tokens form candidate spans (end >=
+start, at most `max_answer_length` tokens, the start in the window that gives it
+the most context); a span's score is start + end logit; candidates of all the
+question's windows are ranked together and the answer text is the original
+context between the first piece's first character and the last piece's last.
+For SQuAD 2.0 the model's answerability logit (the highest over the question's
+windows) gives a no-answer probability, and the threshold above which a
+question is answered "" is tuned on the evaluation set to maximise F1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Callable
+
+import keras
+import numpy as np
+
+from albert_tf import AlbertSpanExtractor
+from albert_tf.training.finetune import metrics
+from albert_tf.training.finetune.bucketing import Encoded
+from albert_tf.training.finetune.squad_data import (ContextPieces, SquadExample, Window,
+                                                    build_windows)
+
+logger = logging.getLogger(__name__)
+
+Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
+
+
+def _top(logits: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
+    """The `n` positions (of `positions`) with the highest logits."""
+    return positions[np.argsort(-logits[positions], kind="stable")[:n]]
+
+
+def window_candidates(window: Window, start_logits: np.ndarray, end_logits: np.ndarray,
+                      n_best: int, max_answer_length: int) -> list[tuple[float, int, int]]:
+    """(score, first piece, last piece) of the valid spans among the window's top logits."""
+    positions = window.offset + np.arange(window.count)
+    starts = _top(start_logits, positions[window.max_context], n_best)
+    ends = _top(end_logits, positions, n_best)
+    out = []
+    for s in starts:
+        for e in ends:
+            if s <= e < s + max_answer_length:
+                out.append((float(start_logits[s] + end_logits[e]),
+                            window.first + int(s) - window.offset, window.first + int(e) - window.offset))
+    return out
+
+
+def decode_answers(examples: list[SquadExample], windows: list[Window], contexts: list[ContextPieces],
+                   outputs: dict[str, list[np.ndarray]], n_best: int = 20,
+                   max_answer_length: int = 30) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
+    """Answers of every question from its windows' logits.
+
+    Args:
+      examples, windows, contexts: as `build_windows` returned them.
+      outputs: per window, "start_logits" / "end_logits" rows [T_w] and, for
+        SQuAD 2.0, "answerable_logits" scalars.
+      n_best: candidates kept per window side and per question.
+      max_answer_length: longest answer in pieces.
+
+    Returns:
+      (qid -> best non-empty answer ("" if none is valid), qid -> n-best list of
+      {"text", "probability", "score", "start", "end"} with character offsets,
+      qid -> no-answer probability (only when "answerable_logits" is given)).
+    """
+    candidates = [[] for _ in examples]
+    answerable = np.full(len(examples), -np.inf)
+    for w, window in enumerate(windows):
+        candidates[window.example] += window_candidates(
+            window, outputs["start_logits"][w], outputs["end_logits"][w], n_best, max_answer_length)
+        if "answerable_logits" in outputs:
+            answerable[window.example] = max(answerable[window.example],
+                                             float(outputs["answerable_logits"][w]))
+    best, nbest, no_answer = {}, {}, {}
+    for index, example in enumerate(examples):
+        entries = _rank(example.context, contexts[index], candidates[index], n_best)
+        nbest[example.qid] = entries
+        best[example.qid] = entries[0]["text"] if entries else ""
+        if "answerable_logits" in outputs:
+            no_answer[example.qid] = float(1.0 / (1.0 + np.exp(answerable[index])))  # 1 - sigmoid
+    return best, nbest, no_answer
+
+
+def _rank(context: str, pieces: ContextPieces, spans, n_best: int) -> list[dict]:
+    entries, seen = [], set()
+    for score, first, last in sorted(spans, key=lambda c: -c[0]):
+        start, end = int(pieces.starts[first]), int(pieces.ends[last])
+        text = context[start:end]
+        if text in seen or not text.strip():
+            continue
+        seen.add(text)
+        entries.append({"text": text, "score": score, "start": start, "end": end})
+        if len(entries) == n_best:
+            break
+    if entries:
+        scores = np.array([e["score"] for e in entries])
+        probs = np.exp(scores - scores.max())
+        for entry, p in zip(entries, probs / probs.sum()):
+            entry["probability"] = float(p)
+    return entries
+
+
+class SquadTask:
+    """SQuAD 1.1 / 2.0 fine-tuning on `AlbertSpanExtractor` (2.0 adds the answerability head).
+
+    Args:
+      version: "v1.1" or "v2.0".
+      train_examples, eval_examples: the questions (either may be empty/None).
+      tokenizer: an `AlbertTokenizer`.
+      seq_length, doc_stride, max_query_length: windowing, as the original
+        (384, 128, 64).
+      n_best, max_answer_length: decoding (20, 30).
+    """
+
+    label_names = None
+
+    def __init__(self, version: str, train_examples, eval_examples, tokenizer, seq_length: int = 384,
+                 doc_stride: int = 128, max_query_length: int = 64, n_best: int = 20,
+                 max_answer_length: int = 30):
+        if version not in ("v1.1", "v2.0"):
+            raise ValueError(f"unknown SQuAD version {version!r}; use v1.1 or v2.0")
+        self.name = f"squad/{version}"
+        self.answerability = version == "v2.0"
+        self.main_metric = "best_f1" if self.answerability else "f1"
+        self.n_best, self.max_answer_length = n_best, max_answer_length
+        window_args = (seq_length, doc_stride, max_query_length)
+        self.train = None
+        if train_examples:
+            self.train = build_windows(tokenizer, train_examples, *window_args, training=True,
+                                       answerability=self.answerability)[0]
+        self.eval_examples = eval_examples or []
+        self.evals = {}
+        if self.eval_examples:
+            data, self.windows, self.contexts = build_windows(
+                tokenizer, self.eval_examples, *window_args, training=False)
+            self.evals = {"eval": data}
+        self.gold = {e.qid: e.answers for e in self.eval_examples}
+        self.threshold = 0.5
+
+    def build_model(self, config, encoder=None) -> keras.Model:
+        return AlbertSpanExtractor(config, answerability=self.answerability, encoder=encoder)
+
+    def compile_args(self) -> dict:
+        """Mean of the start and end cross-entropies (+ answerability cross-entropy for 2.0)."""
+        span = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        loss = {"start_logits": span, "end_logits": span}
+        weights = {"start_logits": 0.5, "end_logits": 0.5}
+        if self.answerability:
+            loss["answerable_logits"] = keras.losses.BinaryCrossentropy(from_logits=True)
+            weights["answerable_logits"] = 1.0
+        return {"loss": loss, "loss_weights": weights}
+
+    def _decode(self, predict: Predict):
+        outputs = predict(self.evals["eval"])
+        return decode_answers(self.eval_examples, self.windows, self.contexts, outputs,
+                              self.n_best, self.max_answer_length)
+
+    def evaluate(self, predict: Predict) -> dict[str, float]:
+        """Official EM/F1 (percent); for 2.0 also at the F1-tuned no-answer threshold."""
+        best, _, no_answer = self._decode(predict)
+        if not self.answerability:
+            return metrics.squad_evaluate(self.gold, best)
+        answered = metrics.apply_no_answer_threshold(best, no_answer, 0.5)
+        result = metrics.squad_evaluate(self.gold, answered)
+        exact, f1 = metrics.squad_scores(self.gold, best)
+        result["best_exact"], _ = metrics.best_no_answer_threshold(self.gold, best, no_answer, exact)
+        result["best_f1"], self.threshold = metrics.best_no_answer_threshold(
+            self.gold, best, no_answer, f1)
+        result["best_f1_threshold"] = self.threshold
+        return result
+
+    def write_predictions(self, predict: Predict, output_dir: str) -> list[str]:
+        """predictions.json (qid -> answer), nbest_predictions.json, and for 2.0
+        null_odds.json (qid -> no-answer probability); 2.0 answers use the tuned threshold."""
+        if not self.eval_examples:
+            return []
+        best, nbest, no_answer = self._decode(predict)
+        files = {"predictions.json": best, "nbest_predictions.json": nbest}
+        if self.answerability:
+            files["predictions.json"] = metrics.apply_no_answer_threshold(best, no_answer, self.threshold)
+            files["null_odds.json"] = no_answer
+        paths = []
+        for name, content in files.items():
+            paths.append(os.path.join(output_dir, name))
+            _write_json(paths[-1], content)
+        return paths
+
+
+def _write_json(path: str, content) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(content, f, indent=1, ensure_ascii=False)
+    os.replace(tmp, path)

@@ -1,0 +1,263 @@
+"""SQuAD 1.1 / 2.0 examples, context pieces aligned to characters, and doc-stride windows.
+
+Alignment. The original ALBERT `squad_utils` tokenizes the whole paragraph and
+then aligns the pieces' text to the original characters with a banded
+longest-common-subsequence search, because normalisation (NFKD, dropping
+combining marks, lower case) changes the text. We avoid the search: SentencePiece
+never lets a piece cross whitespace, so the context is tokenized one
+whitespace-separated word at a time (the same pieces as tokenizing it whole), and
+inside a word each original character is normalised on its own, which gives an
+exact map from normalised to original characters. When a word's pieces do not
+spell its normalised characters (rare: a final sigma, a compatibility character
+that decomposes to a space), every piece of that word maps to the whole word, as
+BERT's word-level alignment does. Every piece thus has a [start, end) character
+span in the original context, and an answer is the context's substring between
+the first and last piece of the span.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+
+import numpy as np
+
+from albert_tf.tokenizer import SPIECE_UNDERLINE
+from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
+from albert_tf.training.finetune.examples import DataError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class SquadExample:
+    """One question on one context.
+
+    Attributes:
+      qid: the question id.
+      question, context: the texts.
+      answers: every gold answer text (empty: unanswerable, SQuAD 2.0).
+      answer_start: character offset of the first answer in `context` (training
+        target), None when unanswerable.
+    """
+
+    qid: str
+    question: str
+    context: str
+    answers: list[str]
+    answer_start: int | None
+
+    @property
+    def is_impossible(self) -> bool:
+        return not self.answers
+
+
+@dataclasses.dataclass
+class ContextPieces:
+    """A context's token ids with the character span [start, end) of each piece."""
+
+    ids: list[int]
+    starts: np.ndarray  # [P] int
+    ends: np.ndarray  # [P] int, exclusive
+
+
+@dataclasses.dataclass
+class Window:
+    """One doc-stride window: which example, and where its context pieces sit.
+
+    Sequence position `offset + i` holds context piece `first + i`, i < count.
+    `max_context[i]` says whether this window gives that piece its most context.
+    """
+
+    example: int
+    offset: int
+    first: int
+    count: int
+    max_context: np.ndarray  # [count] bool
+
+
+def _words(text: str):
+    """(start, end) of every run of non-whitespace characters (as `str.split`)."""
+    start = None
+    for i, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                yield start, i
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        yield start, len(text)
+
+
+def align_context(tokenizer, context: str) -> ContextPieces:
+    """Tokenizes `context` and gives each piece its character span in `context`."""
+    ids, starts, ends = [], [], []
+    for word_start, word_end in _words(context):
+        word = context[word_start:word_end]
+        pieces = tokenizer.tokenize(word)
+        # normalised character j of the word comes from original character origin[j]
+        origin = [word_start + k for k, char in enumerate(word) for _ in tokenizer.normalize(char)]
+        surfaces = [p.replace(SPIECE_UNDERLINE, "") for p in pieces]
+        normalised = "".join(tokenizer.normalize(char) for char in word)
+        exact = "".join(surfaces) == normalised
+        position = 0
+        for piece, surface in zip(pieces, surfaces):
+            ids.append(tokenizer.piece_to_id(piece))
+            if not exact:
+                starts.append(word_start)
+                ends.append(word_end)
+            elif surface:
+                starts.append(origin[position])
+                ends.append(origin[position + len(surface) - 1] + 1)
+            else:  # a lone "▁" before a piece of its own: empty, at the next character
+                at = origin[position] if position < len(origin) else word_end
+                starts.append(at)
+                ends.append(at)
+            position += len(surface)
+    return ContextPieces(ids, np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+
+
+def answer_pieces(pieces: ContextPieces, start: int, end: int) -> tuple[int, int] | None:
+    """First and last piece covering characters [start, end) of the context, or None."""
+    inside = np.nonzero((pieces.ends > start) & (pieces.starts < end))[0]
+    if not len(inside):
+        return None
+    return int(inside[0]), int(inside[-1])
+
+
+def _max_context(spans: list[tuple[int, int]], window: int, piece: int) -> bool:
+    """Whether `window` gives `piece` the most context on its shorter side (BERT's rule)."""
+    best, best_window = None, None
+    for index, (first, count) in enumerate(spans):
+        if not first <= piece < first + count:
+            continue
+        score = min(piece - first, first + count - 1 - piece) + 0.01 * count
+        if best is None or score > best:
+            best, best_window = score, index
+    return best_window == window
+
+
+def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_stride: int,
+                  max_query_length: int, training: bool,
+                  answerability: bool = False) -> tuple[Encoded, list[Window], list[ContextPieces]]:
+    """Cuts each example into `[CLS] question [SEP] context window [SEP]` features.
+
+    Windows start every `doc_stride` context pieces until one reaches the end.
+    With `training`, examples whose answer cannot be located in the context are
+    skipped (logged), and labels are the answer's first and last sequence
+    positions, or 0 ([CLS]) in windows without the answer; with `answerability`
+    also "answerable_logits" (1.0 where the window holds the answer).
+
+    Returns:
+      (features [L_i] unpadded, one `Window` per feature, the aligned contexts).
+    """
+    features = {name: [] for name in INPUT_NAMES}
+    starts, ends, answerable, windows, contexts = [], [], [], [], []
+    skipped = 0
+    for index, example in enumerate(examples):
+        pieces = align_context(tokenizer, example.context)
+        contexts.append(pieces)
+        query = tokenizer.encode(example.question)[:max_query_length]
+        target = None
+        if training and not example.is_impossible:
+            start_char = example.answer_start
+            end_char = -1 if start_char is None else start_char + len(example.answers[0])
+            if start_char is None or example.context[start_char:end_char] != example.answers[0]:
+                skipped += 1
+                continue
+            target = answer_pieces(pieces, start_char, end_char)
+            if target is None:
+                skipped += 1
+                continue
+        room = seq_length - len(query) - 3
+        if room < 1:
+            raise ValueError(f"seq_length={seq_length} leaves no room for the context after a "
+                             f"{len(query)}-token question; raise it or lower max_query_length")
+        spans, first = [], 0
+        while True:
+            count = min(room, len(pieces.ids) - first)
+            spans.append((first, count))
+            if first + count >= len(pieces.ids):
+                break
+            first += min(count, doc_stride)
+        for window_index, (first, count) in enumerate(spans):
+            word_ids = [tokenizer.cls_id, *query, tokenizer.sep_id,
+                        *pieces.ids[first:first + count], tokenizer.sep_id]
+            features["input_word_ids"].append(np.asarray(word_ids, np.int32))
+            features["input_mask"].append(np.ones(len(word_ids), np.int32))
+            features["input_type_ids"].append(np.asarray(
+                [0] * (len(query) + 2) + [1] * (count + 1), np.int32))
+            offset = len(query) + 2
+            flags = np.array([_max_context(spans, window_index, first + i) for i in range(count)])
+            windows.append(Window(index, offset, first, count, flags))
+            inside = target is not None and first <= target[0] and target[1] < first + count
+            starts.append(offset + target[0] - first if inside else 0)
+            ends.append(offset + target[1] - first if inside else 0)
+            answerable.append(float(inside))
+    if skipped:
+        logger.warning("skipped %d of %d training examples whose answer is not at its "
+                       "answer_start in the context", skipped, len(examples))
+    labels = {}
+    if training:
+        labels = {"start_logits": np.asarray(starts, np.int32), "end_logits": np.asarray(ends, np.int32)}
+        if answerability:
+            labels["answerable_logits"] = np.asarray(answerable, np.float32)
+    return Encoded(features, labels), windows, contexts
+
+
+def read_squad_json(path: str) -> list[SquadExample]:
+    """Reads an official SQuAD 1.1 or 2.0 JSON file (`{"data": [{"paragraphs": ...}]}`)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    examples = []
+    articles = _field(data, "data", list, path, "the file")
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(_field(article, "paragraphs", list, path, f"data[{a}]")):
+            where = f"data[{a}].paragraphs[{p}]"
+            context = _field(paragraph, "context", str, path, where)
+            for q, qa in enumerate(_field(paragraph, "qas", list, path, where)):
+                at = f"{where}.qas[{q}]"
+                answers = _field(qa, "answers", list, path, at)
+                if qa.get("is_impossible"):
+                    answers = []
+                texts = [_field(x, "text", str, path, f"{at}.answers") for x in answers]
+                start = _field(answers[0], "answer_start", int, path, f"{at}.answers") if answers else None
+                examples.append(SquadExample(str(_field(qa, "id", (str, int), path, at)),
+                                             _field(qa, "question", str, path, at), context, texts, start))
+    if not examples:
+        raise DataError(f"{path}: no questions")
+    return examples
+
+
+def _field(record, name, kind, path, where):
+    if not isinstance(record, dict) or name not in record:
+        raise DataError(f"{path}: {where} has no {name!r} field")
+    value = record[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{path}: {where}.{name} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def load_squad_tfds(version: str, split: str, data_dir: str | None = None) -> list[SquadExample]:
+    """Reads `squad/v1.1` or `squad/v2.0` from tensorflow-datasets (split "train"/"validation")."""
+    from albert_tf.training.finetune.glue import load_tfds
+
+    examples = []
+    for record in load_tfds(f"squad/{version}", split, data_dir):
+        texts = [t.decode("utf-8") for t in record["answers"]["text"]]
+        starts = [int(s) for s in record["answers"]["answer_start"]]
+        if record.get("is_impossible", False):
+            texts, starts = [], []
+        examples.append(SquadExample(
+            record["id"].decode("utf-8"), record["question"].decode("utf-8"),
+            record["context"].decode("utf-8"), texts, starts[0] if texts and starts else None))
+    if not examples:
+        raise DataError(f"squad/{version} split {split!r} has no examples")
+    return examples

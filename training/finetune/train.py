@@ -1,0 +1,241 @@
+"""The fine-tuning loop: `model.fit` with AdamW/LAMB, evaluation each epoch, best kept.
+
+`finetune(task, source, config)` builds the task's model on the source
+checkpoint's encoder inside the distribution strategy's scope, trains it with
+warmup + linear decay, evaluates the task's official metric after every epoch,
+keeps the best weights (written to the output directory each time they improve,
+as a checkpoint `albert-tf export` reads), stops early after `patience`
+evaluations without improvement, logs to TensorBoard and writes the task's
+prediction files with the best weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+from typing import Callable, Protocol
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, load_checkpoint, save_checkpoint
+from albert_tf.config import ConfigError
+from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded, default_buckets, make_dataset
+from albert_tf.training.distribute import install_step_functions, is_chief
+from albert_tf.training.finetune.tensorboard import ScalarLogger, write_scalars
+from albert_tf.training.optimization import create_optimizer
+
+logger = logging.getLogger(__name__)
+
+Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
+
+
+class Task(Protocol):
+    """What `finetune` needs from a task (see `SequenceTask`, `SquadTask`, `RaceTask`)."""
+
+    name: str
+    main_metric: str  # key of `evaluate`'s result; higher is better
+    label_names: list[str] | None
+    train: Encoded | None
+    evals: dict[str, Encoded]
+
+    def build_model(self, config: AlbertConfig, encoder=None) -> keras.Model: ...
+
+    def compile_args(self) -> dict: ...
+
+    def evaluate(self, predict: Predict) -> dict[str, float]: ...
+
+    def write_predictions(self, predict: Predict, output_dir: str) -> list[str]: ...
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Fine-tuning hyperparameters.
+
+    `train_steps` (when set) wins over `epochs`; evaluation happens once per
+    pass over the training data (an "epoch"), at least once in all. The warmup
+    is `warmup_steps`, or `warmup_proportion` of all steps when that is None.
+    `buckets` are padded lengths for length bucketing (None: the default powers
+    of two up to `seq_length`; [] pads every batch to `seq_length`).
+    """
+
+    output_dir: str
+    epochs: int = 3
+    train_steps: int | None = None
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    learning_rate: float = 2e-5
+    warmup_steps: int | None = None
+    warmup_proportion: float = 0.1
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    seq_length: int = 128
+    buckets: list[int] | None = None
+    patience: int | None = None
+    seed: int = 0
+    spm_model: str | None = None
+    do_lower_case: bool = True
+    jit_compile: bool | str = "auto"
+    verbose: int | str = "auto"
+
+    def bucket_lengths(self) -> list[int] | None:
+        if self.buckets is None:
+            return default_buckets(self.seq_length)
+        return list(self.buckets) or None
+
+    def schedule(self, num_examples: int) -> tuple[int, int, int, int]:
+        """(epochs, steps per epoch, total steps, warmup steps) for `num_examples`."""
+        per_epoch = max(1, num_examples // self.batch_size)
+        total = self.train_steps or self.epochs * per_epoch
+        epochs = max(1, math.ceil(total / per_epoch))
+        per_epoch = math.ceil(total / epochs)
+        warmup = self.warmup_steps if self.warmup_steps is not None else int(
+            self.warmup_proportion * total)
+        return epochs, per_epoch, epochs * per_epoch, warmup
+
+
+def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length: int,
+                 buckets: list[int] | None) -> dict[str, list[np.ndarray]]:
+    """Runs `model` on `data` and returns every output as one row per example, in order.
+
+    Examples are grouped by bucket (or all padded to `seq_length`), so each
+    `model.predict` call sees one static length and rows of per-token outputs have
+    that bucket's length T >= the example's length.
+    """
+    lengths = data.lengths()
+    if buckets:
+        group_of = np.searchsorted(np.asarray(buckets), lengths)  # smallest bucket >= length
+        groups = [(buckets[g], np.nonzero(group_of == g)[0]) for g in range(len(buckets))]
+    else:
+        groups = [(seq_length, np.arange(len(data)))]
+    rows: dict[str, list] = {}
+    for length, indices in groups:
+        if not len(indices):
+            continue
+        ds = make_dataset(data.subset(indices), batch_size, int(length))
+        ds = ds.map(lambda f, _: {name: f[name] for name in INPUT_NAMES})
+        outputs = model.predict(ds, verbose=0)
+        for name, values in outputs.items():
+            column = rows.setdefault(name, [None] * len(data))
+            for row, index in zip(values, indices):
+                column[index] = row
+    return rows
+
+
+class _EvaluateEachEpoch(keras.callbacks.Callback):
+    """Evaluates the task after each epoch, keeps the best weights, stops early."""
+
+    def __init__(self, task: Task, predict: Predict, config: TrainConfig, save: Callable[[], None]):
+        super().__init__()
+        self.task, self.predict, self.config, self.save = task, predict, config, save
+        self.best, self.best_weights, self.wait, self.history = None, None, 0, []
+        self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard", "eval"))
+
+    def on_epoch_end(self, epoch, logs=None):
+        start = time.time()
+        results = self.task.evaluate(self.predict)
+        value = results[self.task.main_metric]
+        write_scalars(self.writer, results, epoch + 1)
+        self.history.append({"epoch": epoch + 1, **results})
+        logger.info("epoch %d evaluation (%.1fs): %s", epoch + 1, time.time() - start,
+                    ", ".join(f"{k}={v:.4f}" for k, v in results.items()))
+        if self.best is None or value > self.best:
+            self.best, self.wait = value, 0
+            self.best_weights = self.model.get_weights()
+            self.save()
+            logger.info("new best %s=%.4f, saved to %s", self.task.main_metric, value,
+                        self.config.output_dir)
+            return
+        self.wait += 1
+        if self.config.patience and self.wait >= self.config.patience:
+            logger.info("no better %s for %d evaluations: stopping early",
+                        self.task.main_metric, self.wait)
+            self.model.stop_training = True
+
+
+def finetune(task: Task, source: str | AlbertConfig, config: TrainConfig,
+             strategy: tf.distribute.Strategy | None = None) -> dict:
+    """Fine-tunes `task` starting from `source` and saves the best model in `config.output_dir`.
+
+    Args:
+      task: the data, model, loss and metrics (a `Task`).
+      source: a checkpoint `load_checkpoint` reads (its encoder is fine-tuned; its
+        heads are dropped), or an `AlbertConfig` for random initialisation.
+      config: hyperparameters and the output directory.
+      strategy: a `tf.distribute` strategy (default: the current one).
+
+    Returns:
+      {"best": the best evaluation results (or None), "history": per-epoch
+      results, "checkpoint": the output directory, "predictions": files written}.
+    """
+    if task.train is None or not len(task.train):
+        raise ValueError(f"{task.name}: no training examples")
+    strategy = strategy or tf.distribute.get_strategy()
+    os.makedirs(config.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(config.seed)
+    epochs, per_epoch, total, warmup = config.schedule(len(task.train))
+    buckets = config.bucket_lengths()
+    with strategy.scope():
+        if isinstance(source, AlbertConfig):
+            model = task.build_model(source)
+        else:
+            loaded = load_checkpoint(source)
+            model = task.build_model(loaded.config, encoder=loaded.encoder)
+        if config.seq_length > model.config.max_position_embeddings:
+            raise ConfigError(f"seq_length={config.seq_length} exceeds the model's "
+                              f"max_position_embeddings={model.config.max_position_embeddings}")
+        optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
+                                     weight_decay=config.weight_decay)
+        model.compile(optimizer=optimizer, jit_compile=config.jit_compile, **task.compile_args())
+        install_step_functions(model)
+    chief = is_chief(strategy)
+
+    def predict(data: Encoded) -> dict[str, list[np.ndarray]]:
+        return predict_rows(model, data, config.eval_batch_size, config.seq_length, buckets)
+
+    def save():
+        if not chief:  # under multi-worker training only the chief writes
+            return
+        save_checkpoint(model, config.output_dir, spm_model=config.spm_model,
+                        label_names=task.label_names, do_lower_case=config.do_lower_case,
+                        seq_length=config.seq_length)
+
+    logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
+                task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
+                config.optimizer, config.learning_rate)
+    callbacks = [ScalarLogger(os.path.join(config.output_dir, "tensorboard"),
+                              every=max(1, min(100, per_epoch // 10)))]
+    evaluation = None
+    if task.evals:
+        evaluation = _EvaluateEachEpoch(task, predict, config, save)
+        callbacks.append(evaluation)
+    train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
+                            training=True, seed=config.seed)
+    model.fit(train_ds, epochs=epochs, steps_per_epoch=per_epoch, callbacks=callbacks,
+              verbose=config.verbose, shuffle=False)  # the pipeline shuffles
+    if evaluation is None:
+        save()
+    else:
+        model.set_weights(evaluation.best_weights)
+    summary = {"best": None if evaluation is None else evaluation.history[
+                   int(np.argmax([h[task.main_metric] for h in evaluation.history]))],
+               "history": [] if evaluation is None else evaluation.history,
+               "checkpoint": config.output_dir,
+               "predictions": []}
+    if chief:
+        summary["predictions"] = task.write_predictions(predict, config.output_dir)
+        _write_json(os.path.join(config.output_dir, "eval_results.json"),
+                    {k: summary[k] for k in ("best", "history")})
+    return summary
+
+
+def _write_json(path: str, content) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(content, f, indent=1)
+    os.replace(tmp, path)
