@@ -21,7 +21,7 @@ __all__ = [
 
 def __getattr__(name):
     # Checkpoint I/O pulls in h5py and safetensors; load it on first use.
-    if name in ("load_checkpoint", "save_checkpoint"):
+    if name in ("load_checkpoint", "save_checkpoint", "CheckpointError"):
         from albert_tf import checkpoint
 
         return getattr(checkpoint, name)

@@ -123,6 +123,7 @@ class AlbertSequenceClassifier(_AlbertTaskModel):
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
                                        name="classifier", dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
+        self.built = True
 
     def call(self, inputs, training=None):
         pooled = self._encode(inputs, training)["pooled_output"]
@@ -146,6 +147,7 @@ class AlbertSequenceRegressor(_AlbertTaskModel):
         self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
                                        name="regressor", dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
+        self.built = True
 
     def call(self, inputs, training=None):
         pooled = self._encode(inputs, training)["pooled_output"]
@@ -167,6 +169,7 @@ class AlbertTokenClassifier(_AlbertTaskModel):
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
                                        name="token_classifier", dtype=self.dtype_policy)
         self.head.build((None, None, self.config.hidden_size))
+        self.built = True
 
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
@@ -201,6 +204,7 @@ class AlbertSpanExtractor(_AlbertTaskModel):
                                                       name="answerable_classifier",
                                                       dtype=self.dtype_policy)
             self.answerable_head.build((None, self.config.hidden_size))
+        self.built = True
 
     def call(self, inputs, training=None):
         encoded = self._encode(inputs, training)
@@ -231,6 +235,7 @@ class AlbertMultipleChoice(_AlbertTaskModel):
         self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
                                        name="choice_classifier", dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
+        self.built = True
 
     def call(self, inputs, training=None):
         shape = ops.shape(inputs["input_word_ids"])
