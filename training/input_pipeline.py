@@ -1,0 +1,182 @@
+"""The tf.data pipeline that feeds pretraining from the TFRecord shards.
+
+`pretraining_dataset` reads files in the original ALBERT format (ours or the
+original create_pretraining_data.py's), shards them per host, interleaves
+them in parallel, shuffles, batches with drop_remainder, parses batch-wise,
+casts int64 to int32 and renames the features to the model's inputs and
+labels; optionally it re-masks every batch (`dynamic_masking.py`).
+
+Each file's readable bytes are checked against its size, so that a corrupt or
+truncated file raises an error naming it (TFRecordDataset's own error only
+gives a byte offset); records carry their file name into
+`tf.io.parse_example`, so a record that does not match the expected features
+(for example data made with another max_seq_length) names its file too.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+from albert_tf.training import tfrecords
+from albert_tf.training.dynamic_masking import DynamicMasking, remask
+
+def list_files(file_pattern: str | Sequence[str]) -> list[str]:
+    """Sorted files matching one or more (comma-separated) patterns.
+
+    Raises:
+      ValueError: a pattern matches nothing.
+    """
+    patterns = file_pattern.split(",") if isinstance(file_pattern, str) else list(file_pattern)
+    files: list[str] = []
+    for pattern in filter(None, (p.strip() for p in patterns)):
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise ValueError(f"no TFRecord files match {pattern!r}")
+        files.extend(m for m in matches if m not in files)
+    return files
+
+
+def check_file(path: str, seq_length: int, max_predictions: int) -> None:
+    """Checks the first record of a file against the expected features.
+
+    Raises:
+      ValueError: naming the file and the feature that is missing, of the wrong
+        type, or of the wrong length.
+    """
+    try:
+        first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+        raise ValueError(f"{path}: cannot read TFRecords: {e.message}") from None
+    if first is None:
+        raise ValueError(f"{path}: holds no records")
+    try:
+        example = tf.train.Example.FromString(first.numpy())
+    except Exception as e:  # protobuf's DecodeError: a TFRecord of something else
+        raise ValueError(f"{path}: the first record is not a tf.train.Example ({e})") from None
+    for name, spec in tfrecords.feature_spec(seq_length, max_predictions).items():
+        if name not in example.features.feature:
+            raise ValueError(f"{path}: records lack the feature {name!r}; expected the original ALBERT "
+                             f"features {list(tfrecords.FEATURE_NAMES)}")
+        feature = example.features.feature[name]
+        kind = "float_list" if spec.dtype == tf.float32 else "int64_list"
+        if feature.WhichOneof("kind") != kind:
+            raise ValueError(f"{path}: feature {name!r} is {feature.WhichOneof('kind')}, expected {kind}")
+        size = len(getattr(feature, kind).value)
+        if size != spec.shape[0]:
+            which = "max_predictions" if name.startswith("masked_lm") else "seq_length"
+            raise ValueError(f"{path}: feature {name!r} has {size} values but {which} is {spec.shape[0]}; "
+                             f"read it with the {which} it was written with")
+
+
+_RECORD_OVERHEAD = 16  # TFRecord framing per record: length (8), its CRC (4), data CRC (4)
+
+
+def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
+    """(path, record) pairs of one file; fails naming the file if it cannot be read whole.
+
+    TFRecordDataset's own error gives only a byte offset, so reading errors are
+    caught per file and the bytes read are compared with the file's size at
+    its end: a corrupt or truncated file stops the pipeline with its name.
+    """
+    records = tf.data.TFRecordDataset(path).ignore_errors()
+    end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
+    marked = records.map(lambda record: (record, False)).concatenate(end)
+
+    def count(read, item):
+        record, is_end = item
+        read += tf.cast(tf.strings.length(record), tf.int64) + _RECORD_OVERHEAD * tf.cast(~is_end, tf.int64)
+        ok = tf.debugging.Assert(~is_end | tf.equal(read, size), [
+            "corrupt or truncated TFRecord file", path, "readable bytes:", read, "file size:", size])
+        with tf.control_dependencies([ok]):
+            return read, (tf.identity(record), is_end)
+
+    checked = marked.scan(tf.constant(0, tf.int64), count)
+    return checked.filter(lambda record, is_end: ~is_end).map(lambda record, is_end: (path, record))
+
+
+def _to_model_inputs(features: dict) -> tuple[dict, dict]:
+    inputs = {
+        "input_word_ids": features["input_ids"],
+        "input_mask": features["input_mask"],
+        "input_type_ids": features["segment_ids"],
+        "masked_lm_positions": features["masked_lm_positions"],
+    }
+    labels = {
+        "masked_lm_ids": features["masked_lm_ids"],
+        "masked_lm_weights": features["masked_lm_weights"],
+        "sentence_order_label": features["next_sentence_labels"][:, 0],
+    }
+    return inputs, labels
+
+
+def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_length: int,
+                        max_predictions: int, *, is_training: bool = True,
+                        input_context: tf.distribute.InputContext | None = None,
+                        dynamic_masking: DynamicMasking | None = None, shuffle_buffer: int = 10_000,
+                        cycle_length: int = 8, seed: int | None = None) -> tf.data.Dataset:
+    """The pretraining input pipeline.
+
+    Args:
+      file_pattern: TFRecord files: a glob, comma-separated globs, or a list.
+      batch_size: the global batch size; with `input_context`, each replica's
+        batch is `input_context.get_per_replica_batch_size(batch_size)`.
+      seq_length, max_predictions: T and P the files were written with.
+      is_training: shuffle files and records and repeat forever; otherwise one
+        pass in file order.
+      input_context: from `strategy.distribute_datasets_from_function`; files
+        are split across input pipelines (hosts) by it.
+      dynamic_masking: re-mask every batch at read time (new masks each epoch).
+      shuffle_buffer: records in the shuffle buffer.
+      cycle_length: files read in parallel.
+      seed: seed of the file and record shuffles (and of nothing else).
+
+    Returns:
+      A dataset of `(features, labels)` with static shapes (B = per-replica batch):
+      features {"input_word_ids", "input_mask", "input_type_ids": int32 [B, T],
+      "masked_lm_positions": int32 [B, P]}; labels {"masked_lm_ids": int32 [B, P],
+      "masked_lm_weights": float32 [B, P], "sentence_order_label": int32 [B]}.
+
+    Raises:
+      ValueError: no files, or the first file's records do not match T and P.
+    """
+    files = list_files(file_pattern)
+    check_file(files[0], seq_length, max_predictions)
+    if input_context is not None:
+        batch_size = input_context.get_per_replica_batch_size(batch_size)
+    sizes = [tf.io.gfile.stat(f).length for f in files]
+    dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
+    shard_records = False
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        else:  # fewer files than hosts: every host reads all files and keeps its share of records
+            shard_records = True
+    if is_training and not shard_records:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.interleave(
+        _read_file, cycle_length=min(cycle_length, len(files)), block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+    if shard_records:
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        dataset = dataset.repeat() if is_training else dataset
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    spec = tfrecords.feature_spec(seq_length, max_predictions)
+
+    def parse(paths, records):
+        parsed = tf.io.parse_example(records, spec, example_names=paths)
+        features = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                    for name, value in parsed.items()}
+        if dynamic_masking is not None:
+            features = remask(features, dynamic_masking, max_predictions)
+        inputs, labels = _to_model_inputs(features)
+        for value in list(inputs.values()) + list(labels.values()):
+            value.set_shape([batch_size] + value.shape[1:])
+        return inputs, labels
+
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+

@@ -1,0 +1,410 @@
+"""`albert-tf create-data`: SOP pairs with whole-word n-gram masking, written to sharded TFRecords.
+
+Documents are read in a fixed order and cut into blocks of
+`documents_per_shard`; each block becomes one shard, written by a pool of
+processes. Every random choice is drawn from a Generator seeded by (seed,
+input, document, dupe) (see `sop.py`), and each shard's records are shuffled
+by a Generator seeded by (seed, shard), so the output does not depend on the
+number of processes, and the Beam pipeline (`beam_pipeline.py`) writes the
+same records.
+
+Output directory:
+  pretrain-00000.tfrecord ...   the shards (original ALBERT features, see tfrecords.py)
+  stats/pretrain-00000.json     per-shard statistics (written before its shard)
+  create_data_config.json       the options and input identity, checked on resume
+  summary.json                  totals: documents, instances, tokens, masked
+                                fraction, n-gram histogram, SOP balance, skipped inputs
+
+A shard is written under a hidden temporary name and renamed when complete, so
+rerunning the same command after a crash or kill skips the finished shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import time
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from albert_tf.training import sop
+from albert_tf.training.corpus import Corpus, CorpusReport, Document, open_corpus
+
+logger = logging.getLogger(__name__)
+
+SHARD_NAME = "pretrain-{:05d}.tfrecord"
+SHARD_GLOB = "pretrain-*.tfrecord"
+STATS_DIR = "stats"
+CONFIG_FILE = "create_data_config.json"
+SUMMARY_FILE = "summary.json"
+DOCUMENTS_PER_SHARD = 256
+
+
+class DataStats:
+    """Statistics of generated instances, mergeable across shards and processes."""
+
+    def __init__(self):
+        self.documents = 0
+        self.instances = 0
+        self.tokens = 0  # real tokens, [CLS]/[SEP] included
+        self.masked = 0
+        self.ngrams: collections.Counter = collections.Counter()
+        self.kinds = np.zeros(3, np.int64)  # [MASK], random, kept
+        self.sop = np.zeros(2, np.int64)  # in order, swapped
+        self.skipped = CorpusReport()
+        self.short = CorpusReport()  # used, but shorter than one sequence
+
+    def add(self, instance: sop.Instance) -> None:
+        self.instances += 1
+        self.tokens += len(instance.input_ids)
+        self.masked += len(instance.masked.positions)
+        self.ngrams.update(instance.masked.ngrams)
+        self.kinds += instance.masked.kind_counts
+        self.sop[instance.sentence_order_label] += 1
+
+    def merge(self, other: dict) -> None:
+        """Adds statistics given as `to_dict()` output."""
+        self.documents += other["documents"]
+        self.instances += other["instances"]
+        self.tokens += other["tokens"]
+        self.masked += other["masked"]
+        self.ngrams.update({int(n): c for n, c in other["ngrams"].items()})
+        self.kinds += np.array(other["kinds"])
+        self.sop += np.array(other["sop"])
+        self.skipped.merge(other["skipped"])
+        self.short.merge(other["short"])
+
+    def to_dict(self) -> dict:
+        return {"documents": self.documents, "instances": self.instances, "tokens": self.tokens,
+                "masked": self.masked, "ngrams": {str(n): c for n, c in sorted(self.ngrams.items())},
+                "kinds": self.kinds.tolist(), "sop": self.sop.tolist(),
+                "skipped": self.skipped.to_dict(), "short": self.short.to_dict()}
+
+
+def tokenize_sentences(tokenizer, sentences: Sequence[str]) -> list[np.ndarray]:
+    """Token ids of each sentence (no special tokens); sentences with no tokens are dropped."""
+    ids = (np.asarray(tokenizer.encode(s), np.int32) for s in sentences)
+    return [s for s in ids if len(s)]
+
+
+def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
+                     options: sop.GenerationOptions, stats: DataStats) -> list[bytes]:
+    """All serialized instances (every dupe) of one document; updates `stats`."""
+    from albert_tf.training.tfrecords import serialize_instance
+
+    sentences = tokenize_sentences(tokenizer, document.sentences)
+    if len(sentences) < 2:
+        stats.skipped.skip("one_sentence_document", document.file,
+                           f"line {document.line}: fewer than two sentences with tokens")
+        return []
+    num_tokens = sum(len(s) for s in sentences)
+    if num_tokens < options.max_seq_length - 3:
+        stats.short.skip("shorter_than_sequence", document.file,
+                         f"line {document.line}: {num_tokens} tokens")
+    result = sop.document_instances(sentences, document.source, document.index, vocab, options)
+    if result.skipped_chunks:
+        stats.skipped.skip("single_word_chunk", document.file, f"line {document.line}",
+                           count=result.skipped_chunks)
+    stats.documents += 1
+    for instance in result.instances:
+        stats.add(instance)
+    return [serialize_instance(i, options.max_seq_length, options.max_predictions_per_seq)
+            for i in result.instances]
+
+
+# ---------------------------------------------------------------------------
+# Shards: one block of documents each, written by worker processes.
+
+_WORKER: dict = {}  # per-process tokenizer and vocabulary, set by `_init_worker`
+
+
+def _init_worker(spm_model: str, do_lower_case: bool) -> None:
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    tokenizer = AlbertTokenizer(spm_model, do_lower_case=do_lower_case)
+    _WORKER.update(tokenizer=tokenizer, vocab=sop.Vocabulary.from_tokenizer(tokenizer))
+
+
+def shard_path(output_dir: str, shard: int) -> str:
+    return os.path.join(output_dir, SHARD_NAME.format(shard))
+
+
+def stats_path(output_dir: str, shard: int) -> str:
+    return os.path.join(output_dir, STATS_DIR, SHARD_NAME.format(shard).replace(".tfrecord", ".json"))
+
+
+def _write_json(path: str, data: dict) -> None:
+    from albert_tf.training.tfrecords import temporary_path
+
+    tmp = temporary_path(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def make_shard(shard: int, documents: list[Document], output_dir: str,
+               options: sop.GenerationOptions) -> dict:
+    """Generates, shuffles and writes one shard; returns its statistics (`DataStats.to_dict`)."""
+    from albert_tf.training.tfrecords import write_records
+
+    stats = DataStats()
+    records: list[bytes] = []
+    for document in documents:
+        records.extend(document_records(document, _WORKER["tokenizer"], _WORKER["vocab"],
+                                        options, stats))
+    order = np.random.default_rng([options.seed, sop.SHARD_STREAM, shard]).permutation(len(records))
+    result = stats.to_dict()
+    # Statistics first, then the shard: a shard on disk always has its statistics.
+    _write_json(stats_path(output_dir, shard), result)
+    write_records(shard_path(output_dir, shard), (records[i] for i in order))
+    return result
+
+
+def shard_is_complete(output_dir: str, shard: int) -> bool:
+    return os.path.exists(shard_path(output_dir, shard)) and os.path.exists(stats_path(output_dir, shard))
+
+
+def _blocks(documents: Iterable[Document], size: int) -> Iterator[list[Document]]:
+    block: list[Document] = []
+    for document in documents:
+        block.append(document)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _prepare_output(output_dir: str, config: dict) -> None:
+    """Creates the directory, or checks that a previous run used the same configuration."""
+    os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
+    path = os.path.join(output_dir, CONFIG_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            previous = json.load(f)
+        if previous != config:
+            changed = sorted(k for k in set(config) | set(previous) if config.get(k) != previous.get(k))
+            raise ValueError(f"{output_dir} holds data made with other settings ({', '.join(changed)} "
+                             f"differ, see {CONFIG_FILE}); use a new --output-dir")
+    else:
+        _write_json(path, config)
+    for directory in (output_dir, os.path.join(output_dir, STATS_DIR)):
+        for name in os.listdir(directory):  # temporaries of a killed run
+            if name.startswith(".") and ".tmp-" in name:
+                os.remove(os.path.join(directory, name))
+
+
+def _file_sha256(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@dataclasses.dataclass
+class _Progress:
+    """Documents handled (used or skipped by the reader) as blocks complete."""
+
+    bar: object
+    pending: dict = dataclasses.field(default_factory=dict)  # future -> (shard, documents read)
+    stats: dict = dataclasses.field(default_factory=dict)  # shard -> stats dict
+
+    def done(self, future) -> None:
+        shard, read = self.pending.pop(future)
+        self.stats[shard] = future.result()
+        self.bar.update(read)
+
+
+def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
+                            options: sop.GenerationOptions = sop.GenerationOptions(), *,
+                            do_lower_case: bool = True, documents_per_shard: int = DOCUMENTS_PER_SHARD,
+                            processes: int | None = None) -> dict:
+    """Writes the pretraining shards of a corpus and returns the summary (also saved as summary.json).
+
+    Args:
+      corpus: from `corpus.open_corpus`.
+      output_dir: the shards, statistics and summary go here.
+      spm_model: the SentencePiece model of `albert_tf.tokenizer.AlbertTokenizer`.
+      options: generation options (the original's defaults).
+      do_lower_case: passed to the tokenizer.
+      documents_per_shard: documents per output shard.
+      processes: worker processes (default: all cores); 1 runs in this process.
+
+    Raises:
+      ValueError: the output directory holds data made with other settings.
+    """
+    from tqdm import tqdm
+
+    start = time.time()
+    processes = processes or os.cpu_count() or 1
+    config = {"corpus": corpus.name, "input": corpus.identity, "spm_model_sha256": _file_sha256(spm_model),
+              "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
+              **dataclasses.asdict(options)}
+    _prepare_output(output_dir, config)
+    if processes > 1:
+        executor = concurrent.futures.ProcessPoolExecutor(
+            processes, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker, initargs=(spm_model, do_lower_case))
+    else:
+        _init_worker(spm_model, do_lower_case)
+        executor = _InlineExecutor()
+    report = CorpusReport()
+    resumed = 0
+    bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)
+    progress = _Progress(bar)
+    reader_skips = 0
+    with executor, bar:
+        for shard, block in enumerate(_blocks(corpus.read(report), documents_per_shard)):
+            skips = report.count() - report.count("unreadable_file")
+            read, reader_skips = len(block) + skips - reader_skips, skips
+            if shard_is_complete(output_dir, shard):
+                with open(stats_path(output_dir, shard), encoding="utf-8") as f:
+                    progress.stats[shard] = json.load(f)
+                resumed += 1
+                bar.update(read)
+                continue
+            while len(progress.pending) >= 2 * processes:
+                finished, _ = concurrent.futures.wait(
+                    progress.pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in finished:
+                    progress.done(future)
+            future = executor.submit(make_shard, shard, block, output_dir, options)
+            progress.pending[future] = (shard, read)
+        for future in list(concurrent.futures.as_completed(list(progress.pending))):
+            progress.done(future)
+    if resumed:
+        logger.info("resumed: %d of %d shards were already complete", resumed, len(progress.stats))
+    summary = summarize(corpus.name, progress.stats, report, options, time.time() - start)
+    summary["shards_resumed"] = resumed
+    _write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
+    return summary
+
+
+class _InlineExecutor(concurrent.futures.Executor):
+    """Runs submitted work at once in this process (processes=1)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # delivered through the future, as a pool would
+            future.set_exception(e)
+        return future
+
+
+def summarize(name: str, shard_stats: dict, report: CorpusReport, options: sop.GenerationOptions,
+              wall_time: float) -> dict:
+    """The JSON summary of a run from per-shard statistics and the reader's report."""
+    total = DataStats()
+    for shard in sorted(shard_stats):
+        total.merge(shard_stats[shard])
+    total.skipped.merge(report.to_dict())
+    kinds = total.kinds / max(total.kinds.sum(), 1)
+    ngrams = sum(total.ngrams.values())
+    return {
+        "corpus": name,
+        "options": dataclasses.asdict(options),
+        "shards": len(shard_stats),
+        "documents": total.documents,
+        "instances": total.instances,
+        "tokens": total.tokens,
+        "masked_tokens": total.masked,
+        "masked_fraction": round(total.masked / max(total.tokens, 1), 5),
+        "ngram_histogram": {str(n): total.ngrams[n] for n in range(1, options.max_ngram + 1)},
+        "ngram_fractions": {str(n): round(total.ngrams[n] / max(ngrams, 1), 4)
+                            for n in range(1, options.max_ngram + 1)},
+        "replacement_fractions": {"mask": round(kinds[0], 4), "random": round(kinds[1], 4),
+                                  "kept": round(kinds[2], 4)},
+        "sop": {"in_order": int(total.sop[0]), "swapped": int(total.sop[1]),
+                "swapped_fraction": round(total.sop[1] / max(total.sop.sum(), 1), 4)},
+        "shorter_than_sequence": total.short.to_dict().get("shorter_than_sequence", {"count": 0}),
+        "skipped": total.skipped.to_dict(),
+        "wall_time_s": round(wall_time, 2),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Command line.
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line on stderr and exit status 2, no usage dump
+        raise _ArgumentError(message)
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generation options, shared with the Beam pipeline's command line."""
+    defaults = sop.GenerationOptions()
+    parser.add_argument("--input", default=None, help=(
+        "corpus: comma-separated text files or globs (one sentence per line, blank line "
+        "between documents; .gz allowed), tfds:NAME[:SPLIT[:TEXT_FIELD]], or 'embedded' "
+        "(the default: the embedded stdlib-prose corpus)"))
+    parser.add_argument("--output-dir", required=True, help="where the shards and summary.json go")
+    parser.add_argument("--spm-model", required=True, help="SentencePiece model (spiece.model)")
+    parser.add_argument("--cased", action="store_true", help="do not lower-case (cased vocabularies)")
+    parser.add_argument("--max-seq-length", type=int, default=defaults.max_seq_length,
+                        help="tokens per instance incl. [CLS]/[SEP] (default %(default)s)")
+    parser.add_argument("--max-predictions-per-seq", type=int, default=defaults.max_predictions_per_seq,
+                        help="masked positions per instance (default %(default)s)")
+    parser.add_argument("--masked-lm-prob", type=float, default=defaults.masked_lm_prob,
+                        help="fraction of tokens masked (default %(default)s)")
+    parser.add_argument("--short-seq-prob", type=float, default=defaults.short_seq_prob,
+                        help="probability of a shorter target length (default %(default)s)")
+    parser.add_argument("--dupe-factor", type=int, default=defaults.dupe_factor,
+                        help="passes over each document, each with new masks (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default %(default)s)")
+
+
+def options_from_args(args: argparse.Namespace) -> sop.GenerationOptions:
+    return sop.GenerationOptions(
+        max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
+        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor, seed=args.seed)
+
+
+def main(argv: list[str]) -> int:
+    parser = _Parser(prog="albert-tf create-data", description=__doc__.split("\n\n")[0])
+    add_generation_arguments(parser)
+    parser.add_argument("--documents-per-shard", type=int, default=DOCUMENTS_PER_SHARD,
+                        help="documents per output shard (default %(default)s)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="worker processes (default: all cores)")
+    try:
+        args = parser.parse_args(argv)
+        options = options_from_args(args)
+        if args.documents_per_shard < 1:
+            raise ValueError(f"documents-per-shard={args.documents_per_shard} must be at least 1")
+        if not os.path.isfile(args.spm_model):
+            raise ValueError(f"spm-model {args.spm_model} is not a file")
+        corpus = open_corpus(args.input)
+    except (_ArgumentError, ValueError) as e:
+        print(f"albert-tf create-data: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        summary = create_pretraining_data(
+            corpus, args.output_dir, args.spm_model, options, do_lower_case=not args.cased,
+            documents_per_shard=args.documents_per_shard, processes=args.processes)
+    except ValueError as e:
+        print(f"albert-tf create-data: {e}", file=sys.stderr)
+        return 2
+    logger.info("wrote %d instances from %d documents in %d shards to %s (%.1f s); summary: %s",
+                summary["instances"], summary["documents"], summary["shards"], args.output_dir,
+                summary["wall_time_s"], os.path.join(args.output_dir, SUMMARY_FILE))
+    if summary["instances"] == 0:
+        print(f"albert-tf create-data: no instances were made; see {SUMMARY_FILE} for skipped inputs",
+              file=sys.stderr)
+        return 2
+    return 0
