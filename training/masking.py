@@ -22,7 +22,9 @@ The rules (shared with the read-time dynamic masking in `input_pipeline.py`):
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import functools
 import string
 from typing import Sequence
 
@@ -91,6 +93,12 @@ def word_groups(starts: np.ndarray, maskable: np.ndarray) -> tuple[np.ndarray, n
     return first, ends - first, reach
 
 
+@functools.lru_cache(maxsize=None)
+def _truncated_cdfs(max_ngram: int) -> tuple[list[float], ...]:
+    """cdfs[k - 1]: the cdf of p(n) truncated to n <= k."""
+    return tuple(np.cumsum(ngram_probabilities(k)).tolist() for k in range(1, max_ngram + 1))
+
+
 def select_ngrams(lengths: np.ndarray, reach: np.ndarray, budget: int,
                   rng: np.random.Generator, max_ngram: int = MAX_NGRAM) -> list[tuple[int, int]]:
     """Chooses non-overlapping whole-word n-grams with at most `budget` pieces in total.
@@ -104,24 +112,28 @@ def select_ngrams(lengths: np.ndarray, reach: np.ndarray, budget: int,
     Returns:
       `[(first_word, n), ...]` in selection order.
     """
-    cdfs = [np.cumsum(ngram_probabilities(k)) for k in range(1, max_ngram + 1)]
-    covered = np.zeros(len(lengths) + max_ngram, dtype=bool)
+    cdfs = _truncated_cdfs(max_ngram)
+    # Plain Python lists: this loop runs per word visited, where NumPy's per-call
+    # overhead on tiny slices would dominate.
+    prefix = [0] + np.cumsum(lengths).tolist()
+    reach = reach.tolist()
+    draws = rng.random(len(lengths)).tolist()
+    covered = bytearray(len(lengths) + max_ngram)
     chosen: list[tuple[int, int]] = []
     count = 0
-    for w in rng.permutation(len(lengths)):
+    for w in rng.permutation(len(lengths)).tolist():
         if count >= budget:
             break
-        longest = min(max_ngram, int(reach[w]))
-        n = int(np.searchsorted(cdfs[longest - 1], rng.random(), side="right")) + 1
-        n = min(n, longest)  # guards the cdf's last value being 1 - epsilon
+        longest = min(max_ngram, reach[w])
+        n = min(bisect.bisect_right(cdfs[longest - 1], draws[w]) + 1, longest)
         # Shorter n-grams are tried when the drawn one would overrun the budget.
-        while n > 0 and count + int(lengths[w:w + n].sum()) > budget:
+        while n > 0 and count + prefix[w + n] - prefix[w] > budget:
             n -= 1
-        if n == 0 or covered[w:w + n].any():
+        if n == 0 or any(covered[w:w + n]):
             continue
-        covered[w:w + n] = True
-        count += int(lengths[w:w + n].sum())
-        chosen.append((int(w), n))
+        covered[w:w + n] = b"\x01" * n
+        count += prefix[w + n] - prefix[w]
+        chosen.append((w, n))
     return chosen
 
 

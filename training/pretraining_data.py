@@ -335,13 +335,13 @@ def summarize(name: str, shard_stats: dict, report: CorpusReport, options: sop.G
 # ---------------------------------------------------------------------------
 # Command line.
 
-class _ArgumentError(Exception):
+class CommandLineError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
+class CommandLineParser(argparse.ArgumentParser):
     def error(self, message):  # one line on stderr and exit status 2, no usage dump
-        raise _ArgumentError(message)
+        raise CommandLineError(message)
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -375,7 +375,7 @@ def options_from_args(args: argparse.Namespace) -> sop.GenerationOptions:
 
 
 def main(argv: list[str]) -> int:
-    parser = _Parser(prog="albert-tf create-data", description=__doc__.split("\n\n")[0])
+    parser = CommandLineParser(prog="albert-tf create-data", description=__doc__.split("\n\n")[0])
     add_generation_arguments(parser)
     parser.add_argument("--documents-per-shard", type=int, default=DOCUMENTS_PER_SHARD,
                         help="documents per output shard (default %(default)s)")
@@ -389,7 +389,7 @@ def main(argv: list[str]) -> int:
         if not os.path.isfile(args.spm_model):
             raise ValueError(f"spm-model {args.spm_model} is not a file")
         corpus = open_corpus(args.input)
-    except (_ArgumentError, ValueError) as e:
+    except (CommandLineError, ValueError) as e:
         print(f"albert-tf create-data: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

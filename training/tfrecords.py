@@ -47,7 +47,9 @@ def feature_spec(seq_length: int, max_predictions: int) -> dict[str, tf.io.Fixed
 def _pad(values: np.ndarray, length: int) -> np.ndarray:
     if len(values) > length:
         raise ValueError(f"{len(values)} values do not fit in {length}")
-    return np.pad(values, (0, length - len(values)))
+    padded = np.zeros(length, values.dtype)
+    padded[:len(values)] = values
+    return padded
 
 
 def _int_feature(values: np.ndarray) -> tf.train.Feature:
