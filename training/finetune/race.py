@@ -103,7 +103,8 @@ def _questions(record, path, line, level):
             raise DataError(f"{where}: question {i} has {len(choices)} options, not {len(CHOICES)}")
         if answer not in CHOICES:
             raise DataError(f"{where}: question {i} has answer {answer!r}, not one of A, B, C, D")
-        yield RaceExample(f"{base}-{i}", level, record["article"], question, list(choices),
+        # Ids are unique per split only with the level ("middle/..." and "high/...").
+        yield RaceExample(f"{level}/{base}-{i}", level, record["article"], question, list(choices),
                           CHOICES.index(answer))
 
 

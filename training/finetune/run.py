@@ -160,6 +160,7 @@ def parse_columns(spec: str | None) -> tuple[list[str], str]:
 def build_task(args, tokenizer, seq_length: int, options: dict):
     """The task object for `args.task`, its data read and tokenized."""
     from albert_tf.training.finetune import race, sequence
+    from albert_tf.training.finetune.examples import DataError
 
     data = args.data or []
     if args.task.startswith("glue/"):
@@ -170,8 +171,10 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
         if len(data) != 1:
             raise UsageError("race needs --data RACE_DIR (with train/ and dev/)")
         splits = {s: race.read_race(race.find_split(data[0], s)) for s in ("train", "dev")}
-        test = os.path.join(data[0], "test")
-        test = race.read_race(race.find_split(data[0], "test")) if os.path.isdir(test) else None
+        try:  # the test split is optional: its accuracy is reported at the end
+            test = race.read_race(race.find_split(data[0], "test"))
+        except DataError:
+            test = None
         return race.RaceTask(tokenizer, splits["train"], splits["dev"], test, seq_length,
                              options.get("max_qa_length", race.DEFAULTS["max_qa_length"]))
     if not 1 <= len(data) <= 2:

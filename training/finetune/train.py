@@ -198,10 +198,17 @@ def finetune(task: Task, source: str | AlbertConfig, config: TrainConfig,
     def predict(data: Encoded) -> dict[str, list[np.ndarray]]:
         return predict_rows(model, data, config.eval_batch_size, config.seq_length, buckets)
 
+    plain = []
+
     def save():
         if not chief:  # under multi-worker training only the chief writes
             return
-        save_checkpoint(model, config.output_dir, spm_model=config.spm_model,
+        # A compiled model's save_weights also writes the optimizer's variables, which
+        # a checkpoint must not hold: save an uncompiled copy with the same weights.
+        if not plain:
+            plain.append(task.build_model(model.config))
+        plain[0].set_weights(model.get_weights())
+        save_checkpoint(plain[0], config.output_dir, spm_model=config.spm_model,
                         label_names=task.label_names, do_lower_case=config.do_lower_case,
                         seq_length=config.seq_length)
 

@@ -1,0 +1,127 @@
+"""The training loop: a small real task learned far above chance through `albert-tf finetune`
+on CSV files, the best checkpoint kept, early stopping, the schedule and TensorBoard."""
+
+import csv
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.util import event_pb2
+
+from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_checkpoint
+from albert_tf.checkpoint import read_task_info
+from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.training.finetune.examples import TextExamples, encode_texts
+from albert_tf.training.finetune.run import main
+from albert_tf.training.finetune.sequence import SequenceTask
+from albert_tf.training.finetune.train import TrainConfig, finetune, predict_rows
+
+WORD = "if"
+
+
+def _has_word(sentence):
+    return WORD in sentence.lower().replace(",", " ").split()
+
+
+@pytest.fixture(scope="module")
+def word_task(corpus_documents):
+    """Sentences of the embedded corpus, labelled by whether they contain the word "if"
+    (the label is recoverable from the text); balanced, 800 train / 200 dev."""
+    sentences = [s for d in corpus_documents for s in d if 4 <= len(s.split()) <= 30]
+    positive = [s for s in sentences if _has_word(s)][:500]
+    negative = [s for s in sentences if not _has_word(s)][:500]
+    rows = [(s, "yes") for s in positive] + [(s, "no") for s in negative]
+    np.random.default_rng(0).shuffle(rows)
+    return rows[:800], rows[800:]
+
+
+def _write_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["sentence", "has_if"])
+        writer.writerows(rows)
+    return str(path)
+
+
+def _checkpoint(path, tokenizer, spm_model_path, hidden=32):
+    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=16, hidden_size=hidden,
+                          num_hidden_layers=2, num_attention_heads=2, intermediate_size=2 * hidden,
+                          max_position_embeddings=64)
+    save_checkpoint(AlbertPretrainer(config), str(path), spm_model=spm_model_path)
+    return str(path)
+
+
+def _scalars(directory):
+    tags = {}
+    for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+    return tags
+
+
+@pytest.mark.slow
+def test_csv_task_learns_far_above_chance(word_task, spm_model_path, tmp_path):
+    tokenizer = AlbertTokenizer(spm_model_path)
+    checkpoint = _checkpoint(tmp_path / "pretrained", tokenizer, spm_model_path)
+    train, dev = (_write_csv(tmp_path / n, rows) for n, rows in zip(("train.csv", "dev.csv"), word_task))
+    out = str(tmp_path / "out")
+    assert main(["--task", "classify", "--checkpoint", checkpoint, "--output", out,
+                 "--data", train, dev, "--columns", "sentence:has_if", "--epochs", "6",
+                 "--batch-size", "16", "--learning-rate", "2e-3", "--seq-length", "64",
+                 "--set", "jit_compile=false"]) == 0
+    with open(os.path.join(out, "eval_results.json")) as f:
+        results = json.load(f)
+    accuracies = [h["accuracy"] for h in results["history"]]
+    assert len(accuracies) == 6
+    assert results["best"]["accuracy"] == max(accuracies) >= 0.8  # chance is 0.5
+    assert max(accuracies) > accuracies[0]
+    # The saved model is the best one, with its labels, and ready to export.
+    info = read_task_info(out)
+    assert info["task"] == "classification" and info["label_names"] == ["no", "yes"]
+    assert os.path.isfile(os.path.join(out, "spiece.model"))
+    model = load_checkpoint(out)
+    texts = [s for s, _ in word_task[1]]
+    labels = np.array([int(y == "yes") for _, y in word_task[1]])
+    data = encode_texts(tokenizer, TextExamples(texts, None, labels, [""] * len(texts)), 64)
+    logits = np.stack(predict_rows(model, data, 32, 64, [16, 32, 64])["logits"])
+    assert np.mean(np.argmax(logits, -1) == labels) == pytest.approx(results["best"]["accuracy"])
+    tags = _scalars(os.path.join(out, "tensorboard", "eval"))
+    assert tags["accuracy"] == [1, 2, 3, 4, 5, 6]
+    assert {"loss", "learning_rate", "accuracy"} <= set(_scalars(os.path.join(out, "tensorboard", "train")))
+
+
+def _tiny_task(tokenizer, n=24):
+    texts = [f"sentence number {i} is {'long ' * (i % 5)}here" for i in range(n)]
+    labels = np.arange(n) % 2
+    data = encode_texts(tokenizer, TextExamples(texts, None, labels, [str(i) for i in range(n)]), 16, "logits")
+    return SequenceTask("tiny", ["a", "b"], ("accuracy",), "accuracy", data, {"dev": data})
+
+
+def test_early_stopping_and_best_weights(spm_model_path, tmp_path):
+    tokenizer = AlbertTokenizer(spm_model_path)
+    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
+                          num_hidden_layers=1, num_attention_heads=3, intermediate_size=16,
+                          max_position_embeddings=16)
+    # A learning rate of zero: nothing improves after the first evaluation.
+    out = str(tmp_path / "out")
+    summary = finetune(_tiny_task(tokenizer), config, TrainConfig(
+        out, epochs=6, batch_size=8, learning_rate=0.0, seq_length=16, patience=2,
+        jit_compile=False, verbose=0))
+    assert [h["epoch"] for h in summary["history"]] == [1, 2, 3]
+    assert summary["best"]["epoch"] == 1
+    assert read_task_info(out)["label_names"] == ["a", "b"]
+
+
+def test_schedule():
+    config = TrainConfig("x", epochs=3, batch_size=10)
+    assert config.schedule(105) == (3, 10, 30, 3)  # warmup 10% of 30
+    config = TrainConfig("x", train_steps=25, batch_size=10, warmup_steps=7)
+    assert config.schedule(105) == (3, 9, 27, 7)  # 3 evaluations, steps rounded up
+    assert TrainConfig("x", train_steps=4, batch_size=10).schedule(105)[:3] == (1, 4, 4)
+    assert TrainConfig("x", seq_length=128).bucket_lengths() == [16, 32, 64, 128]
+    assert TrainConfig("x", buckets=[]).bucket_lengths() is None
