@@ -1,0 +1,148 @@
+"""`albert-tf export`: a checkpoint -> BASE/NAME/VERSION/, a SavedModel TF Serving loads as is.
+
+The SavedModel's signatures take raw text (see `signatures.py` and `span.py`),
+tokenize it in the graph with the checkpoint's own SentencePiece model (embedded
+in the graph, so nothing is read from this machine at serve time), and carry
+`assets.extra/tf_serving_warmup_requests`. Versions are written atomically: a
+hidden staging directory is renamed into place when complete.
+
+Example:
+    albert-tf export --checkpoint runs/sst2 --output models/albert_sst2
+    # -> models/albert_sst2/1/ (then 2/, 3/, ... on later exports)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+logger = logging.getLogger(__name__)
+
+TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice")
+
+
+class ExportError(ValueError):
+    """A checkpoint/task/option combination that cannot be exported (one-line message)."""
+
+
+def build_module(model, preprocessor, task: str | None = None, label_names=None,
+                 no_answer_threshold: float = 0.5, pad_multiple: int | None = 16):
+    """The serving tf.Module for `model` (an `albert_tf.models` model).
+
+    Args:
+      model: the Keras model; its `.task` picks the module unless `task` is given.
+      preprocessor: `AlbertPreprocessor` with the serving sequence length.
+      task: one of TASKS; "encoder" serves any model's encoder features.
+      label_names: class names for classification.
+      no_answer_threshold: SQuAD 2.0 threshold on the no-answer probability.
+      pad_multiple: dynamic padding granularity (None: always `seq_length`).
+    """
+    from albert_tf.serving import signatures
+    from albert_tf.serving.span import SpanModule
+
+    task = task or model.task
+    if task == "encoder":
+        return signatures.PretrainedModule(model.encoder, preprocessor, pad_multiple)
+    if task not in TASKS:
+        raise ExportError(f"cannot serve task {task!r}; export one of {', '.join(TASKS)} "
+                          "(--task encoder serves any checkpoint's encoder features)")
+    if task != model.task:
+        raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
+                          f"use --task {model.task} or --task encoder")
+    if task == "pretraining":
+        return signatures.PretrainedModule(model, preprocessor, pad_multiple)
+    if task == "classification":
+        return signatures.ClassifierModule(model, preprocessor, label_names, pad_multiple)
+    if task == "regression":
+        return signatures.RegressorModule(model, preprocessor, pad_multiple)
+    if task == "span":
+        return SpanModule(model, preprocessor, no_answer_threshold, pad_multiple)
+    return signatures.MultipleChoiceModule(model, preprocessor, pad_multiple)
+
+
+def save_module(module, directory: str, model_name: str) -> None:
+    """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`."""
+    import tensorflow as tf
+
+    from albert_tf.serving import warmup
+
+    tf.saved_model.save(module, directory, signatures=module.signatures())
+    warmup.write_warmup(directory, warmup.warmup_requests(model_name, module.warmup_examples()))
+
+
+def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
+           seq_length: int | None = None, spm_model: str | None = None,
+           pad_multiple: int | None = 16) -> str:
+    """Exports our checkpoint directory to `output`/VERSION; returns that path.
+
+    Args:
+      checkpoint: albert_config.json + model.weights.h5 (+ spiece.model, albert_task.json).
+      output: BASE/NAME, the directory TF Serving's --model_base_path points at.
+      version: the version to write (default: the next free one; never overwrites).
+      task: override the checkpoint's task ("encoder" for features only).
+      seq_length: maximum tokens per request (default: the checkpoint's
+        fine-tuning length, else max_position_embeddings).
+      spm_model: SentencePiece model, when the checkpoint directory has none.
+    """
+    from albert_tf import checkpoint as ckpt
+    from albert_tf.serving import layout
+    from albert_tf.tokenizer import AlbertPreprocessor
+
+    spm_model = spm_model or os.path.join(checkpoint, ckpt.SPM_FILE)
+    if not os.path.isfile(spm_model):
+        raise ExportError(f"no SentencePiece model: {spm_model} does not exist (pass --spm-model)")
+    info = ckpt.read_task_info(checkpoint)
+    model = ckpt.load_checkpoint(checkpoint)
+    limit = model.config.max_position_embeddings
+    seq_length = seq_length or info.get("seq_length") or limit
+    if not 3 <= seq_length <= limit:
+        raise ExportError(f"--seq-length {seq_length} must be in [3, {limit}] "
+                          f"(max_position_embeddings of {checkpoint})")
+    preprocessor = AlbertPreprocessor(spm_model, seq_length,
+                                      do_lower_case=info.get("do_lower_case", True))
+    if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
+        raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
+                          f"model's vocab_size is {model.config.vocab_size}")
+    module = build_module(model, preprocessor, task, info.get("label_names"),
+                          info.get("no_answer_threshold", 0.5), pad_multiple)
+    version, path = layout.resolve_version(output, version)
+    with layout.staged_directory(path) as staging:
+        save_module(module, staging, os.path.basename(os.path.normpath(output)))
+    logger.info("exported %s (%s, seq_length %d) to %s", checkpoint, task or model.task,
+                seq_length, path)
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", required=True, help="albert-tf checkpoint directory")
+    p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
+    p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
+    p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
+    p.add_argument("--seq-length", type=int, help="max tokens per request "
+                   "(default: the fine-tuning length, else max_position_embeddings)")
+    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint has no spiece.model")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not os.path.isdir(args.checkpoint):
+        print(f"albert-tf export: {args.checkpoint} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
+                      args.spm_model)
+    except (ValueError, OSError) as e:  # ExportError, LayoutError, CheckpointError, ConfigError
+        print(f"albert-tf export: {e}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
