@@ -73,6 +73,10 @@ def check_file(path: str, seq_length: int, max_predictions: int) -> None:
 _RECORD_OVERHEAD = 16  # TFRecord framing per record: length (8), its CRC (4), data CRC (4)
 
 
+def _not_end_marker(record):
+    return record, False
+
+
 def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
     """(path, record) pairs of one file; fails naming the file if it cannot be read whole.
 
@@ -82,7 +86,7 @@ def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
     """
     records = tf.data.TFRecordDataset(path).ignore_errors()
     end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
-    marked = records.map(lambda record: (record, False)).concatenate(end)
+    marked = records.map(_not_end_marker).concatenate(end)
 
     def count(read, item):
         record, is_end = item
@@ -92,8 +96,14 @@ def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
         with tf.control_dependencies([ok]):
             return read, (tf.identity(record), is_end)
 
+    def keep(record, is_end):
+        return ~is_end
+
+    def with_path(record, is_end):
+        return path, record
+
     checked = marked.scan(tf.constant(0, tf.int64), count)
-    return checked.filter(lambda record, is_end: ~is_end).map(lambda record, is_end: (path, record))
+    return checked.filter(keep).map(with_path)
 
 
 def _to_model_inputs(features: dict) -> tuple[dict, dict]:
