@@ -331,6 +331,16 @@ def _weights_file_problems(model, weights: str) -> list[str]:
     return problems
 
 
+def _save_model_weights(model, path: str) -> None:
+    """`model.save_weights` without the optimizer's state: a checkpoint holds the model
+    (resumable training state lives in the training run's own checkpoints)."""
+    from keras.src.saving import saving_lib
+
+    optimizer = getattr(model, "optimizer", None)
+    saving_lib.save_weights_only(model, path,
+                                 objects_to_skip=[optimizer] if optimizer is not None else None)
+
+
 def load_checkpoint(path: str | os.PathLike):
     """Reads a TF1, Hugging Face or albert-tf checkpoint into a model.
 
@@ -394,7 +404,7 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
     try:
         model.config.to_json_file(os.path.join(tmp, CONFIG_FILE))
         _ensure_built(model)
-        model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
+        _save_model_weights(model, os.path.join(tmp, WEIGHTS_FILE))
         if spm_model is not None:
             shutil.copyfile(spm_model, os.path.join(tmp, SPM_FILE))
         with open(os.path.join(tmp, TASK_FILE), "w", encoding="utf-8") as f:

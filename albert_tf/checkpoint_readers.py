@@ -157,13 +157,17 @@ def read_hf(directory: str) -> TensorSource:
 
 # ---------------------------------------------------------------------- Keras .h5
 def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    """Every dataset in a Keras `.weights.h5` file: its path and shape."""
+    """Every model dataset in a Keras `.weights.h5` file: its path and shape.
+
+    Optimizer state (`optimizer/...`, written by `save_weights` of a compiled model)
+    is left out: like the TF1 Adam slots, it is not part of the model.
+    """
     import h5py
 
     shapes = {}
 
     def visit(name, obj):
-        if isinstance(obj, h5py.Dataset):
+        if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/"):
             shapes[name] = tuple(obj.shape)
 
     try:

@@ -243,6 +243,33 @@ def test_save_load_round_trip(tmp_path):
     assert_matches_reference(loaded, "shared")
 
 
+def test_trained_model_checkpoint_holds_no_optimizer_state(tmp_path):
+    """A compiled, trained model saves and loads; optimizer slots stay out of the file."""
+    import h5py
+
+    model = load_checkpoint(os.path.join(FIXTURES, "grouped", "hf"))
+    ref = reference("grouped")
+    x = {k: ref[k] for k in (*INPUT_NAMES, "masked_lm_positions")}
+    y = {"masked_lm_ids": np.ones_like(ref["masked_lm_positions"]),
+         "masked_lm_weights": np.ones(ref["masked_lm_positions"].shape, np.float32),
+         "sentence_order_label": np.zeros(len(ref["input_word_ids"]), np.int32)}
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    model.fit(x, y, epochs=1, verbose=0)
+    out = save_checkpoint(model, tmp_path / "trained")
+    with h5py.File(os.path.join(out, "model.weights.h5"), "r") as f:
+        assert "optimizer" not in f
+    got = pretrainer_outputs(load_checkpoint(out), ref)
+    for key, value in pretrainer_outputs(model, ref).items():
+        np.testing.assert_array_equal(got[key], value)
+    # A file written by Keras' own save_weights of the compiled model (with the
+    # optimizer's variables) loads too: the optimizer state is ignored, as TF1 slots are.
+    model.save_weights(os.path.join(out, "model.weights.h5"))
+    with h5py.File(os.path.join(out, "model.weights.h5"), "r") as f:
+        assert "optimizer" in f
+    got = pretrainer_outputs(load_checkpoint(out), ref)
+    np.testing.assert_array_equal(got["mlm_logits"], pretrainer_outputs(model, ref)["mlm_logits"])
+
+
 def test_save_into_existing_directory_keeps_other_files(tmp_path):
     model = load_checkpoint(os.path.join(FIXTURES, "shared", "hf"))
     directory = tmp_path / "run"
