@@ -151,8 +151,7 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
     Args:
       pipeline: a `beam.Pipeline`.
       spec: the corpus, as for `albert-tf create-data --input`.
-      output_dir: where `pretrain-SSSSS-of-NNNNN.tfrecord` and summary.json go
-        (it must exist).
+      output_dir: where `pretrain-SSSSS-of-NNNNN.tfrecord` and summary.json go.
       spm_model: the SentencePiece model (any path `tf.io.gfile` reads).
       options: generation options; the same as the local command's give the same records.
       num_shards: output shards; each is sorted and written by one worker, so
@@ -164,6 +163,7 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
 
     with tf.io.gfile.GFile(spm_model, "rb") as f:
         model_bytes = f.read()
+    tf.io.gfile.makedirs(output_dir)
     start = time.time()
     if spec and spec != corpus_lib.EMBEDDED and not spec.startswith(corpus_lib.TFDS_PREFIX):
         files = pipeline | "Files" >> beam.Create(list(enumerate(corpus_lib.expand_patterns(spec))))
