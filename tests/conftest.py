@@ -2,7 +2,8 @@
 
 Nothing is downloaded: the text is the embedded corpus (Python's own
 documentation and docstrings), and the vocabularies are trained from it with
-`albert_tf.training.vocab.train_vocab`, the code path of `albert-tf vocab`.
+`albert_tf.training.vocab.train_vocab`, the code path of `albert-tf vocab`,
+deterministically (the same model every run).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 _NUM_DOCUMENTS = 300
 _VOCAB_SIZE = 1000
-_SAMPLED_LINES = 5000  # sentencepiece's input_sentence_size: keeps training to a few seconds
+_VOCAB_LINES = 5000  # sentences the vocabularies are trained on: a few seconds each
 
 
 @pytest.fixture(scope="session")
@@ -36,33 +37,41 @@ def corpus_file(tmp_path_factory, corpus_documents) -> str:
     return str(path)
 
 
-def _train(tmp_path_factory, name: str, inputs: list[str], **kwargs) -> str:
-    import sentencepiece as spm
+@pytest.fixture(scope="session")
+def _vocab_corpus_file(tmp_path_factory, corpus_documents) -> str:
+    """The first 5,000 sentences of the corpus: enough for a 1,000-piece vocabulary."""
+    sentences = [s for doc in corpus_documents for s in doc][:_VOCAB_LINES]
+    path = tmp_path_factory.mktemp("vocab_corpus") / "sentences.txt"
+    path.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    return str(path)
 
+
+def _train(tmp_path_factory, name: str, inputs: list[str], **kwargs) -> str:
     from albert_tf.training.vocab import train_vocab
 
-    spm.set_random_generator_seed(1234)  # the line sampling is then reproducible
     prefix = tmp_path_factory.mktemp("spm") / name
-    model_path, _ = train_vocab(inputs, str(prefix), _VOCAB_SIZE,
-                                input_sentence_size=_SAMPLED_LINES, num_threads=2, **kwargs)
+    # All lines and one thread: sentencepiece's line sampling ignores its seed, so
+    # sampling would make the fixture differ from run to run.
+    model_path, _ = train_vocab(inputs, str(prefix), _VOCAB_SIZE, input_sentence_size=0,
+                                num_threads=1, **kwargs)
     return model_path
 
 
 @pytest.fixture(scope="session")
-def spm_model_path(tmp_path_factory, corpus_file) -> str:
+def spm_model_path(tmp_path_factory, _vocab_corpus_file) -> str:
     """Path to a lowercase ALBERT-convention SentencePiece unigram .model (vocab_size
     1000; <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4, user-defined symbols at 5-12,
-    no BOS/EOS), trained with `train_vocab` on `corpus_file`. Use it with
-    `AlbertTokenizer(spm_model_path)` / `AlbertPreprocessor(spm_model_path, ...)`
-    (do_lower_case=True)."""
-    return _train(tmp_path_factory, "lower", [corpus_file])
+    no BOS/EOS), trained with `train_vocab` on the first 5,000 sentences of
+    `corpus_documents` (deterministic). Use it with `AlbertTokenizer(spm_model_path)`
+    or `AlbertPreprocessor(spm_model_path, seq_length)` (do_lower_case=True)."""
+    return _train(tmp_path_factory, "lower", [_vocab_corpus_file])
 
 
 @pytest.fixture(scope="session")
-def cased_spm_model_path(tmp_path_factory, corpus_file) -> str:
+def cased_spm_model_path(tmp_path_factory, _vocab_corpus_file) -> str:
     """Like `spm_model_path` but trained with do_lower_case=False (`--no-lower-case`):
     pieces keep their case. Use with `AlbertTokenizer(path, do_lower_case=False)`."""
-    return _train(tmp_path_factory, "cased", [corpus_file], do_lower_case=False)
+    return _train(tmp_path_factory, "cased", [_vocab_corpus_file], do_lower_case=False)
 
 
 def _numbers_file(path) -> str:
@@ -70,7 +79,7 @@ def _numbers_file(path) -> str:
     rng = random.Random(7)
     words = ["item", "x", "v", "page", "step", "row", "in", "paid", "costs", "about"]
     lines = []
-    for _ in range(3000):
+    for _ in range(1500):
         parts = []
         for _ in range(rng.randint(3, 8)):
             value = rng.choice([rng.randint(0, 20), rng.randint(1000, 99999), 1000000])
@@ -83,9 +92,9 @@ def _numbers_file(path) -> str:
 
 
 @pytest.fixture(scope="session")
-def digit_comma_spm_model_path(tmp_path_factory, corpus_file) -> str:
+def digit_comma_spm_model_path(tmp_path_factory, _vocab_corpus_file) -> str:
     """Like `spm_model_path`, but also trained on synthetic lines full of numbers with
     commas, so that it has pieces such as "▁1," and "3," (with and without "▁") that
     trigger the original digit-comma rule. For tests of that rule."""
     numbers = _numbers_file(tmp_path_factory.mktemp("numbers") / "numbers.txt")
-    return _train(tmp_path_factory, "numbers", [corpus_file, numbers])
+    return _train(tmp_path_factory, "numbers", [_vocab_corpus_file, numbers])
