@@ -125,3 +125,45 @@ def test_schedule():
     assert TrainConfig("x", train_steps=4, batch_size=10).schedule(105)[:3] == (1, 4, 4)
     assert TrainConfig("x", seq_length=128).bucket_lengths() == [16, 32, 64, 128]
     assert TrainConfig("x", buckets=[]).bucket_lengths() is None
+
+
+_MIRRORED_SCRIPT = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from albert_tf import AlbertConfig
+from albert_tf.checkpoint import read_task_info
+from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.training.distribute import create_strategy
+from albert_tf.training.finetune.examples import TextExamples, encode_texts
+from albert_tf.training.finetune.sequence import SequenceTask
+from albert_tf.training.finetune.train import TrainConfig, finetune
+spm_model, out = sys.argv[1:]
+tokenizer = AlbertTokenizer(spm_model)
+texts = [f"sentence number {i} is {'long ' * (i % 7)}here" for i in range(40)]
+data = encode_texts(tokenizer, TextExamples(texts, None, np.arange(40) % 2, [""] * 40), 16, "logits")
+task = SequenceTask("tiny", ["a", "b"], ("accuracy",), "accuracy", data, {"dev": data})
+config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
+                      num_hidden_layers=1, num_attention_heads=3, intermediate_size=16,
+                      max_position_embeddings=16)
+strategy = create_strategy("mirrored")
+assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
+summary = finetune(task, config, TrainConfig(out, epochs=2, batch_size=8, seq_length=16,
+                                             jit_compile=False, verbose=0), strategy)
+assert [h["epoch"] for h in summary["history"]] == [1, 2], summary
+assert read_task_info(out)["label_names"] == ["a", "b"]
+print("OK")
+"""
+
+
+@pytest.mark.slow
+def test_finetune_under_mirrored_strategy(spm_model_path, tmp_path):
+    import subprocess
+    import sys
+
+    # Two logical CPUs must be configured before TensorFlow starts: a fresh process.
+    result = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, spm_model_path, str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]

@@ -87,28 +87,14 @@ def make_dataset(data: Encoded, batch_size: int, seq_length: int,
       A dataset of `(features, labels)`: features are the three int32 inputs
       `[B, T]` (`[B, K, T]` for multiple choice), T the bucket's length.
     """
-    lengths = data.lengths()
     if len(data) == 0:
         raise ValueError("no examples to batch")
-    if lengths.max() > seq_length:
-        raise ValueError(f"an example has {lengths.max()} tokens, more than seq_length={seq_length}")
-    features = {name: _ragged(values) for name, values in data.features.items()}
-    if with_index:
-        features[INDEX_KEY] = np.arange(len(data), dtype=np.int32)
-    labels = dict(data.labels)
-    # [L] per example, or [K, L] with K fixed: padding must never touch K.
-    inner_shapes = {name: values[0].shape[:-1] + (None,) for name, values in data.features.items()}
-
-    def densify(features, labels):
-        features = {k: tf.ensure_shape(v.to_tensor(), inner_shapes[k])
-                    if isinstance(v, tf.RaggedTensor) else v for k, v in features.items()}
-        return features, labels
-
-    ds = tf.data.Dataset.from_tensor_slices((features, labels))
-    ds = ds.map(densify, num_parallel_calls=tf.data.AUTOTUNE)
+    if data.lengths().max() > seq_length:
+        raise ValueError(f"an example has {data.lengths().max()} tokens, more than "
+                         f"seq_length={seq_length}")
+    ds = _examples_dataset(data, with_index)
     if training:
         ds = ds.shuffle(len(data), seed=seed, reshuffle_each_iteration=True).repeat()
-    padded_shapes = _padded_shapes(ds.element_spec, None)
     if buckets is None:
         ds = ds.padded_batch(batch_size, _padded_shapes(ds.element_spec, seq_length),
                              drop_remainder=training)
@@ -119,7 +105,7 @@ def make_dataset(data: Encoded, batch_size: int, seq_length: int,
             # Bucket i holds lengths in [b_{i-1} + 1, b_i] and is padded to b_i.
             bucket_boundaries=[b + 1 for b in buckets],
             bucket_batch_sizes=[batch_size] * (len(buckets) + 1),
-            padded_shapes=padded_shapes, pad_to_bucket_boundary=True,
+            padded_shapes=_padded_shapes(ds.element_spec, None), pad_to_bucket_boundary=True,
             drop_remainder=training)
     if training:  # a static batch dimension, as TPUs need
         ds = ds.map(lambda f, l: tf.nest.map_structure(
@@ -127,10 +113,33 @@ def make_dataset(data: Encoded, batch_size: int, seq_length: int,
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def _examples_dataset(data: Encoded, with_index: bool) -> tf.data.Dataset:
+    """One unpadded `(features, labels)` element per example, int32 inputs."""
+    features = {name: _ragged(values) for name, values in data.features.items()}
+    if with_index:
+        features[INDEX_KEY] = np.arange(len(data), dtype=np.int32)
+    # [L] per example, or [K, L] with K fixed: padding must never touch K.
+    inner_shapes = {name: values[0].shape[:-1] + (None,) for name, values in data.features.items()}
+
+    def densify(features, labels):
+        features = {k: tf.ensure_shape(tf.cast(v.to_tensor(), tf.int32), inner_shapes[k])
+                    if isinstance(v, tf.RaggedTensor) else v for k, v in features.items()}
+        return features, labels
+
+    ds = tf.data.Dataset.from_tensor_slices((features, dict(data.labels)))
+    return ds.map(densify, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def _ragged(values: list[np.ndarray]) -> tf.RaggedTensor:
     """N arrays [L_i] or [K, L_i] -> a RaggedTensor [N, (L_i)] or [N, K, (L_i)]."""
     first = values[0]
-    flat = np.concatenate([v.reshape(-1) for v in values]).astype(np.int32)
+    flat = np.concatenate([v.reshape(-1) for v in values])
+    # The smallest integer type that holds the values (masks and type ids fit int8,
+    # most vocabularies int16): the in-memory copy is a quarter of int32's.
+    for dtype in (np.int8, np.int16, np.int32):
+        if flat.size == 0 or (flat.min() >= np.iinfo(dtype).min and flat.max() <= np.iinfo(dtype).max):
+            flat = flat.astype(dtype)
+            break
     if first.ndim == 1:
         return tf.RaggedTensor.from_row_lengths(flat, [len(v) for v in values])
     choices = first.shape[0]

@@ -158,39 +158,23 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
     skipped = 0
     for index, example in enumerate(examples):
         pieces = align_context(tokenizer, example.context)
-        contexts.append(pieces)
+        contexts.append(pieces)  # one per example, skipped or not: indexed by Window.example
         query = tokenizer.encode(example.question)[:max_query_length]
         target = None
         if training and not example.is_impossible:
-            start_char = example.answer_start
-            end_char = -1 if start_char is None else start_char + len(example.answers[0])
-            if start_char is None or example.context[start_char:end_char] != example.answers[0]:
-                skipped += 1
-                continue
-            target = answer_pieces(pieces, start_char, end_char)
+            target = _answer_target(example, pieces)
             if target is None:
                 skipped += 1
                 continue
-        room = seq_length - len(query) - 3
-        if room < 1:
-            raise ValueError(f"seq_length={seq_length} leaves no room for the context after a "
-                             f"{len(query)}-token question; raise it or lower max_query_length")
-        spans, first = [], 0
-        while True:
-            count = min(room, len(pieces.ids) - first)
-            spans.append((first, count))
-            if first + count >= len(pieces.ids):
-                break
-            first += min(count, doc_stride)
+        spans = _spans(len(pieces.ids), seq_length - len(query) - 3, doc_stride, seq_length)
+        offset = len(query) + 2  # [CLS] question [SEP]
         for window_index, (first, count) in enumerate(spans):
             word_ids = [tokenizer.cls_id, *query, tokenizer.sep_id,
                         *pieces.ids[first:first + count], tokenizer.sep_id]
             features["input_word_ids"].append(np.asarray(word_ids, np.int32))
             features["input_mask"].append(np.ones(len(word_ids), np.int32))
-            features["input_type_ids"].append(np.asarray(
-                [0] * (len(query) + 2) + [1] * (count + 1), np.int32))
-            offset = len(query) + 2
-            flags = np.array([_max_context(spans, window_index, first + i) for i in range(count)])
+            features["input_type_ids"].append(np.asarray([0] * offset + [1] * (count + 1), np.int32))
+            flags = np.array([_max_context(spans, window_index, first + i) for i in range(count)], bool)
             windows.append(Window(index, offset, first, count, flags))
             inside = target is not None and first <= target[0] and target[1] < first + count
             starts.append(offset + target[0] - first if inside else 0)
@@ -205,6 +189,31 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
         if answerability:
             labels["answerable_logits"] = np.asarray(answerable, np.float32)
     return Encoded(features, labels), windows, contexts
+
+
+def _answer_target(example: SquadExample, pieces: ContextPieces) -> tuple[int, int] | None:
+    """First and last piece of the first answer; None if it is not at answer_start."""
+    start = example.answer_start
+    if start is None:
+        return None
+    end = start + len(example.answers[0])
+    if example.context[start:end] != example.answers[0]:
+        return None
+    return answer_pieces(pieces, start, end)
+
+
+def _spans(num_pieces: int, room: int, doc_stride: int, seq_length: int) -> list[tuple[int, int]]:
+    """(first piece, count) of each window: `room` pieces, every `doc_stride`, to the end."""
+    if room < 1:
+        raise ValueError(f"seq_length={seq_length} leaves no room for the context after the "
+                         "question; raise it or lower max_query_length")
+    spans, first = [], 0
+    while True:
+        count = min(room, num_pieces - first)
+        spans.append((first, count))
+        if first + count >= num_pieces:
+            return spans
+        first += min(count, doc_stride)
 
 
 def read_squad_json(path: str) -> list[SquadExample]:

@@ -133,7 +133,8 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
     def __init__(self, task: Task, predict: Predict, config: TrainConfig, save: Callable[[], None]):
         super().__init__()
         self.task, self.predict, self.config, self.save = task, predict, config, save
-        self.best, self.best_weights, self.wait, self.history = None, None, 0, []
+        self.best, self.best_weights, self.best_results = None, None, None
+        self.wait, self.history = 0, []
         self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard", "eval"))
 
     def on_epoch_end(self, epoch, logs=None):
@@ -146,7 +147,7 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
                     ", ".join(f"{k}={v:.4f}" for k, v in results.items()))
         if self.best is None or value > self.best:
             self.best, self.wait = value, 0
-            self.best_weights = self.model.get_weights()
+            self.best_weights, self.best_results = self.model.get_weights(), self.history[-1]
             self.save()
             logger.info("new best %s=%.4f, saved to %s", self.task.main_metric, value,
                         self.config.output_dir)
@@ -180,6 +181,40 @@ def finetune(task: Task, source: str | AlbertConfig, config: TrainConfig,
     keras.utils.set_random_seed(config.seed)
     epochs, per_epoch, total, warmup = config.schedule(len(task.train))
     buckets = config.bucket_lengths()
+    model = _compiled_model(task, source, config, strategy, total, warmup)
+    save = _Saver(task, model, config, is_chief(strategy))
+
+    def predict(data: Encoded) -> dict[str, list[np.ndarray]]:
+        return predict_rows(model, data, config.eval_batch_size, config.seq_length, buckets)
+
+    logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
+                task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
+                config.optimizer, config.learning_rate)
+    callbacks = [ScalarLogger(os.path.join(config.output_dir, "tensorboard"),
+                              every=max(1, min(100, per_epoch // 10)))]
+    evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
+    callbacks += [evaluation] if evaluation else []
+    train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
+                            training=True, seed=config.seed)
+    model.fit(train_ds, epochs=epochs, steps_per_epoch=per_epoch, callbacks=callbacks,
+              verbose=config.verbose, shuffle=False)  # the pipeline shuffles
+    if evaluation is None:
+        save()
+    else:
+        model.set_weights(evaluation.best_weights)
+    history = evaluation.history if evaluation else []
+    summary = {"best": evaluation.best_results if evaluation else None, "history": history,
+               "checkpoint": config.output_dir, "predictions": []}
+    if save.chief:
+        summary["predictions"] = task.write_predictions(predict, config.output_dir)
+        _write_json(os.path.join(config.output_dir, "eval_results.json"),
+                    {"best": summary["best"], "history": history})
+    return summary
+
+
+def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: int,
+                    warmup: int) -> keras.Model:
+    """The task model on the source's encoder, compiled, its variables under `strategy`."""
     with strategy.scope():
         if isinstance(source, AlbertConfig):
             model = task.build_model(source)
@@ -193,52 +228,29 @@ def finetune(task: Task, source: str | AlbertConfig, config: TrainConfig,
                                      weight_decay=config.weight_decay)
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile, **task.compile_args())
         install_step_functions(model)
-    chief = is_chief(strategy)
+    return model
 
-    def predict(data: Encoded) -> dict[str, list[np.ndarray]]:
-        return predict_rows(model, data, config.eval_batch_size, config.seq_length, buckets)
 
-    plain = []
+class _Saver:
+    """Writes the model as a checkpoint in the output directory (on the chief only).
 
-    def save():
-        if not chief:  # under multi-worker training only the chief writes
+    A compiled model's `save_weights` also writes the optimizer's variables, which
+    a checkpoint must not hold, so an uncompiled copy with the same weights is saved.
+    """
+
+    def __init__(self, task: Task, model: keras.Model, config: TrainConfig, chief: bool):
+        self.task, self.model, self.config, self.chief = task, model, config, chief
+        self.plain = None
+
+    def __call__(self) -> None:
+        if not self.chief:  # under multi-worker training only the chief writes
             return
-        # A compiled model's save_weights also writes the optimizer's variables, which
-        # a checkpoint must not hold: save an uncompiled copy with the same weights.
-        if not plain:
-            plain.append(task.build_model(model.config))
-        plain[0].set_weights(model.get_weights())
-        save_checkpoint(plain[0], config.output_dir, spm_model=config.spm_model,
-                        label_names=task.label_names, do_lower_case=config.do_lower_case,
-                        seq_length=config.seq_length)
-
-    logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
-                task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
-                config.optimizer, config.learning_rate)
-    callbacks = [ScalarLogger(os.path.join(config.output_dir, "tensorboard"),
-                              every=max(1, min(100, per_epoch // 10)))]
-    evaluation = None
-    if task.evals:
-        evaluation = _EvaluateEachEpoch(task, predict, config, save)
-        callbacks.append(evaluation)
-    train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
-                            training=True, seed=config.seed)
-    model.fit(train_ds, epochs=epochs, steps_per_epoch=per_epoch, callbacks=callbacks,
-              verbose=config.verbose, shuffle=False)  # the pipeline shuffles
-    if evaluation is None:
-        save()
-    else:
-        model.set_weights(evaluation.best_weights)
-    summary = {"best": None if evaluation is None else evaluation.history[
-                   int(np.argmax([h[task.main_metric] for h in evaluation.history]))],
-               "history": [] if evaluation is None else evaluation.history,
-               "checkpoint": config.output_dir,
-               "predictions": []}
-    if chief:
-        summary["predictions"] = task.write_predictions(predict, config.output_dir)
-        _write_json(os.path.join(config.output_dir, "eval_results.json"),
-                    {k: summary[k] for k in ("best", "history")})
-    return summary
+        if self.plain is None:
+            self.plain = self.task.build_model(self.model.config)
+        self.plain.set_weights(self.model.get_weights())
+        save_checkpoint(self.plain, self.config.output_dir, spm_model=self.config.spm_model,
+                        label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,
+                        seq_length=self.config.seq_length)
 
 
 def _write_json(path: str, content) -> None:
