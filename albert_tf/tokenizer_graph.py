@@ -46,6 +46,25 @@ def _in_ranges(code_points: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) ->
     return (index >= 0) & (code_points <= tf.gather(ends, tf.maximum(index, 0)))
 
 
+def _with_non_ascii(values: tf.Tensor, ascii_result: tf.Tensor, fn) -> tf.Tensor:
+    """`ascii_result` [N] with its non-ASCII positions replaced by `fn(those code points)`.
+
+    Most text is ASCII, answered by 128-entry tables; only the rest pays for a
+    binary search.
+    """
+    where = tf.where(values >= 0x80)  # [M, 1]
+    return tf.tensor_scatter_nd_update(ascii_result, where, fn(tf.gather_nd(values, where)))
+
+
+def _member(values: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) -> tf.Tensor:
+    """`_in_ranges` for int32 code points [N], with a table for ASCII."""
+    ascii_table = np.zeros(128, bool)
+    for start, end in zip(*ranges):
+        ascii_table[min(start, 128):min(end + 1, 128)] = True
+    in_ascii = tf.gather(tf.constant(ascii_table), tf.minimum(values, 127))
+    return _with_non_ascii(values, in_ascii, lambda wide: _in_ranges(wide, ranges))
+
+
 class TextNormalizer:
     """`normalize_text` in TF ops: `tf.string [B]` -> `tf.string [B]`.
 
@@ -57,6 +76,11 @@ class TextNormalizer:
         self.do_lower_case = do_lower_case
         self.keep_accents = keep_accents
         self.tables = unicode_tables()
+        ascii_lower = np.arange(128, dtype=np.int32)
+        for key, value in zip(self.tables.lower_keys, self.tables.lower_values):
+            if key < 128:
+                ascii_lower[key] = value
+        self._ascii_lower = ascii_lower
 
     def __call__(self, texts: tf.Tensor) -> tf.Tensor:
         chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
@@ -65,7 +89,7 @@ class TextNormalizer:
         if not self.keep_accents:
             texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFKD")
             chars = tf.strings.unicode_decode(texts, "UTF-8")
-            combining = tf.ragged.map_flat_values(_in_ranges, chars, self.tables.combining)
+            combining = tf.ragged.map_flat_values(_member, chars, self.tables.combining)
             chars = tf.ragged.boolean_mask(chars, ~combining)
         elif self.do_lower_case:
             # str.lower's only one-to-many mapping (NFKD has split it otherwise).
@@ -79,7 +103,7 @@ class TextNormalizer:
     def _collapse_whitespace(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
         """`" ".join(text.split())` on code points [B, (C)]."""
         values, rows = chars.flat_values, chars.value_rowids()
-        space = _in_ranges(values, self.tables.whitespace)
+        space = _member(values, self.tables.whitespace)
         position = tf.range(tf.size(values, out_type=rows.dtype))
         after_space = (position == tf.gather(chars.row_starts(), rows)) | tf.concat(
             [[True], space[:-1]], 0)  # a row start counts as after a space: strips the left
@@ -92,11 +116,17 @@ class TextNormalizer:
 
     def _lower(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
         """`str.lower` on the flat code points [N] of rows `rows` [N]."""
+        lowered = tf.gather(tf.constant(self._ascii_lower), tf.minimum(chars, 127))
+        lowered = _with_non_ascii(chars, lowered, self._lower_non_ascii)
+        final = tf.cond(tf.reduce_any(chars == _SIGMA), lambda: self._final_sigma(chars, rows),
+                        lambda: tf.zeros_like(chars, tf.bool))
+        return tf.where(final, _FINAL_SIGMA, lowered)
+
+    def _lower_non_ascii(self, chars: tf.Tensor) -> tf.Tensor:
         keys = tf.constant(self.tables.lower_keys)
         index = tf.minimum(tf.searchsorted(keys, chars), tf.size(keys) - 1)
         hit = tf.gather(keys, index) == chars
-        lowered = tf.where(hit, tf.gather(tf.constant(self.tables.lower_values), index), chars)
-        return tf.where(self._final_sigma(chars, rows), _FINAL_SIGMA, lowered)
+        return tf.where(hit, tf.gather(tf.constant(self.tables.lower_values), index), chars)
 
     def _final_sigma(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
         """Unicode's Final_Sigma context, as CPython's str.lower applies it: bool [N].
@@ -104,18 +134,19 @@ class TextNormalizer:
         A capital sigma is final when the nearest non-case-ignorable character
         before it (same row) is cased, and the nearest one after it is not.
         """
-        n = tf.size(chars)
-        relevant = ~_in_ranges(chars, self.tables.case_ignorable)
-        cased = _in_ranges(chars, self.tables.cased)
-        # Positions of the relevant characters, plus a sentinel N that is in no row.
-        positions = tf.concat([tf.boolean_mask(tf.range(n), relevant), [n]], 0)
+        relevant = ~_member(chars, self.tables.case_ignorable)
+        cased = _member(chars, self.tables.cased)
+        # Positions of the relevant characters, then a sentinel N that is in no row.
+        n = tf.size(chars, out_type=tf.int64)
+        positions = tf.concat([tf.where(relevant)[:, 0], [n]], 0)
         rows_ext = tf.concat([rows, [-1]], 0)
         cased_ext = tf.concat([cased, [False]], 0)
-        seen = tf.cumsum(tf.cast(relevant, tf.int32))  # relevant characters in [0, i]
-        before = tf.gather(positions, tf.maximum(seen - tf.cast(relevant, tf.int32) - 1, 0))
-        has_before = (seen - tf.cast(relevant, tf.int32) > 0)
-        cased_before = has_before & (tf.gather(rows_ext, before) == rows) & tf.gather(cased_ext, before)
-        after = tf.gather(positions, seen)  # the first relevant character after i
+        upto = tf.cumsum(tf.cast(relevant, tf.int64))  # relevant characters in [0, i]
+        before_count = upto - tf.cast(relevant, tf.int64)  # ... in [0, i)
+        before = tf.gather(positions, tf.maximum(before_count - 1, 0))
+        cased_before = ((before_count > 0) & (tf.gather(rows_ext, before) == rows)
+                        & tf.gather(cased_ext, before))
+        after = tf.gather(positions, upto)  # the first relevant character after i
         cased_after = (tf.gather(rows_ext, after) == rows) & tf.gather(cased_ext, after)
         return (chars == _SIGMA) & cased_before & ~cased_after
 
