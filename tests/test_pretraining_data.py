@@ -178,7 +178,8 @@ def test_masked_positions_are_whole_words_and_replaced_80_10_10(token_documents,
 
 
 def _text(ids) -> str:
-    return ",".join(map(str, ids)) + ","
+    """Ids as ",1,2,3,": a substring test on these is a test for a contiguous id subsequence."""
+    return "," + ",".join(map(str, ids)) + ","
 
 
 def test_sop_pairs_are_adjacent_spans_of_one_document(token_documents, vocab):
@@ -250,6 +251,7 @@ def test_summary_statistics(generated):
     assert summary == json.load(open(os.path.join(out, "summary.json")))
     assert summary["documents"] == 40 and summary["shards"] == 6
     assert summary["masked_fraction"] == pytest.approx(0.15, abs=0.01)
+    assert summary["masked_of_budget"] > 0.97
     fractions = summary["ngram_fractions"]
     assert fractions["1"] > fractions["2"] > fractions["3"] > 0.05
     assert summary["sop"]["swapped_fraction"] == pytest.approx(0.5, abs=0.05)
@@ -273,8 +275,8 @@ def test_records_unmask_to_one_documents_text(generated, corpus_documents, token
         text_a, text_b = _text(a), _text(b)
         owners = [s for s in streams if text_a in s and text_b in s]
         assert owners, "segments A and B must come from one document"
-        if min(len(a), len(b)) >= 8:  # long enough to occur once: order as in the document
-            assert owners[0].index(text_a) < owners[0].index(text_b)
+        if min(len(a), len(b)) >= 8:  # once unswapped, B follows A in the document
+            assert any(s.find(text_b, s.index(text_a) + len(text_a) - 1) >= 0 for s in owners)
 
 
 def _run(small_corpus, spm_model_path, out, processes, seed=12345):

@@ -147,6 +147,7 @@ class MaskedLm:
       labels: int32 `[K]`, the original ids at `positions`.
       ngrams: the n of every chosen n-gram.
       kind_counts: int `[3]`, tokens replaced by [MASK], by a random id, kept.
+      budget: num_to_predict, the number of tokens that was aimed at.
     """
 
     input_ids: np.ndarray
@@ -154,6 +155,7 @@ class MaskedLm:
     labels: np.ndarray
     ngrams: list[int]
     kind_counts: np.ndarray
+    budget: int
 
 
 def mask_sequence(ids: np.ndarray, starts: np.ndarray, maskable: np.ndarray,
@@ -188,4 +190,4 @@ def mask_sequence(ids: np.ndarray, starts: np.ndarray, maskable: np.ndarray,
     random_positions = positions[kinds == KIND_RANDOM]
     output[random_positions] = rng.integers(0, vocab_size, size=len(random_positions))
     return MaskedLm(output, positions, labels, [n for _, n in chosen],
-                    np.bincount(kinds, minlength=3))
+                    np.bincount(kinds, minlength=3), budget)

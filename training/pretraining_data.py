@@ -56,6 +56,7 @@ class DataStats:
         self.instances = 0
         self.tokens = 0  # real tokens, [CLS]/[SEP] included
         self.masked = 0
+        self.budget = 0  # sum of num_to_predict
         self.ngrams: collections.Counter = collections.Counter()
         self.kinds = np.zeros(3, np.int64)  # [MASK], random, kept
         self.sop = np.zeros(2, np.int64)  # in order, swapped
@@ -66,6 +67,7 @@ class DataStats:
         self.instances += 1
         self.tokens += len(instance.input_ids)
         self.masked += len(instance.masked.positions)
+        self.budget += instance.masked.budget
         self.ngrams.update(instance.masked.ngrams)
         self.kinds += instance.masked.kind_counts
         self.sop[instance.sentence_order_label] += 1
@@ -76,6 +78,7 @@ class DataStats:
         self.instances += other["instances"]
         self.tokens += other["tokens"]
         self.masked += other["masked"]
+        self.budget += other["budget"]
         self.ngrams.update({int(n): c for n, c in other["ngrams"].items()})
         self.kinds += np.array(other["kinds"])
         self.sop += np.array(other["sop"])
@@ -84,7 +87,8 @@ class DataStats:
 
     def to_dict(self) -> dict:
         return {"documents": self.documents, "instances": self.instances, "tokens": self.tokens,
-                "masked": self.masked, "ngrams": {str(n): c for n, c in sorted(self.ngrams.items())},
+                "masked": self.masked, "budget": self.budget,
+                "ngrams": {str(n): c for n, c in sorted(self.ngrams.items())},
                 "kinds": self.kinds.tolist(), "sop": self.sop.tolist(),
                 "skipped": self.skipped.to_dict(), "short": self.short.to_dict()}
 
@@ -319,6 +323,9 @@ def summarize(name: str, shard_stats: dict, report: CorpusReport, options: sop.G
         "tokens": total.tokens,
         "masked_tokens": total.masked,
         "masked_fraction": round(total.masked / max(total.tokens, 1), 5),
+        # masked / sum of min(max_predictions_per_seq, round(masked_lm_prob * length))
+        "masked_of_budget": round(total.masked / max(total.budget, 1), 5),
+        "masked_per_instance": round(total.masked / max(total.instances, 1), 2),
         "ngram_histogram": {str(n): total.ngrams[n] for n in range(1, options.max_ngram + 1)},
         "ngram_fractions": {str(n): round(total.ngrams[n] / max(ngrams, 1), 4)
                             for n in range(1, options.max_ngram + 1)},
