@@ -278,3 +278,7 @@ def test_cli_squad_v2_from_official_json(tokenizer, spm_model_path, tmp_path):
         assert {"exact", "f1", "best_f1", "best_f1_threshold"} <= set(json.load(f)["best"])
     info = read_task_info(out)
     assert info["task"] == "span" and info["answerability"] is True
+    with open(os.path.join(out, "eval_results.json")) as f:
+        best = json.load(f)["best"]
+    # The tuned threshold travels with the model, for `albert-tf export`.
+    assert info["no_answer_threshold"] == best["best_f1_threshold"]

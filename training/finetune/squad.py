@@ -168,21 +168,32 @@ class SquadTask:
             return metrics.squad_evaluate(self.gold, best)
         answered = metrics.apply_no_answer_threshold(best, no_answer, 0.5)
         result = metrics.squad_evaluate(self.gold, answered)
-        exact, f1 = metrics.squad_scores(self.gold, best)
+        exact, _ = metrics.squad_scores(self.gold, best)
         result["best_exact"], _ = metrics.best_no_answer_threshold(self.gold, best, no_answer, exact)
-        result["best_f1"], self.threshold = metrics.best_no_answer_threshold(
-            self.gold, best, no_answer, f1)
+        result["best_f1"] = self._tune_threshold(best, no_answer)
         result["best_f1_threshold"] = self.threshold
         return result
 
+    def _tune_threshold(self, best: dict[str, str], no_answer: dict[str, float]) -> float:
+        """Sets `self.threshold` to the F1-maximising one; returns that F1."""
+        _, f1 = metrics.squad_scores(self.gold, best)
+        score, self.threshold = metrics.best_no_answer_threshold(self.gold, best, no_answer, f1)
+        return score
+
+    def checkpoint_info(self) -> dict:
+        """For 2.0, the threshold tuned at the last evaluation (exported with the model)."""
+        return {"no_answer_threshold": self.threshold} if self.answerability else {}
+
     def write_predictions(self, predict: Predict, output_dir: str) -> list[str]:
         """predictions.json (qid -> answer), nbest_predictions.json, and for 2.0
-        null_odds.json (qid -> no-answer probability); 2.0 answers use the tuned threshold."""
+        null_odds.json (qid -> no-answer probability); 2.0 answers use the threshold
+        tuned on these predictions."""
         if not self.eval_examples:
             return []
         best, nbest, no_answer = self._decode(predict)
         files = {"predictions.json": best, "nbest_predictions.json": nbest}
-        if self.answerability:
+        if self.answerability:  # the threshold of these (the best) weights
+            self._tune_threshold(best, no_answer)
             files["predictions.json"] = metrics.apply_no_answer_threshold(best, no_answer, self.threshold)
             files["null_odds.json"] = no_answer
         paths = []

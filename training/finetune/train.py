@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, load_checkpoint, save_checkpoint
+from albert_tf.checkpoint import TASK_FILE
 from albert_tf.config import ConfigError
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded, default_buckets, make_dataset
 from albert_tf.training.distribute import install_step_functions, is_chief
@@ -51,6 +52,9 @@ class Task(Protocol):
     def evaluate(self, predict: Predict) -> dict[str, float]: ...
 
     def write_predictions(self, predict: Predict, output_dir: str) -> list[str]: ...
+
+    # Optional: `checkpoint_info() -> dict`, extra albert_task.json fields saved
+    # with the best model (SquadTask: the tuned "no_answer_threshold").
 
 
 @dataclasses.dataclass
@@ -232,25 +236,23 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
 
 
 class _Saver:
-    """Writes the model as a checkpoint in the output directory (on the chief only).
-
-    A compiled model's `save_weights` also writes the optimizer's variables, which
-    a checkpoint must not hold, so an uncompiled copy with the same weights is saved.
-    """
+    """Writes the model as a checkpoint in the output directory (on the chief only)."""
 
     def __init__(self, task: Task, model: keras.Model, config: TrainConfig, chief: bool):
         self.task, self.model, self.config, self.chief = task, model, config, chief
-        self.plain = None
 
     def __call__(self) -> None:
         if not self.chief:  # under multi-worker training only the chief writes
             return
-        if self.plain is None:
-            self.plain = self.task.build_model(self.model.config)
-        self.plain.set_weights(self.model.get_weights())
-        save_checkpoint(self.plain, self.config.output_dir, spm_model=self.config.spm_model,
+        save_checkpoint(self.model, self.config.output_dir, spm_model=self.config.spm_model,
                         label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,
                         seq_length=self.config.seq_length)
+        extra = getattr(self.task, "checkpoint_info", dict)()
+        if extra:  # e.g. SQuAD 2.0's tuned no_answer_threshold, which `albert-tf export` reads
+            path = os.path.join(self.config.output_dir, TASK_FILE)
+            with open(path, encoding="utf-8") as f:
+                info = json.load(f)
+            _write_json(path, {**info, **extra})
 
 
 def _write_json(path: str, content) -> None:
