@@ -238,7 +238,7 @@ class AlbertTokenizer:
 
     def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
                     seq_length: int = 128) -> dict[str, list[int]]:
-        """Tokenizes and packs one segment or a pair (see `pack`); what the preprocessor computes."""
+        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
         check_seq_length(seq_length)
         ids_b = None if text_b is None else self.encode(text_b)
         return self.pack(self.encode(text_a), ids_b, seq_length)

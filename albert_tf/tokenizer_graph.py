@@ -1,4 +1,4 @@
-"""`AlbertPreprocessor`: the Python tokenizer's rules as TensorFlow ops, for tf.data and SavedModels.
+"""`AlbertPreprocessor`: the Python tokenizer's rules in TensorFlow ops (tf.data, SavedModels).
 
 Every step mirrors `albert_tf.tokenizer` (see its docstring for the rules):
 
@@ -151,6 +151,46 @@ class TextNormalizer:
         return (chars == _SIGMA) & cased_before & ~cased_after
 
 
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _proto_fields(data: bytes):
+    """Yields (field number, wire type, value) of a serialized protobuf message."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _read_varint(data, pos)
+        elif wire == 2:
+            length, pos = _read_varint(data, pos)
+            value, pos = data[pos:pos + length], pos + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, pos = data[pos:pos + size], pos + size
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire}")
+        yield number, wire, value
+
+
+def spm_model_type(model_proto: bytes) -> str:
+    """"unigram", "bpe", "word" or "char": ModelProto.trainer_spec (2) .model_type (3)."""
+    for number, wire, value in _proto_fields(model_proto):
+        if number == 2 and wire == 2:
+            for field, field_wire, field_value in _proto_fields(value):
+                if field == 3 and field_wire == 0:
+                    return {1: "unigram", 2: "bpe", 3: "word", 4: "char"}.get(field_value, "?")
+    return "unigram"  # the field's default
+
+
 def _digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarray]:
     """Each vocabulary id's ids after the digit-comma rule, as ragged (values, row_lengths).
 
@@ -202,6 +242,10 @@ class AlbertPreprocessor(keras.layers.Layer):
         # The Python tokenizer validates the file and owns the special ids.
         self.tokenizer = AlbertTokenizer(self.spm_model_path, self.do_lower_case,
                                          keep_accents=self.keep_accents)
+        model_type = spm_model_type(self.tokenizer.model_proto)
+        if model_type != "unigram":
+            raise ValueError(f"{self.spm_model_path} is a {model_type} SentencePiece model; the "
+                             "in-graph tokenizer supports unigram models (ALBERT's kind) only")
         self._normalizer = TextNormalizer(self.do_lower_case, self.keep_accents)
         # FastSentencepieceTokenizer, not SentencepieceTokenizer, makes the ids: the
         # latter's bundled SentencePiece breaks exact Viterbi ties the other way from
@@ -245,7 +289,8 @@ class AlbertPreprocessor(keras.layers.Layer):
     def _segments(self, inputs) -> list[tf.Tensor]:
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if len(segments) not in (1, 2):
-            raise ValueError(f"AlbertPreprocessor takes one or two text segments, got {len(segments)}")
+            raise ValueError(f"AlbertPreprocessor takes one or two text segments, "
+                             f"got {len(segments)}")
         out = []
         for segment in segments:
             segment = tf.convert_to_tensor(segment)
@@ -254,7 +299,8 @@ class AlbertPreprocessor(keras.layers.Layer):
             if segment.shape.rank == 2 and segment.shape[-1] == 1:
                 segment = tf.squeeze(segment, axis=-1)  # [B, 1], as keras.Input(shape=(1,)) gives
             if segment.shape.rank != 1:
-                raise ValueError(f"AlbertPreprocessor expects text of shape [batch], got {segment.shape}")
+                raise ValueError(f"AlbertPreprocessor expects text of shape [batch], "
+                                 f"got {segment.shape}")
             out.append(segment)
         return out
 

@@ -1,4 +1,4 @@
-"""Tokenize + pack throughput: in-graph `AlbertPreprocessor` vs a Python loop over `AlbertTokenizer`.
+"""Tokenize + pack throughput: in-graph `AlbertPreprocessor` vs a Python `AlbertTokenizer` loop.
 
 Both run in the same process on the same 1,024 English sentences (or pairs) of
 the embedded corpus, with the same SentencePiece model, and produce the same

@@ -12,6 +12,7 @@ import unicodedata
 import keras
 import numpy as np
 import pytest
+import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -118,6 +119,20 @@ def test_digit_comma_rule_is_exercised(digit_comma_spm_model_path, lines):
     assert got == [tok.encode(t) for t in hits]
 
 
+def test_viterbi_ties_break_as_in_sentencepiece(spm_model_path):
+    # "xxx" with pieces "x" and "xx" has two segmentations of equal score; the
+    # sentencepiece package gives "x" "xx". (tensorflow-text's SentencepieceTokenizer
+    # gives "xx" "x", which is why the ids come from FastSentencepieceTokenizer.)
+    tok = AlbertTokenizer(spm_model_path)
+    pieces = {tok.id_to_piece(i) for i in range(tok.vocab_size)}
+    runs = [c * n for c in sorted(p for p in pieces if len(p) == 1 and p * 2 in pieces)
+            if c * 3 not in pieces for n in (3, 5, 7)]
+    assert len(runs) >= 6, runs
+    texts = runs + [f"see {r}, then" for r in runs]
+    pre = AlbertPreprocessor(spm_model_path, 16)
+    assert pre.tokenize(_strings(texts)).to_list() == [tok.encode(t) for t in texts]
+
+
 def test_round_robin_trimmer_is_the_original_truncation():
     cases = [(a, b, m) for a in range(10) for b in range(10) for m in range(21)]
     for budget in range(21):
@@ -212,6 +227,13 @@ def test_bad_arguments_and_inputs(spm_model_path, tmp_path):
     (tmp_path / "bad.model").write_bytes(b"not a model")
     with pytest.raises(ValueError, match=r"bad\.model is not a valid SentencePiece model"):
         AlbertPreprocessor(tmp_path / "bad.model", 16)
+    (tmp_path / "t.txt").write_text("\n".join(f"some text {i} for a bpe model" for i in range(99)))
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "t.txt"), model_prefix=str(tmp_path / "bpe"),
+                                   vocab_size=60, model_type="bpe", pad_id=0, unk_id=1, bos_id=-1,
+                                   eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                                   minloglevel=2)
+    with pytest.raises(ValueError, match=r"bpe\.model is a bpe SentencePiece model"):
+        AlbertPreprocessor(tmp_path / "bpe.model", 16)
     pre = AlbertPreprocessor(spm_model_path, 16)
     with pytest.raises(TypeError, match="tf.string"):
         pre(tf.constant([1, 2]))
