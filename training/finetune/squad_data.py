@@ -97,10 +97,11 @@ def align_context(tokenizer, context: str) -> ContextPieces:
     for word_start, word_end in _words(context):
         word = context[word_start:word_end]
         pieces = tokenizer.tokenize(word)
+        per_char = [tokenizer.normalize(char) for char in word]
         # normalised character j of the word comes from original character origin[j]
-        origin = [word_start + k for k, char in enumerate(word) for _ in tokenizer.normalize(char)]
+        origin = [word_start + k for k, text in enumerate(per_char) for _ in text]
         surfaces = [p.replace(SPIECE_UNDERLINE, "") for p in pieces]
-        normalised = "".join(tokenizer.normalize(char) for char in word)
+        normalised = "".join(per_char)
         exact = "".join(surfaces) == normalised
         position = 0
         for piece, surface in zip(pieces, surfaces):
@@ -155,9 +156,11 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
     """
     features = {name: [] for name in INPUT_NAMES}
     starts, ends, answerable, windows, contexts = [], [], [], [], []
-    skipped = 0
+    skipped, aligned = 0, {}
     for index, example in enumerate(examples):
-        pieces = align_context(tokenizer, example.context)
+        if example.context not in aligned:  # SQuAD asks several questions per context
+            aligned[example.context] = align_context(tokenizer, example.context)
+        pieces = aligned[example.context]
         contexts.append(pieces)  # one per example, skipped or not: indexed by Window.example
         query = tokenizer.encode(example.question)[:max_query_length]
         target = None
