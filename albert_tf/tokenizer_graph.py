@@ -215,8 +215,10 @@ class AlbertPreprocessor(keras.layers.Layer):
     """Raw text -> ALBERT model inputs, in the graph; the same ids as `AlbertTokenizer.encode_pair`.
 
     Works eagerly, in `tf.data.Dataset.map`, and in a `tf.function` exported to a
-    SavedModel: the SentencePiece model is a tracked resource of this layer, so
-    the export embeds it and a fresh process needs only `import tensorflow_text`.
+    SavedModel: the SentencePiece model travels with the graph (a constant, plus
+    the tracked resource of `.sentencepiece`), so a fresh process needs only
+    `import tensorflow_text`. `get_config` stores the model's path, so a `.keras`
+    file reloads only where that path exists.
 
     Args:
       spm_model_path: the SentencePiece `.model` file (read once, at construction).
