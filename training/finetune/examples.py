@@ -7,6 +7,7 @@ import logging
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 
@@ -64,7 +65,7 @@ def encode_texts(tokenizer, examples: TextExamples, seq_length: int,
     """
     features = {name: [] for name in INPUT_NAMES}
     texts_b = examples.texts_b or [None] * len(examples)
-    for text_a, text_b in zip(examples.texts_a, texts_b):
+    for text_a, text_b in progress(zip(examples.texts_a, texts_b), len(examples), "tokenizing"):
         packed = tokenizer.encode_pair(text_a, text_b, seq_length=seq_length)
         length = int(np.sum(packed["input_mask"]))
         for name in INPUT_NAMES:
@@ -85,3 +86,9 @@ def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence
                             f"{', '.join(map(repr, label_names))}")
         ids[i] = index[value]
     return ids
+
+
+def progress(iterable, total: int, desc: str):
+    """A tqdm bar over `iterable` for jobs big enough to take a while (>= 1000 items)."""
+    return tqdm(iterable, total=total, desc=desc, unit="ex", mininterval=2.0,
+                disable=total < 1000, leave=False)

@@ -22,7 +22,7 @@ import numpy as np
 from albert_tf import AlbertMultipleChoice
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
-from albert_tf.training.finetune.examples import DataError
+from albert_tf.training.finetune.examples import DataError, progress
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def encode_race(tokenizer, examples: list[RaceExample], seq_length: int,
                 max_qa_length: int = 128) -> Encoded:
     """Features [4, L_i] per example (L_i: the longest option's length) and labels [N]."""
     features = {name: [] for name in INPUT_NAMES}
-    for example in examples:
+    for example in progress(examples, len(examples), "RACE"):
         article = tokenizer.encode(example.article)
         rows = []
         for option in example.options:

@@ -25,7 +25,7 @@ import numpy as np
 
 from albert_tf.tokenizer import SPIECE_UNDERLINE
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
-from albert_tf.training.finetune.examples import DataError
+from albert_tf.training.finetune.examples import DataError, progress
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
     features = {name: [] for name in INPUT_NAMES}
     starts, ends, answerable, windows, contexts = [], [], [], [], []
     skipped, aligned = 0, {}
-    for index, example in enumerate(examples):
+    for index, example in enumerate(progress(examples, len(examples), "SQuAD windows")):
         if example.context not in aligned:  # SQuAD asks several questions per context
             aligned[example.context] = align_context(tokenizer, example.context)
         pieces = aligned[example.context]
