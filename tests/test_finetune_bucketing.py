@@ -6,8 +6,7 @@ import pytest
 
 from albert_tf import (AlbertConfig, AlbertMultipleChoice, AlbertSequenceClassifier,
                        AlbertSpanExtractor)
-from albert_tf.training.finetune.bucketing import (INDEX_KEY, INPUT_NAMES, Encoded,
-                                                   default_buckets, make_dataset)
+from albert_tf.training.finetune.bucketing import INDEX_KEY, Encoded, default_buckets, make_dataset
 from albert_tf.training.finetune.train import predict_rows
 
 SEQ = 40
