@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenizer import AlbertTokenizer, check_seq_length
+from albert_tf.tokenizer import MODEL_INPUT_NAMES, AlbertTokenizer, check_seq_length
 from albert_tf.tokenizer_unicode import unicode_tables
 
 logger = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ class AlbertPreprocessor(keras.layers.Layer):
     def compute_output_spec(self, inputs):
         batch = (list(inputs)[0] if isinstance(inputs, (tuple, list)) else inputs).shape[0]
         return {name: keras.KerasTensor((batch, self.seq_length), dtype="int32")
-                for name in ("input_word_ids", "input_mask", "input_type_ids")}
+                for name in MODEL_INPUT_NAMES}
 
     def get_config(self) -> dict:
         config = super().get_config()
