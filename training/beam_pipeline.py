@@ -34,6 +34,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from albert_tf.training import corpus as corpus_lib
 from albert_tf.training import pretraining_data, sop
+from albert_tf.training.data_stats import DataStats, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class DocumentToRecords(beam.DoFn):
         self._vocab = sop.Vocabulary.from_tokenizer(self._tokenizer)
 
     def process(self, document):
-        stats = pretraining_data.DataStats()
+        stats = DataStats()
         yield from pretraining_data.document_records(document, self._tokenizer, self._vocab,
                                                      self._options, stats)
         yield beam.pvalue.TaggedOutput("stats", stats.to_dict())
@@ -93,14 +94,14 @@ class MergeStats(beam.CombineFn):
     """Sums `DataStats.to_dict()` dicts."""
 
     def create_accumulator(self):
-        return pretraining_data.DataStats()
+        return DataStats()
 
     def add_input(self, accumulator, item):
         accumulator.merge(item)
         return accumulator
 
     def merge_accumulators(self, accumulators):
-        total = pretraining_data.DataStats()
+        total = DataStats()
         for accumulator in accumulators:
             total.merge(accumulator.to_dict())
         return total
@@ -135,7 +136,7 @@ def _write_summary(stats: dict, report: dict, output_dir: str, name: str,
 
     reader = corpus_lib.CorpusReport()
     reader.merge(report)
-    summary = pretraining_data.summarize(name, {0: stats}, reader, options, time.time() - start)
+    summary = summarize(name, {0: stats}, reader, options, time.time() - start)
     summary["shards"] = num_shards
     path = os.path.join(output_dir, pretraining_data.SUMMARY_FILE)
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:

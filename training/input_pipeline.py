@@ -121,6 +121,26 @@ def _to_model_inputs(features: dict) -> tuple[dict, dict]:
     return inputs, labels
 
 
+def _records(files: list[str], input_context, is_training: bool, cycle_length: int,
+             seed: int | None) -> tf.data.Dataset:
+    """(path, record) pairs of this host's share of the files, interleaved (repeated when training)."""
+    sizes = [tf.io.gfile.stat(f).length for f in files]
+    dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
+    hosts = input_context.num_input_pipelines if input_context is not None else 1
+    shard_records = hosts > len(files)  # too few files: every host reads all, keeps its records
+    if hosts > 1 and not shard_records:
+        dataset = dataset.shard(hosts, input_context.input_pipeline_id)
+    if is_training and not shard_records:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.interleave(
+        _read_file, cycle_length=min(cycle_length, len(files)), block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+    if shard_records:
+        dataset = dataset.shard(hosts, input_context.input_pipeline_id)
+        dataset = dataset.repeat() if is_training else dataset
+    return dataset
+
+
 def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_length: int,
                         max_predictions: int, *, is_training: bool = True,
                         input_context: tf.distribute.InputContext | None = None,
@@ -155,22 +175,7 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
     check_file(files[0], seq_length, max_predictions)
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
-    sizes = [tf.io.gfile.stat(f).length for f in files]
-    dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
-    shard_records = False
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(files) >= input_context.num_input_pipelines:
-            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        else:  # fewer files than hosts: every host reads all files and keeps its share of records
-            shard_records = True
-    if is_training and not shard_records:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.interleave(
-        _read_file, cycle_length=min(cycle_length, len(files)), block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
-    if shard_records:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        dataset = dataset.repeat() if is_training else dataset
+    dataset = _records(files, input_context, is_training, cycle_length, seed)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(batch_size, drop_remainder=True)

@@ -22,7 +22,6 @@ rerunning the same command after a crash or kill skips the finished shards.
 from __future__ import annotations
 
 import argparse
-import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -37,6 +36,7 @@ import numpy as np
 
 from albert_tf.training import sop
 from albert_tf.training.corpus import Corpus, CorpusReport, Document, open_corpus
+from albert_tf.training.data_stats import DataStats, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -46,51 +46,6 @@ STATS_DIR = "stats"
 CONFIG_FILE = "create_data_config.json"
 SUMMARY_FILE = "summary.json"
 DOCUMENTS_PER_SHARD = 256
-
-
-class DataStats:
-    """Statistics of generated instances, mergeable across shards and processes."""
-
-    def __init__(self):
-        self.documents = 0
-        self.instances = 0
-        self.tokens = 0  # real tokens, [CLS]/[SEP] included
-        self.masked = 0
-        self.budget = 0  # sum of num_to_predict
-        self.ngrams: collections.Counter = collections.Counter()
-        self.kinds = np.zeros(3, np.int64)  # [MASK], random, kept
-        self.sop = np.zeros(2, np.int64)  # in order, swapped
-        self.skipped = CorpusReport()
-        self.short = CorpusReport()  # used, but shorter than one sequence
-
-    def add(self, instance: sop.Instance) -> None:
-        self.instances += 1
-        self.tokens += len(instance.input_ids)
-        self.masked += len(instance.masked.positions)
-        self.budget += instance.masked.budget
-        self.ngrams.update(instance.masked.ngrams)
-        self.kinds += instance.masked.kind_counts
-        self.sop[instance.sentence_order_label] += 1
-
-    def merge(self, other: dict) -> None:
-        """Adds statistics given as `to_dict()` output."""
-        self.documents += other["documents"]
-        self.instances += other["instances"]
-        self.tokens += other["tokens"]
-        self.masked += other["masked"]
-        self.budget += other["budget"]
-        self.ngrams.update({int(n): c for n, c in other["ngrams"].items()})
-        self.kinds += np.array(other["kinds"])
-        self.sop += np.array(other["sop"])
-        self.skipped.merge(other["skipped"])
-        self.short.merge(other["short"])
-
-    def to_dict(self) -> dict:
-        return {"documents": self.documents, "instances": self.instances, "tokens": self.tokens,
-                "masked": self.masked, "budget": self.budget,
-                "ngrams": {str(n): c for n, c in sorted(self.ngrams.items())},
-                "kinds": self.kinds.tolist(), "sop": self.sop.tolist(),
-                "skipped": self.skipped.to_dict(), "short": self.short.to_dict()}
 
 
 def tokenize_sentences(tokenizer, sentences: Sequence[str]) -> list[np.ndarray]:
@@ -216,16 +171,52 @@ def _file_sha256(path: str) -> str:
 
 @dataclasses.dataclass
 class _Progress:
-    """Documents handled (used or skipped by the reader) as blocks complete."""
+    """Shards in flight and done; the bar counts documents (used or skipped by the reader)."""
 
     bar: object
     pending: dict = dataclasses.field(default_factory=dict)  # future -> (shard, documents read)
     stats: dict = dataclasses.field(default_factory=dict)  # shard -> stats dict
+    resumed: int = 0
 
     def done(self, future) -> None:
         shard, read = self.pending.pop(future)
         self.stats[shard] = future.result()
         self.bar.update(read)
+
+    def wait(self, at_most: int) -> None:
+        """Collects finished shards until at most `at_most` are in flight."""
+        while len(self.pending) > at_most:
+            finished, _ = concurrent.futures.wait(self.pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                self.done(future)
+
+
+def _executor(processes: int, spm_model: str, do_lower_case: bool) -> concurrent.futures.Executor:
+    if processes == 1:
+        _init_worker(spm_model, do_lower_case)
+        return _InlineExecutor()
+    # spawn, not fork: the parent has TensorFlow loaded, whose threads do not survive a fork.
+    return concurrent.futures.ProcessPoolExecutor(
+        processes, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker, initargs=(spm_model, do_lower_case))
+
+
+def _generate(corpus: Corpus, report: CorpusReport, output_dir: str, options: sop.GenerationOptions,
+              documents_per_shard: int, executor, processes: int, progress: _Progress) -> None:
+    """Hands each block of documents whose shard is not complete to the executor."""
+    reader_skips = 0
+    for shard, block in enumerate(_blocks(corpus.read(report), documents_per_shard)):
+        skips = report.count() - report.count("unreadable_file")  # documents the reader dropped
+        read, reader_skips = len(block) + skips - reader_skips, skips
+        if shard_is_complete(output_dir, shard):
+            with open(stats_path(output_dir, shard), encoding="utf-8") as f:
+                progress.stats[shard] = json.load(f)
+            progress.resumed += 1
+            progress.bar.update(read)
+            continue
+        progress.wait(2 * processes - 1)  # bounded: only a few blocks of documents in memory
+        progress.pending[executor.submit(make_shard, shard, block, output_dir, options)] = (shard, read)
+    progress.wait(0)
 
 
 def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
@@ -254,41 +245,15 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
               "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
               **dataclasses.asdict(options)}
     _prepare_output(output_dir, config)
-    if processes > 1:
-        executor = concurrent.futures.ProcessPoolExecutor(
-            processes, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker, initargs=(spm_model, do_lower_case))
-    else:
-        _init_worker(spm_model, do_lower_case)
-        executor = _InlineExecutor()
     report = CorpusReport()
-    resumed = 0
     bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)
     progress = _Progress(bar)
-    reader_skips = 0
-    with executor, bar:
-        for shard, block in enumerate(_blocks(corpus.read(report), documents_per_shard)):
-            skips = report.count() - report.count("unreadable_file")
-            read, reader_skips = len(block) + skips - reader_skips, skips
-            if shard_is_complete(output_dir, shard):
-                with open(stats_path(output_dir, shard), encoding="utf-8") as f:
-                    progress.stats[shard] = json.load(f)
-                resumed += 1
-                bar.update(read)
-                continue
-            while len(progress.pending) >= 2 * processes:
-                finished, _ = concurrent.futures.wait(
-                    progress.pending, return_when=concurrent.futures.FIRST_COMPLETED)
-                for future in finished:
-                    progress.done(future)
-            future = executor.submit(make_shard, shard, block, output_dir, options)
-            progress.pending[future] = (shard, read)
-        for future in list(concurrent.futures.as_completed(list(progress.pending))):
-            progress.done(future)
-    if resumed:
-        logger.info("resumed: %d of %d shards were already complete", resumed, len(progress.stats))
+    with _executor(processes, spm_model, do_lower_case) as executor, bar:
+        _generate(corpus, report, output_dir, options, documents_per_shard, executor, processes, progress)
+    if progress.resumed:
+        logger.info("resumed: %d of %d shards were already complete", progress.resumed, len(progress.stats))
     summary = summarize(corpus.name, progress.stats, report, options, time.time() - start)
-    summary["shards_resumed"] = resumed
+    summary["shards_resumed"] = progress.resumed
     _write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
     return summary
 
@@ -303,40 +268,6 @@ class _InlineExecutor(concurrent.futures.Executor):
         except BaseException as e:  # delivered through the future, as a pool would
             future.set_exception(e)
         return future
-
-
-def summarize(name: str, shard_stats: dict, report: CorpusReport, options: sop.GenerationOptions,
-              wall_time: float) -> dict:
-    """The JSON summary of a run from per-shard statistics and the reader's report."""
-    total = DataStats()
-    for shard in sorted(shard_stats):
-        total.merge(shard_stats[shard])
-    total.skipped.merge(report.to_dict())
-    kinds = total.kinds / max(total.kinds.sum(), 1)
-    ngrams = sum(total.ngrams.values())
-    return {
-        "corpus": name,
-        "options": dataclasses.asdict(options),
-        "shards": len(shard_stats),
-        "documents": total.documents,
-        "instances": total.instances,
-        "tokens": total.tokens,
-        "masked_tokens": total.masked,
-        "masked_fraction": round(total.masked / max(total.tokens, 1), 5),
-        # masked / sum of min(max_predictions_per_seq, round(masked_lm_prob * length))
-        "masked_of_budget": round(total.masked / max(total.budget, 1), 5),
-        "masked_per_instance": round(total.masked / max(total.instances, 1), 2),
-        "ngram_histogram": {str(n): total.ngrams[n] for n in range(1, options.max_ngram + 1)},
-        "ngram_fractions": {str(n): round(total.ngrams[n] / max(ngrams, 1), 4)
-                            for n in range(1, options.max_ngram + 1)},
-        "replacement_fractions": {"mask": round(kinds[0], 4), "random": round(kinds[1], 4),
-                                  "kept": round(kinds[2], 4)},
-        "sop": {"in_order": int(total.sop[0]), "swapped": int(total.sop[1]),
-                "swapped_fraction": round(total.sop[1] / max(total.sop.sum(), 1), 4)},
-        "shorter_than_sequence": total.short.to_dict().get("shorter_than_sequence", {"count": 0}),
-        "skipped": total.skipped.to_dict(),
-        "wall_time_s": round(wall_time, 2),
-    }
 
 
 # ---------------------------------------------------------------------------
