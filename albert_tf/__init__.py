@@ -1,28 +1,42 @@
 """albert-tf: ALBERT (A Lite BERT) in Keras 3.
 
 The model package is backend-agnostic (keras.ops only); TensorFlow is imported only
-by `albert_tf.tokenizer`. Training and serving live in `albert_tf.training` and
-`albert_tf.serving`.
+by `albert_tf.tokenizer_graph` (the in-graph preprocessor). Training and serving
+live in `albert_tf.training` and `albert_tf.serving`.
+
+Only the configuration is imported eagerly: the models (Keras) and checkpoint I/O
+load on first use, so `albert_tf.tokenizer` needs nothing but sentencepiece.
 """
 
+import importlib
+
 from albert_tf.config import AlbertConfig, ConfigError
-from albert_tf.encoder import AlbertEncoder
-from albert_tf.models import (AlbertMultipleChoice, AlbertPretrainer, AlbertSequenceClassifier,
-                              AlbertSequenceRegressor, AlbertSpanExtractor, AlbertTokenClassifier)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AlbertConfig", "ConfigError", "AlbertEncoder", "AlbertPretrainer",
-    "AlbertSequenceClassifier", "AlbertSequenceRegressor", "AlbertTokenClassifier",
-    "AlbertSpanExtractor", "AlbertMultipleChoice", "load_checkpoint", "save_checkpoint",
-]
+_LAZY = {
+    "AlbertEncoder": "albert_tf.encoder",
+    "AlbertPretrainer": "albert_tf.models",
+    "AlbertSequenceClassifier": "albert_tf.models",
+    "AlbertSequenceRegressor": "albert_tf.models",
+    "AlbertTokenClassifier": "albert_tf.models",
+    "AlbertSpanExtractor": "albert_tf.models",
+    "AlbertMultipleChoice": "albert_tf.models",
+    "load_checkpoint": "albert_tf.checkpoint",
+    "save_checkpoint": "albert_tf.checkpoint",
+    "CheckpointError": "albert_tf.checkpoint",
+}
+
+__all__ = ["AlbertConfig", "ConfigError", *_LAZY]
 
 
 def __getattr__(name):
-    # Checkpoint I/O pulls in h5py and safetensors; load it on first use.
-    if name in ("load_checkpoint", "save_checkpoint", "CheckpointError"):
-        from albert_tf import checkpoint
-
-        return getattr(checkpoint, name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later look-ups skip this hook
+        return value
     raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
