@@ -161,3 +161,21 @@ def test_optimizer_and_schedule_serialize(name):
     assert isinstance(schedule, WarmupPolynomialDecay)
     assert schedule.get_config() == dict(learning_rate=3e-4, train_steps=77, warmup_steps=7,
                                          power=1.0, end_learning_rate=0.0)
+
+
+def test_pretrainer_exclusions():
+    """On the real model: LayerNorm and biases excluded, kernels and tables decayed."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+
+    config = AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12,
+                          num_hidden_layers=2, num_attention_heads=3, intermediate_size=20)
+    model = AlbertPretrainer(config)
+    excluded = {v.path for v in model.trainable_variables if is_excluded(v)}
+    included = {v.path for v in model.trainable_variables} - excluded
+    assert excluded and included
+    assert all(p.endswith(("/gamma", "/beta", "bias")) for p in excluded), excluded
+    assert all(p.endswith(("/kernel", "/embeddings")) for p in included), included
+    assert "mlm_head/output_bias" in excluded
+    assert "encoder/embeddings/word_embeddings/embeddings" in included
+    # gamma + beta of 4 LayerNorms: embeddings, attention, FFN (one shared block), MLM head.
+    assert sum("layer_norm" in p for p in excluded) == 2 * 4

@@ -263,9 +263,12 @@ def _loop_function(model: keras.Model, replica_step):
 
 
 def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-    """Builds the model from replica 0's batch.
+    """Builds what is unbuilt from replica 0's batch, drawing it only if needed.
 
-    Keras reduces the whole distributed batch with `strategy.reduce("MEAN", ...)`,
+    Keras draws a batch whenever a strategy is set, then restarts the iterator: the
+    draw starts a dataset iteration, which advances a `reshuffle_each_iteration`
+    shuffle (training would see the second order) and repeats a resume's skip.
+    And it reduces the whole distributed batch with `strategy.reduce("MEAN", ...)`,
     which fails under MultiWorkerMirroredStrategy (same reduction path as
     tensorflow/tensorflow#72388, keras-team/keras#20585); any replica's batch has
     the shapes and dtypes the build needs.
@@ -273,12 +276,20 @@ def _maybe_symbolic_build(self, iterator=None, data_batch=None):
     if self._distribute_strategy is None:
         return
     strategy = self.distribute_strategy
-    if iterator is not None:
-        for _, _, it in iterator:
-            batch = next(it)
-            data_batch = tf.nest.map_structure(
-                lambda v: strategy.experimental_local_results(v)[0]
-                if isinstance(v, tf.distribute.DistributedValues) else v, batch)
-            break
+    if iterator is not None and data_batch is None:
+        iterator = ((begin, end, _FirstReplica(it, strategy)) for begin, end, it in iterator)
     with strategy.scope():
-        self._symbolic_build(data_batch=data_batch)
+        # Keras' `_symbolic_build` iterates only when something is unbuilt.
+        self._symbolic_build(iterator=iterator, data_batch=data_batch)
+
+
+class _FirstReplica:
+    """An iterator of distributed batches that yields replica 0's part of each."""
+
+    def __init__(self, iterator, strategy):
+        self.iterator, self.strategy = iterator, strategy
+
+    def __next__(self):
+        return tf.nest.map_structure(
+            lambda v: self.strategy.experimental_local_results(v)[0]
+            if isinstance(v, tf.distribute.DistributedValues) else v, next(self.iterator))

@@ -1,0 +1,413 @@
+"""`albert-tf pretrain`: MLM + SOP pretraining with `model.fit` under any strategy.
+
+One run configuration (`PretrainConfig`) comes from defaults, an optional JSON
+file, the CLI options and `key=value` overrides, in that order. The run writes to
+`output_dir`:
+
+  run_config.json          the resolved configuration (chief)
+  checkpoints/ckpt-STEP.*  model + optimizer + step, every `checkpoint_every` steps
+  tensorboard/{train,eval} losses, accuracies, learning rate, examples/s, tokens/s
+  model/                   the result: albert_config.json + model.weights.h5 +
+                           spiece.model + albert_task.json (`albert_tf.load_checkpoint`)
+
+Resume: rerunning the same command restores the latest checkpoint (weights,
+optimizer slots, the step, hence the learning-rate position) and skips the
+batches the checkpointed run had consumed, so training continues exactly where
+the checkpoint was taken (see `_data_offset`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import typing
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DATA_RESUME = ("skip", "reseed")
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """Everything a pretraining run needs; defaults are the original ALBERT recipe."""
+
+    model: str = "albert-base"        # preset name or albert_config.json path
+    albert: dict = dataclasses.field(default_factory=dict)  # AlbertConfig overrides
+    train_data: str = ""              # TFRecord glob(s) from `albert-tf create-data`
+    eval_data: str = ""               # held-out TFRecord glob(s); empty: no eval
+    output_dir: str = ""
+    spm_model: str = ""               # copied into model/ as spiece.model
+    init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
+    seq_length: int = 0               # 0: read from the data
+    max_predictions: int = 0          # 0: read from the data
+    global_batch_size: int = 4096
+    train_steps: int = 125_000
+    warmup_steps: int = 3125
+    learning_rate: float = 0.00176
+    poly_power: float = 1.0
+    optimizer: str = "lamb"
+    weight_decay: float = 0.01
+    clipnorm: float = 1.0
+    dropout: float = 0.0              # the paper: no dropout when pretraining
+    precision: str = "auto"
+    strategy: str = "default"
+    steps_per_execution: int = 1
+    jit_compile: typing.Optional[bool] = None  # None: on GPU, off on CPU
+    checkpoint_every: int = 1000      # also the eval and "epoch" interval
+    keep_checkpoints: int = 5
+    eval_steps: int = 100
+    log_every: int = 100              # TensorBoard interval, in steps
+    seed: int = 12345
+    shuffle_buffer: int = 10_000
+    data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
+    deterministic: bool = False       # op determinism: bit-identical reruns, slower
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field and value."""
+        for name in ("train_data", "output_dir"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} is required")
+        positive = ("global_batch_size", "train_steps", "steps_per_execution",
+                    "checkpoint_every", "keep_checkpoints", "eval_steps", "log_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        spe = self.steps_per_execution
+        for name in ("train_steps", "checkpoint_every", "eval_steps"):
+            if getattr(self, name) % spe:
+                raise ValueError(f"{name}={getattr(self, name)} is not a multiple of "
+                                 f"steps_per_execution={spe}")
+        if self.data_resume not in DATA_RESUME:
+            raise ValueError(f"data_resume={self.data_resume!r} is not one of "
+                             f"{', '.join(DATA_RESUME)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """`value` as the type of field `name`, or ValueError naming both and `source`."""
+    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
+    kind = typing.get_type_hints(PretrainConfig)[name]
+    if kind is dict:
+        ok = isinstance(value, dict)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == typing.Optional[bool]:
+        ok = value is None or isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not ok:
+        raise ValueError(f"{source}: {name}={value!r} is not a {fields[name].type}")
+    return value
+
+
+def load_config(path: str | None = None, overrides: list[str] = (),
+                **options: Any) -> PretrainConfig:
+    """Defaults <- JSON file `path` <- `options` (non-None) <- `key=value` overrides.
+
+    Override values are JSON where they parse (numbers, true/false/null), else
+    strings; `albert.FIELD=VALUE` sets an AlbertConfig field.
+    """
+    values: dict[str, Any] = {}
+    known = {f.name for f in dataclasses.fields(PretrainConfig)}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                loaded = json.load(f)
+        except OSError as e:
+            raise ValueError(f"cannot read config {path}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: expected a JSON object")
+        unknown = sorted(set(loaded) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown keys {', '.join(unknown)}")
+        values.update({k: _coerce(k, v, path) for k, v in loaded.items()})
+    values.update({k: _coerce(k, v, "option") for k, v in options.items() if v is not None})
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r} is not key=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if key.startswith("albert."):
+            values.setdefault("albert", {})[key[len("albert."):]] = value
+        elif key in known:
+            values[key] = _coerce(key, value, f"override {item!r}")
+        else:
+            raise ValueError(f"override {item!r}: unknown key {key!r}")
+    config = PretrainConfig(**values)
+    config.validate()
+    return config
+
+
+# ------------------------------------------------------------------ the model
+def model_config(cfg: PretrainConfig, vocab_size: int | None):
+    """The AlbertConfig of the run: preset or file, `albert` overrides, dropout."""
+    from albert_tf import AlbertConfig
+
+    from_preset = cfg.model in AlbertConfig.preset_names()
+    base = (AlbertConfig.from_preset(cfg.model) if from_preset
+            else AlbertConfig.from_json_file(cfg.model))
+    changes = dict(cfg.albert)
+    if vocab_size is not None and "vocab_size" not in changes and from_preset:
+        changes["vocab_size"] = vocab_size  # a preset adopts the vocabulary's size
+    changes.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    config = AlbertConfig.from_dict({**base.to_dict(), **changes},
+                                    source=None if from_preset else cfg.model)
+    if vocab_size is not None and config.vocab_size != vocab_size:
+        raise ValueError(f"vocab_size={config.vocab_size} of {cfg.model} differs from the "
+                         f"{vocab_size} pieces of {cfg.spm_model}")
+    return config
+
+
+def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
+    """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope."""
+    import keras
+
+    from albert_tf import AlbertPretrainer, load_checkpoint
+    from albert_tf.training import distribute, optimization
+
+    source = load_checkpoint(cfg.init_checkpoint) if cfg.init_checkpoint else None
+    if source is not None:
+        config = source.config.replace(hidden_dropout_prob=cfg.dropout,
+                                       attention_probs_dropout_prob=cfg.dropout)
+        logger.info("init_checkpoint %s: its config replaces model=%s", cfg.init_checkpoint,
+                    cfg.model)
+    else:
+        config = model_config(cfg, vocab_size)
+    jit = cfg.jit_compile
+    if jit is None:
+        import tensorflow as tf
+        jit = bool(tf.config.list_logical_devices("GPU"))
+    keras.utils.set_random_seed(cfg.seed)
+    with strategy.scope():
+        model = AlbertPretrainer(config, name="albert_pretrainer")
+        if source is not None:  # the encoder always; heads when the source has them
+            model.encoder.set_weights(source.encoder.get_weights())
+            if source.task == "pretraining":
+                model.set_weights(source.get_weights())
+        optimizer = optimization.create_optimizer(
+            cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
+            cfg.poly_power, cfg.weight_decay, cfg.clipnorm or None)
+        model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
+                      jit_compile=jit)
+        model.optimizer.build(model.trainable_variables)  # slots exist before a restore
+    return distribute.install_step_functions(model)
+
+
+# ------------------------------------------------------------------- the data
+def data_shapes(file_pattern: str) -> tuple[int, int]:
+    """(seq_length, max_predictions) of the first record of the first file."""
+    import tensorflow as tf
+
+    from albert_tf.training import input_pipeline
+
+    path = input_pipeline.list_files(file_pattern)[0]
+    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    if record is None:
+        raise ValueError(f"{path}: holds no records")
+    feature = tf.train.Example.FromString(record.numpy()).features.feature
+    for name in ("input_ids", "masked_lm_positions"):
+        if name not in feature:
+            raise ValueError(f"{path}: records lack the feature {name!r}")
+    return (len(feature["input_ids"].int64_list.value),
+            len(feature["masked_lm_positions"].int64_list.value))
+
+
+def _data_offset(cfg: PretrainConfig, step: int, context) -> tuple[int, int]:
+    """(batches this input pipeline skips, shuffle seed) for a run resumed at `step`.
+
+    "skip": the record stream is a function of the seed, so skipping the batches
+    the earlier run consumed (each of the pipeline's replicas drew one per step)
+    continues the same stream; it re-reads, but does not train on, that data. The
+    training pipeline's parallel map may swap neighbouring batches unless
+    `deterministic` is set, which makes a resumed run bit-identical to an
+    uninterrupted one. "reseed": restart with a seed derived from the step: no
+    re-reading, a fresh order.
+    """
+    if cfg.data_resume == "reseed":
+        return 0, cfg.seed + step
+    replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
+    return step * replicas_per_pipeline, cfg.seed
+
+
+def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_predictions: int,
+                  step: int):
+    """Distributed (train, eval or None) datasets; train resumes after `step` steps."""
+    from albert_tf.training.input_pipeline import pretraining_dataset
+
+    def train_fn(context):
+        skip, seed = _data_offset(cfg, step, context)
+        dataset = pretraining_dataset(
+            cfg.train_data, cfg.global_batch_size, seq_length, max_predictions,
+            input_context=context, shuffle_buffer=cfg.shuffle_buffer, seed=seed)
+        return dataset.skip(skip) if skip else dataset
+
+    def eval_fn(context):
+        # The same first `eval_steps` batches at every evaluation: fit keeps the
+        # validation iterator between epochs, so the held-out stream cycles.
+        per_pipeline = cfg.eval_steps * (context.num_replicas_in_sync
+                                         // context.num_input_pipelines)
+        return pretraining_dataset(cfg.eval_data, cfg.global_batch_size, seq_length,
+                                   max_predictions, is_training=False,
+                                   input_context=context).take(per_pipeline).repeat()
+
+    train = strategy.distribute_datasets_from_function(train_fn)
+    evaluation = (strategy.distribute_datasets_from_function(eval_fn)
+                  if cfg.eval_data else None)
+    return train, evaluation
+
+
+# -------------------------------------------------------------------- the run
+def _write_json(path: str, data: dict) -> None:
+    import tensorflow as tf
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
+    """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
+    import tensorflow as tf
+
+    from albert_tf import save_checkpoint
+
+    target = os.path.join(cfg.output_dir, "model")
+    spm = cfg.spm_model or None
+    if "://" not in target:
+        return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
+    with tempfile.TemporaryDirectory() as local:
+        save_checkpoint(model, os.path.join(local, "model"), spm_model=spm,
+                        seq_length=seq_length)
+        tf.io.gfile.makedirs(target)
+        for name in os.listdir(os.path.join(local, "model")):
+            tf.io.gfile.copy(os.path.join(local, "model", name), os.path.join(target, name),
+                             overwrite=True)
+    return target
+
+
+def run(cfg: PretrainConfig) -> dict:
+    """Pretrains as configured (resuming from output_dir/checkpoints if present).
+
+    Returns a summary: the start and end step, the exported directory (chief), the
+    examples/s of this run, and the per-epoch training and eval metrics.
+    """
+    import tensorflow as tf
+
+    from albert_tf.training import distribute
+    from albert_tf.training.pretrain_progress import Checkpoints, PretrainProgress
+
+    cfg.validate()
+    if cfg.deterministic:
+        # Also forces tf.data's parallel map/interleave into order, which the
+        # input pipeline leaves free for speed when training.
+        tf.config.experimental.enable_op_determinism()
+    strategy = distribute.create_strategy(cfg.strategy)
+    policy = distribute.set_precision(cfg.precision, strategy)
+    distribute.scale_batch(cfg.global_batch_size, strategy)
+    shapes = data_shapes(cfg.train_data)
+    seq_length = cfg.seq_length or shapes[0]
+    max_predictions = cfg.max_predictions or shapes[1]
+    vocab_size = None
+    if cfg.spm_model:
+        from albert_tf.tokenizer import AlbertTokenizer
+        vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
+    chief = distribute.is_chief(strategy)
+    model = build_model(cfg, strategy, vocab_size)
+    checkpoints = Checkpoints(model, os.path.join(cfg.output_dir, "checkpoints"),
+                              cfg.keep_checkpoints, chief)
+    start = checkpoints.restore()
+    if chief:
+        tf.io.gfile.makedirs(cfg.output_dir)
+        _write_json(os.path.join(cfg.output_dir, "run_config.json"),
+                    {**dataclasses.asdict(cfg), "resolved": {
+                        "seq_length": seq_length, "max_predictions": max_predictions,
+                        "precision": policy, "replicas": strategy.num_replicas_in_sync,
+                        "albert_config": model.config.to_dict()}})
+    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
+    progress = PretrainProgress(
+        start_step=start, train_steps=cfg.train_steps,
+        examples_per_step=cfg.global_batch_size,
+        tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
+        tensorboard_dir=os.path.join(cfg.output_dir, "tensorboard") if chief else None,
+        save=checkpoints.save)
+    history = {}
+    if start < cfg.train_steps:
+        initial_epoch = start // cfg.checkpoint_every
+        epochs = initial_epoch + math.ceil((cfg.train_steps - start) / cfg.checkpoint_every)
+        history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
+                            initial_epoch=initial_epoch, validation_data=evaluation,
+                            validation_steps=cfg.eval_steps if evaluation else None,
+                            callbacks=[progress], shuffle=False,
+                            verbose=1 if chief else 0).history
+    else:
+        logger.info("checkpoint is at step %d >= train_steps=%d: nothing to train",
+                    start, cfg.train_steps)
+    checkpoints.close()
+    exported = _export(model, cfg, seq_length) if chief else None
+    return {"start_step": start, "step": progress.step, "exported": exported,
+            "examples_per_sec": progress.throughput() if history else 0.0,
+            "history": {k: [float(x) for x in v] for k, v in history.items()}}
+
+
+# ------------------------------------------------------------------------ CLI
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line on stderr, exit status 2 (see main)
+        raise _ArgumentError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="albert-tf pretrain", description=(
+        "Pretrain ALBERT (MLM + SOP) with model.fit. Options override --config; "
+        "KEY=VALUE overrides any PretrainConfig field (albert.FIELD=VALUE: the model config)."))
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    parser.add_argument("--config", help="JSON run configuration")
+    parser.add_argument("--model", help="preset (albert-base, ...) or albert_config.json")
+    parser.add_argument("--train-data", help="TFRecord glob(s) from albert-tf create-data")
+    parser.add_argument("--eval-data", help="held-out TFRecord glob(s)")
+    parser.add_argument("--output-dir", help="checkpoints, TensorBoard logs and model/")
+    parser.add_argument("--spm-model", help="SentencePiece model to ship with the result")
+    parser.add_argument("--init-checkpoint", help="start from these weights (TF1, HF or ours)")
+    parser.add_argument("--global-batch-size", type=int)
+    parser.add_argument("--train-steps", type=int)
+    parser.add_argument("--optimizer", choices=("lamb", "adamw"))
+    parser.add_argument("--precision", help="auto, float32, mixed_float16, mixed_bfloat16")
+    parser.add_argument("--strategy", help="default, cpu, mirrored, multi_worker, tpu[:NAME]")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
+    try:
+        args = _parser().parse_intermixed_args(argv)
+        options = {k: v for k, v in vars(args).items() if k not in ("config", "overrides")}
+        cfg = load_config(args.config, args.overrides, **options)
+    except (_ArgumentError, ValueError) as e:
+        print(f"albert-tf pretrain: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        summary = run(cfg)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"albert-tf pretrain: {e}", file=sys.stderr)
+        return 2
+    logger.info("pretraining done: %s", json.dumps(summary))
+    return 0
