@@ -22,6 +22,7 @@ def _records(pattern: str) -> list[bytes]:
     return sorted(r for f in sorted(glob.glob(pattern)) for r in tfrecords.read_records(f))
 
 
+@pytest.mark.slow
 def test_beam_output_equals_local_output(tmp_path, corpus_documents, spm_model_path):
     write_corpus_file(str(tmp_path / "a.txt"), iter(corpus_documents[:12]))
     with gzip.open(tmp_path / "b.txt.gz", "wt", encoding="utf-8") as f:  # a second, compressed input
@@ -46,6 +47,7 @@ def test_beam_output_equals_local_output(tmp_path, corpus_documents, spm_model_p
     assert summary["skipped"]["invalid_utf8"]["files"] == {f"{tmp_path}/c.txt": 1}
 
 
+@pytest.mark.slow
 def test_beam_command_line(tmp_path, corpus_documents, spm_model_path):
     write_corpus_file(str(tmp_path / "a.txt"), iter(corpus_documents[:4]))
     argv = ["--input", str(tmp_path / "a.txt"), "--output-dir", str(tmp_path / "out"),

@@ -286,6 +286,7 @@ def _run(small_corpus, spm_model_path, out, processes, seed=12345):
     return {os.path.basename(f): open(f, "rb").read() for f in sorted(glob.glob(f"{out}/pretrain-*"))}
 
 
+@pytest.mark.slow
 def test_output_does_not_depend_on_process_count(small_corpus, spm_model_path, tmp_path):
     one = _run(small_corpus, spm_model_path, tmp_path / "one", 1)
     two = _run(small_corpus, spm_model_path, tmp_path / "two", 2)
@@ -294,6 +295,7 @@ def test_output_does_not_depend_on_process_count(small_corpus, spm_model_path, t
     assert other.keys() == one.keys() and all(other[k] != one[k] for k in one)
 
 
+@pytest.mark.slow
 def test_resume_after_kill(corpus_documents, spm_model_path, tmp_path):
     corpus = str(tmp_path / "twenty.txt")
     write_corpus_file(corpus, iter(corpus_documents[:20]))
