@@ -92,8 +92,10 @@ def test_scale_batch():
 
 
 # ------------------------------------------------------------ subprocess scenarios
+@pytest.mark.slow
 def test_mirrored_steps_per_execution_matches_single_device():
-    """2 logical CPUs, steps_per_execution=2, XLA on and off, clipping active."""
+    """2 logical CPUs, steps_per_execution=2, XLA on and off, clipping active; and
+    float16 loss scaling when only one replica overflows."""
     result = _result(_scenario("mirrored"))
     reference = np.array(result["single"]["loss"])
     assert reference[-1] < reference[0]  # it trains
@@ -106,11 +108,18 @@ def test_mirrored_steps_per_execution_matches_single_device():
     # partial gradient, as Keras does, leaves the single-device trajectory.
     assert result["max_grad_norm"] > 1.0
     assert not np.allclose(result["per_replica_clipping"]["loss"], reference, rtol=1e-4)
+    # float16: replica 1 overflows, replica 0 does not. Keras' per-replica verdict
+    # lets replica 0 apply the all-reduced (non-finite) gradient; ours skips the
+    # step on both and halves the loss scale on both.
+    assert not result["loss_scaling"]["keras"]["finite"]
+    assert result["loss_scaling"]["ours"] == {"finite": True, "unchanged": True,
+                                              "scales": [2.0 ** 14, 2.0 ** 14]}
     # Stock Keras still fails here (keras-team/keras#19246). If this assertion
     # fails, Keras fixed the bug and `install_step_functions` may be retired.
     assert "You must feed a value for placeholder" in result["stock_keras_error"]
 
 
+@pytest.mark.slow
 def test_multi_worker_trains_in_step():
     """Two local workers (TF_CONFIG on localhost) log identical metrics each epoch."""
     ports = _free_ports(2)
@@ -199,12 +208,44 @@ def _run_mirrored():
         loss = tf.reduce_mean(keras.losses.mean_squared_error(y, model(x)))
     grads = tape.gradient(loss, [v.value for v in model.trainable_variables])
     result["max_grad_norm"] = float(tf.linalg.global_norm(grads))
+    result["loss_scaling"] = {name: _overflow_on_one_replica(tf, keras, mirrored, wrapper)
+                              for name, wrapper in (
+                                  ("keras", keras.optimizers.LossScaleOptimizer),
+                                  ("ours", distribute.LossScaleOptimizer))}
     try:
         _fit(tf, keras, mirrored, lamb, 2, False, patch=False)
         result["stock_keras_error"] = ""
     except Exception as e:  # noqa: BLE001 - we record what stock Keras raises
         result["stock_keras_error"] = str(e)
     return result
+
+
+def _overflow_on_one_replica(tf, keras, strategy, wrapper):
+    """float16 step where only replica 1's half of the batch overflows."""
+    from albert_tf.training import distribute, optimization
+
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        with strategy.scope():
+            keras.utils.set_random_seed(0)
+            # No LayerNorm: the large inputs must overflow float16 downstream.
+            model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4),
+                                      keras.layers.Dense(1)])
+            model.compile(wrapper(optimization.create_optimizer(
+                "lamb", 0.01, train_steps=100, warmup_steps=0)), "mse")
+        distribute.install_step_functions(model)
+        before = [v.numpy() for v in model.trainable_variables]
+        x = np.ones((4, 5), "float32")
+        x[2:] = 3e4
+        model.fit(tf.data.Dataset.from_tensor_slices((x, np.zeros((4, 1), "float32")))
+                  .batch(4), verbose=0)
+        after = [v.numpy() for v in model.trainable_variables]
+        scales = [float(s.numpy()) for s in model.optimizer.dynamic_scale.value.values]
+    finally:
+        keras.config.set_dtype_policy("float32")
+    return {"finite": bool(all(np.isfinite(a).all() for a in after)),
+            "unchanged": bool(all(np.array_equal(a, b) for a, b in zip(before, after))),
+            "scales": scales}
 
 
 def _multi_worker_fit(tf, keras, strategy):

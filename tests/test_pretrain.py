@@ -288,6 +288,10 @@ def test_mixed_precision_runs_stay_finite(records, tmp_path, precision):
     assert history["mlm_loss"][-1] < history["mlm_loss"][0]
     config = json.loads((tmp_path / "run_config.json").read_text())
     assert config["resolved"]["precision"] == precision
+    import tensorflow as tf
+    names = [n for n, _ in tf.train.list_variables(str(tmp_path / "checkpoints"))]
+    # float16 trains through the loss-scale optimizer (its state is checkpointed).
+    assert any("dynamic_scale" in n for n in names) == (precision == "mixed_float16")
     for weight in _weights(tmp_path / "model"):
         assert weight.dtype == np.float32 and np.all(np.isfinite(weight))
 

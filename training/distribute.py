@@ -17,6 +17,9 @@ its upstream issue below):
   whole input batch, which fails to convert a PerReplica. We read the metric
   variables (sync-on-read, "sum" aggregated) in cross-replica context instead, which
   gives the exact global values on every worker, and build from replica 0's batch.
+* float16 loss scaling under a multi-replica strategy: Keras' LossScaleOptimizer
+  decides per replica whether the gradients are finite; `LossScaleOptimizer`
+  here all-reduces that verdict (see its docstring).
 * `jit_compile` under a multi-replica strategy: Keras compiles a function that
   contains `strategy.run`, which XLA cannot place across devices (and Keras' "auto"
   turns XLA off under tf.distribute). We compile the per-replica forward/backward
@@ -293,3 +296,24 @@ class _FirstReplica:
         return tf.nest.map_structure(
             lambda v: self.strategy.experimental_local_results(v)[0]
             if isinstance(v, tf.distribute.DistributedValues) else v, next(self.iterator))
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """`keras.optimizers.LossScaleOptimizer` whose replicas skip or apply a step together.
+
+    Keras checks each replica's own (not yet all-reduced) gradients for inf/nan
+    and branches on that, so when only some replicas overflow, the others apply
+    an update that already mixes in the non-finite gradients of the rest (the
+    all-reduce runs inside the update) and the weights become NaN. Here the
+    verdict is all-reduced first: any non-finite gradient skips the step everywhere.
+    """
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return finite
+        overflowed = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                        tf.cast(tf.logical_not(finite), tf.float32))
+        return tf.equal(overflowed, 0.0)

@@ -201,6 +201,8 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
         optimizer = optimization.create_optimizer(
             cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
             cfg.poly_power, cfg.weight_decay, cfg.clipnorm or None)
+        if keras.config.dtype_policy().name == "mixed_float16":
+            optimizer = distribute.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
                       jit_compile=jit)
         model.optimizer.build(model.trainable_variables)  # slots exist before a restore
