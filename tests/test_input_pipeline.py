@@ -79,6 +79,8 @@ def test_training_mode_shuffles_and_repeats(shards):
     in_order = _rows(pretraining_dataset(f"{out}/*.tfrecord", BATCH, SEQ, PRED, is_training=False)
                      .take(3).as_numpy_iterator())
     assert rows[:len(in_order)] != in_order
+    again = pretraining_dataset(f"{out}/*.tfrecord", BATCH, SEQ, PRED, seed=3, shuffle_buffer=100)
+    assert _rows(again.take(batches).as_numpy_iterator()) == rows  # a seed makes the order reproducible
 
 
 @pytest.mark.parametrize("pattern", ["*.tfrecord", "pretrain-00000.tfrecord"])

@@ -134,7 +134,7 @@ def _records(files: list[str], input_context, is_training: bool, cycle_length: i
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
     dataset = dataset.interleave(
         _read_file, cycle_length=min(cycle_length, len(files)), block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training or seed is not None)
     if shard_records:
         dataset = dataset.shard(hosts, input_context.input_pipeline_id)
         dataset = dataset.repeat() if is_training else dataset
@@ -160,7 +160,10 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
       dynamic_masking: re-mask every batch at read time (new masks each epoch).
       shuffle_buffer: records in the shuffle buffer.
       cycle_length: files read in parallel.
-      seed: seed of the file and record shuffles (and of nothing else).
+      seed: seed of the file and record shuffles; with a seed the order of
+        the examples is reproducible (parallel reads keep their order), without
+        one training reads whichever file is ready first. Dynamic masks are
+        drawn afresh either way.
 
     Returns:
       A dataset of `(features, labels)` with static shapes (B = per-replica batch):
@@ -192,6 +195,7 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
             value.set_shape([batch_size] + value.shape[1:])
         return inputs, labels
 
-    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not is_training)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=not is_training or seed is not None)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
