@@ -30,8 +30,14 @@ def strings(values) -> np.ndarray:
     return np.array(values, dtype=object)
 
 
-class ServingModule(tf.Module):
+class ServingModule:
     """Base: a Keras model, its preprocessor, and the text -> features steps.
+
+    A plain object, not a tf.Module: the SavedModel must not track the Keras
+    model as a child, or TensorFlow 1's loader (TF Serving's C++ path) finds its
+    variables twice and restores the wrong copy ("Could not find variable").
+    `export.save_module` saves the signatures with Keras' ExportArchive, which
+    tracks exactly the variables and resources the signatures use.
 
     Args:
       model: the Keras model (`albert_tf.models`).
@@ -41,7 +47,6 @@ class ServingModule(tf.Module):
     """
 
     def __init__(self, model, preprocessor, pad_multiple: int | None = PAD_MULTIPLE):
-        super().__init__(name=f"albert_{getattr(model, 'task', 'encoder')}")
         self.model = model
         self.preprocessor = preprocessor
         self.pad_multiple = pad_multiple

@@ -64,12 +64,23 @@ def build_module(model, preprocessor, task: str | None = None, label_names=None,
 
 
 def save_module(module, directory: str, model_name: str) -> None:
-    """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`."""
-    import tensorflow as tf
+    """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`.
+
+    Keras' ExportArchive tracks the variables the signatures use and the
+    preprocessor's SentencePiece resource, and nothing else.
+    """
+    import keras
 
     from albert_tf.serving import warmup
 
-    tf.saved_model.save(module, directory, signatures=module.signatures())
+    archive = keras.export.ExportArchive()
+    for name, function in module.signatures().items():
+        function.get_concrete_function()  # traced from its input signature
+        archive.add_endpoint(name, function)
+    if not module.preprocessor.built:  # signatures may use its methods, not its call
+        module.preprocessor.build(None)
+    archive.track(module.preprocessor)  # its SentencePiece resource goes with the model
+    archive.write_out(directory, verbose=False)
     warmup.write_warmup(directory, warmup.warmup_requests(model_name, module.warmup_examples()))
 
 
