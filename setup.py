@@ -30,6 +30,7 @@ setup(
         "keras>=3.10",
         "sentencepiece>=0.2",
         "tensorflow-datasets>=4.9",
+        f"tensorboard=={TF_VERSION}.*",
         "safetensors>=0.4",
         "h5py",
         "tqdm",

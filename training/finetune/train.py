@@ -28,7 +28,7 @@ from albert_tf.checkpoint import TASK_FILE
 from albert_tf.config import ConfigError
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded, default_buckets, make_dataset
 from albert_tf.training.distribute import install_step_functions, is_chief
-from albert_tf.training.finetune.tensorboard import ScalarLogger, write_scalars
+from albert_tf.training.tensorboard import ScalarLogger, write_scalars
 from albert_tf.training.optimization import create_optimizer
 
 logger = logging.getLogger(__name__)

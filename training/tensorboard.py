@@ -1,9 +1,7 @@
-"""TensorBoard scalars without the `tensorboard` package.
+"""TensorBoard scalars for training jobs: a writer helper and a step-interval callback.
 
-`tf.summary.scalar` (and so `keras.callbacks.TensorBoard`) needs the tensorboard
-pip package, which TensorFlow 2.21 no longer installs and setup.py does not list.
-The event files only need `tf.summary.write` (TensorFlow core) with the scalars
-plugin's metadata, which TensorBoard then shows as usual.
+`tf.summary.scalar` comes from the `tensorboard` package (a dependency: TensorFlow
+2.21 no longer installs it), which also gives users `tensorboard --logdir`.
 """
 
 from __future__ import annotations
@@ -13,18 +11,13 @@ from typing import Mapping
 
 import keras
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
-
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
 
 
 def write_scalars(writer, values: Mapping[str, float], step: int) -> None:
     """Writes `values` as TensorBoard scalars at `step` and flushes."""
     with writer.as_default():
         for name, value in values.items():
-            tf.summary.write(name, tf.constant(float(value), tf.float32), step=step,
-                             metadata=_SCALAR_METADATA)
+            tf.summary.scalar(name, float(value), step=step)
     writer.flush()
 
 
