@@ -367,7 +367,7 @@ def load_checkpoint(path: str | os.PathLike):
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
                     label_names: list[str] | None = None, do_lower_case: bool = True,
-                    seq_length: int | None = None) -> str:
+                    seq_length: int | None = None, extra_info: dict | None = None) -> str:
     """Writes `model` as albert_config.json + model.weights.h5 + albert_task.json (+ spiece.model).
 
     The files are written in a temporary directory next to `directory` and moved in
@@ -380,6 +380,8 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
       label_names: class names, one per class, for classification tasks.
       do_lower_case: whether the tokenizer lower-cases (recorded for serving).
       seq_length: the sequence length the model was fine-tuned with, if any.
+      extra_info: more albert_task.json fields for serving (e.g. SQuAD 2.0's tuned
+        "no_answer_threshold"); they may not replace the fields above.
 
     Returns:
       `directory`.
@@ -396,6 +398,10 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
             "do_lower_case": bool(do_lower_case), "seq_length": seq_length}
     if model.task == "span":
         info["answerability"] = bool(model.answerability)
+    clashes = sorted(set(extra_info or {}) & set(info))
+    if clashes:
+        raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")
+    info.update(extra_info or {})
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
     # A unique sibling (not mkdtemp, whose 0700 mode would survive the rename).

@@ -270,6 +270,17 @@ def test_trained_model_checkpoint_holds_no_optimizer_state(tmp_path):
     np.testing.assert_array_equal(got["mlm_logits"], pretrainer_outputs(model, ref)["mlm_logits"])
 
 
+def test_extra_info_is_recorded_and_cannot_replace_fields(tmp_path):
+    model = AlbertSpanExtractor(load_checkpoint(os.path.join(FIXTURES, "shared", "hf")).config,
+                                answerability=True)
+    out = save_checkpoint(model, tmp_path / "squad", extra_info={"no_answer_threshold": 0.25})
+    info = read_task_info(out)
+    assert info["no_answer_threshold"] == 0.25 and info["answerability"] is True
+    with pytest.raises(ValueError, match=r"may not replace albert_task.json fields: \['task'\]"):
+        save_checkpoint(model, tmp_path / "bad", extra_info={"task": "classification"})
+    assert not (tmp_path / "bad").exists()
+
+
 def test_save_into_existing_directory_keeps_other_files(tmp_path):
     model = load_checkpoint(os.path.join(FIXTURES, "shared", "hf"))
     directory = tmp_path / "run"

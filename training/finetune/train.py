@@ -24,7 +24,6 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, load_checkpoint, save_checkpoint
-from albert_tf.checkpoint import TASK_FILE
 from albert_tf.config import ConfigError
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded, default_buckets, make_dataset
 from albert_tf.training.distribute import install_step_functions, is_chief
@@ -244,15 +243,11 @@ class _Saver:
     def __call__(self) -> None:
         if not self.chief:  # under multi-worker training only the chief writes
             return
+        # extra_info: e.g. SQuAD 2.0's tuned no_answer_threshold, which `albert-tf export` reads.
         save_checkpoint(self.model, self.config.output_dir, spm_model=self.config.spm_model,
                         label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,
-                        seq_length=self.config.seq_length)
-        extra = getattr(self.task, "checkpoint_info", dict)()
-        if extra:  # e.g. SQuAD 2.0's tuned no_answer_threshold, which `albert-tf export` reads
-            path = os.path.join(self.config.output_dir, TASK_FILE)
-            with open(path, encoding="utf-8") as f:
-                info = json.load(f)
-            _write_json(path, {**info, **extra})
+                        seq_length=self.config.seq_length,
+                        extra_info=getattr(self.task, "checkpoint_info", dict)())
 
 
 def _write_json(path: str, content) -> None:
