@@ -21,7 +21,6 @@ import os
 import sys
 from typing import Any, Iterator, Mapping, Sequence
 
-import numpy as np
 
 from albert_tf.serving.requests import (DEFAULT_SIGNATURE, REST_FORMATS, RequestError,
                                         columns_from_rows)

@@ -63,30 +63,50 @@ def build_module(model, preprocessor, task: str | None = None, label_names=None,
     return signatures.MultipleChoiceModule(model, preprocessor, pad_multiple)
 
 
-def save_module(module, directory: str, model_name: str) -> None:
+def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
     """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`.
 
     Keras' ExportArchive tracks the variables the signatures use and the
-    preprocessor's SentencePiece resource, and nothing else.
+    preprocessor's SentencePiece resource, and nothing else. With
+    `token_ids_only` the SavedModel holds only the `token_ids` signature (also as
+    serving_default) and no tensorflow-text op, for servers built without them.
     """
     import keras
 
     from albert_tf.serving import warmup
 
+    functions = module.signatures()
+    examples = module.warmup_examples()
+    if token_ids_only:
+        functions = {"serving_default": functions["token_ids"], "token_ids": functions["token_ids"]}
+        examples = {name: examples["token_ids"] for name in functions}
     archive = keras.export.ExportArchive()
-    for name, function in module.signatures().items():
+    for name, function in functions.items():
         function.get_concrete_function()  # traced from its input signature
         archive.add_endpoint(name, function)
-    if not module.preprocessor.built:  # signatures may use its methods, not its call
-        module.preprocessor.build(None)
-    archive.track(module.preprocessor)  # its SentencePiece resource goes with the model
+    if not token_ids_only:
+        if not module.preprocessor.built:  # signatures may use its methods, not its call
+            module.preprocessor.build(None)
+        archive.track(module.preprocessor)  # its SentencePiece resource goes with the model
     archive.write_out(directory, verbose=False)
-    warmup.write_warmup(directory, warmup.warmup_requests(model_name, module.warmup_examples()))
+    warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
+
+
+def custom_ops(directory: str) -> list[str]:
+    """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(directory, "saved_model.pb"), "rb") as f:
+        graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    ops.update(node.op for function in graph.library.function for node in function.node_def)
+    return sorted(op for op in ops if not hasattr(tf.raw_ops, op))
 
 
 def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
            seq_length: int | None = None, spm_model: str | None = None,
-           pad_multiple: int | None = 16) -> str:
+           pad_multiple: int | None = 16, token_ids_only: bool = False) -> str:
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
@@ -97,6 +117,8 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
       seq_length: maximum tokens per request (default: the checkpoint's
         fine-tuning length, else max_position_embeddings).
       spm_model: SentencePiece model, when the checkpoint directory has none.
+      pad_multiple: dynamic padding granularity (None: always `seq_length`).
+      token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
     """
     from albert_tf import checkpoint as ckpt
     from albert_tf.serving import layout
@@ -121,10 +143,20 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
                           info.get("no_answer_threshold", 0.5), pad_multiple)
     version, path = layout.resolve_version(output, version)
     with layout.staged_directory(path) as staging:
-        save_module(module, staging, os.path.basename(os.path.normpath(output)))
+        save_module(module, staging, os.path.basename(os.path.normpath(output)), token_ids_only)
+        needed = custom_ops(staging)
     logger.info("exported %s (%s, seq_length %d) to %s", checkpoint, task or model.task,
                 seq_length, path)
+    logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "
+                "links tensorflow-text's; use a release >= this TensorFlow, %s)",
+                ", ".join(needed) or "none", tf_version())
     return path
+
+
+def tf_version() -> str:
+    import tensorflow as tf
+
+    return tf.__version__
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,6 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    "(default: the fine-tuning length, else max_position_embeddings)")
     p.add_argument("--spm-model", help="SentencePiece model if the checkpoint has no spiece.model")
+    p.add_argument("--token-ids-only", action="store_true",
+                   help="only the token-id signature, for servers without tensorflow-text ops")
     return p
 
 
@@ -147,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
-                      args.spm_model)
+                      args.spm_model, token_ids_only=args.token_ids_only)
     except (ValueError, OSError) as e:  # ExportError, LayoutError, CheckpointError, ConfigError
         print(f"albert-tf export: {e}", file=sys.stderr)
         return 2

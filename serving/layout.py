@@ -67,7 +67,7 @@ def staged_directory(final_path: str) -> Iterator[str]:
     parent = os.path.dirname(os.path.abspath(final_path))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(final_path)}.tmp-", dir=parent)
-    os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
+    os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide it from a server run as another user
     try:
         yield staging
         if os.path.exists(final_path):

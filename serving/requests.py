@@ -203,7 +203,8 @@ def _field(row: Mapping[str, Any], name: str, index: int) -> Any:
 def _from_json(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) != {"b64"}:
-            raise RequestError(f"unexpected object {value!r:.60} (only {{\"b64\": ...}} is allowed)")
+            raise RequestError(f"unexpected object {value!r:.60} "
+                               '(only {"b64": ...} is allowed)')
         return base64.b64decode(value["b64"], validate=True)
     return value.encode("utf-8") if isinstance(value, str) else value
 

@@ -1,4 +1,4 @@
-"""One tf.Module per task whose signatures take raw text (and token ids) for TF Serving.
+"""One serving module per task: signatures on raw text (and on token ids) for TF Serving.
 
 Every text signature runs the same steps in the graph: the project's
 `AlbertPreprocessor` (normalise, SentencePiece, pack to `seq_length`), dynamic
@@ -12,7 +12,7 @@ Every task also has a `token_ids` signature for clients that tokenize themselves
 |  | fill_mask(text with "[MASK]") | top_k_tokens, top_k_ids, top_k_scores [B,M,k]; mask_positions [B,M] |
 | classification | serving_default, text_pair | probabilities [B,C], label_id [B], label [B] |
 | regression | serving_default, text_pair | score [B] |
-| span | serving_default(question, context) | answer, start_char, end_char, score, has_answer, no_answer_probability [B] |
+| span (span.py) | serving_default(question, context) | answer, start_char, end_char, score, has_answer [B] (+ no_answer_probability, SQuAD 2.0) |
 | multiple_choice | serving_default(context [B], options [B,K]) | probabilities [B,K], choice [B] |
 
 Strings in outputs are valid UTF-8; malformed input bytes are read as U+FFFD.
@@ -29,6 +29,8 @@ from albert_tf.serving.text_graph import INPUT_NAMES
 
 TOP_K = 5  # fill_mask candidates per [MASK]
 MAX_QA_LENGTH = 128  # RACE: tokens kept of each option (question + answer), as fine-tuning
+
+
 class PretrainedModule(ServingModule):
     """Encoder features for text and pairs; fill_mask when the model has its MLM head."""
 

@@ -81,8 +81,8 @@ def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
     """Answer text and its character offsets from a byte range of valid-UTF-8 `context`.
 
     Surrounding whitespace and other ignorable characters are trimmed (a piece
-    like "▁paris" covers the space before the word). Character offsets count Unicode code points, so for valid
-    UTF-8 input `context.decode()[start_char:end_char] == answer`.
+    like "▁paris" covers the space before the word). Character offsets count
+    Unicode code points, so for valid UTF-8 input `context.decode()[start_char:end_char] == answer`.
 
     Args:
       context: tf.string [B], valid UTF-8.

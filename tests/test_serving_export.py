@@ -36,7 +36,8 @@ QUESTIONS = [b"Where is the tower?", b"Which city is the largest?", b"What does 
 CONTEXTS = [b"The Eiffel Tower is in Paris, France. It was built in 1889 for the fair.",
             "Z\u00fcrich  is the largest city in Switzerland; S\u00e3o Paulo is in Brazil.".encode(),
             b"ALBERT uses factorized embeddings and cross-layer parameter sharing (2019)."]
-OPTIONS = [[b"a cat", b"a dog", b""], ["\u00fcber \U0001F600".encode(), b"\xff", b"yes"]]
+SPAN_QUESTIONS = QUESTIONS + HARD[::-1] + [ONE_MB]  # the clean contexts get real questions
+OPTIONS = [[b"a cat", b"a dog", b""], ["\u00fcber \U0001F600".encode(), b"\xff", ONE_MB]]
 
 
 def _config(vocab_size: int) -> AlbertConfig:
@@ -52,7 +53,7 @@ def _spread_heads(tok, classifier, span_model) -> None:
     logits = classifier(_ids(tok, HARD))["logits"].numpy()  # [B, C]
     bias = classifier.head.dense.bias
     bias.assign(bias.numpy() - logits.mean(axis=0))
-    rows = [_squad_features(tok, q, c)[0] for q, c in zip(QUESTIONS * 4, CONTEXTS + HARD)]
+    rows = [_squad_features(tok, q, c)[0] for q, c in zip(SPAN_QUESTIONS, CONTEXTS + HARD)]
     features = {k: np.array([r[k][0] for r in rows], np.int32) for k in rows[0]}
     answerable = np.sort(span_model(features)["answerable_logits"].numpy())
     middle = len(answerable) // 2
@@ -132,7 +133,7 @@ def served(exported, tmp_path_factory, spm_model_path):
         "classification": {"serving_default": {"text": texts}, "text_pair": pair,
                            "token_ids": _ids(tok, HARD)},
         "regression": {"serving_default": {"text": _strings(HARD)}, "text_pair": pair},
-        "span": {"serving_default": {"question": _strings(QUESTIONS * 4)[:len(HARD) + 4],
+        "span": {"serving_default": {"question": _strings(SPAN_QUESTIONS),
                                      "context": _strings(CONTEXTS + HARD + [ONE_MB])}},
         "multiple_choice": {"serving_default": {"context": _strings([CONTEXTS[0], b""]),
                                                 "options": _strings(OPTIONS)}},
@@ -236,7 +237,9 @@ def test_multiple_choice_equals_the_race_packing(exported, served):
         # RACE packs "question option"; an empty question leaves the option alone.
         example = RaceExample("q", "high", context.decode("utf-8", "replace"), "",
                               [o.decode("utf-8", "replace") for o in options], 0)
-        features = encode_race(tok, [example], SEQ).features
+        # Serving keeps at most seq_length - 3 option tokens (fine-tuning's default of
+        # 128 assumes seq_length 512).
+        features = encode_race(tok, [example], SEQ, max_qa_length=SEQ - 3).features
         features = {k: np.asarray(v[0])[None] for k, v in features.items()}
         probs = tf.nn.softmax(model(features)["logits"]).numpy()[0]
         _close(got["probabilities"][row], probs)
@@ -410,18 +413,24 @@ def test_warmup_requests_parse_and_run(exported, served):
 
 def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, capsys,
                                                             spm_model_path):
+    from albert_tf.tokenizer import AlbertTokenizer
+
     checkpoint, first = exported["regression"]
     base = os.path.dirname(first)
-    # --task encoder serves any checkpoint's encoder features; a later export of the
-    # same name becomes the next version.
+    # --task encoder serves any checkpoint's encoder features; --token-ids-only leaves
+    # out every tensorflow-text op; a later export of the same name is the next version.
     assert export.main(["--checkpoint", checkpoint, "--output", base, "--task", "encoder",
-                        "--seq-length", "16"]) == 0
+                        "--token-ids-only"]) == 0
     assert sorted(os.listdir(base)) == ["1", "2"]  # next free version, nothing else left
-    assert os.path.isfile(os.path.join(base, "2", "assets.extra", "tf_serving_warmup_requests"))
-    assert _signature_names(os.path.join(base, "2")) == {"serving_default", "text_pair",
-                                                          "token_ids"}
-    encoder = tf.saved_model.load(os.path.join(base, "2")).signatures["serving_default"]
-    assert encoder(text=tf.constant(["a b c " * 20]))["sequence_output"].shape == (1, 16, 12)
+    second = os.path.join(base, "2")
+    assert os.path.isfile(os.path.join(second, "assets.extra", "tf_serving_warmup_requests"))
+    assert _signature_names(second) == {"serving_default", "token_ids"}
+    assert export.custom_ops(second) == []
+    assert {"SentencepieceOp", "NormalizeUTF8"} <= set(export.custom_ops(first))
+    features = _ids(AlbertTokenizer(spm_model_path), HARD)
+    got = tf.saved_model.load(second).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in features.items()})
+    _close(got["pooled_output"], load_checkpoint(checkpoint).encoder(features)["pooled_output"])
     cases = [(["--version", "1"], "already exists"), (["--seq-length", "65"], "must be in [3, 64]"),
              (["--task", "span"], "holds a regression model"),
              (["--spm-model", str(tmp_path / "none.model")], "does not exist")]
