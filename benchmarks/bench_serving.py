@@ -10,7 +10,7 @@ to a fixed --seq-length, reloads both with tf.saved_model.load, and times:
 * one 12-word text through the dynamic export vs the fixed-length one.
 
 Texts are sentences of the embedded corpus; the vocabulary is trained from it
-(`train_vocab`, 8000 pieces unless --spm-model is given). Each figure follows
+(`train_vocab`, 5000 pieces unless --spm-model is given). Each figure follows
 warm-up calls; latency percentiles are over --requests timed calls.
 
     python benchmarks/bench_serving.py                 # albert-base, seq 512
@@ -39,13 +39,12 @@ def sentences(count: int) -> list[str]:
 def spm_model(path: str | None, folder: str) -> str:
     if path:
         return path
-    from albert_tf.training.corpus import write_corpus_file
-    from albert_tf.training.corpus import embedded_documents
+    from albert_tf.training.corpus import embedded_documents, write_corpus_file
     from albert_tf.training.vocab import train_vocab
 
     corpus = os.path.join(folder, "corpus.txt")
-    write_corpus_file(corpus, iter(embedded_documents(max_documents=300)))
-    return train_vocab([corpus], os.path.join(folder, "spm"), 8000)[0]
+    write_corpus_file(corpus, iter(embedded_documents()))
+    return train_vocab([corpus], os.path.join(folder, "spm"), 5000)[0]
 
 
 def build(name: str, vocab_size: int):
