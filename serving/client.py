@@ -149,12 +149,23 @@ def _open_output(path: str):
 
 
 # ----------------------------------------------------------------------- CLI
+def _latest_version(path: str) -> str:
+    """BASE/NAME -> its highest BASE/NAME/VERSION, as TF Serving would serve; else `path`."""
+    from albert_tf.serving.layout import existing_versions
+
+    if os.path.isfile(os.path.join(path, "saved_model.pb")) or not os.path.isdir(path):
+        return path
+    versions = existing_versions(path)
+    return os.path.join(path, str(versions[-1])) if versions else path
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="albert-tf predict", description=__doc__.split("\n")[0])
     route = p.add_mutually_exclusive_group(required=True)
     route.add_argument("--server", help="TF Serving REST address, e.g. http://localhost:8501")
     route.add_argument("--grpc", help="TF Serving gRPC address, e.g. localhost:8500")
-    route.add_argument("--saved-model", help="load this SavedModel (BASE/NAME/VERSION) locally")
+    route.add_argument("--saved-model", help="load this SavedModel locally (BASE/NAME/VERSION, "
+                       "or BASE/NAME for its latest version)")
     p.add_argument("--model", default="albert", help="model name on the server (default: albert)")
     p.add_argument("--version", type=int, help="model version on the server (default: latest)")
     p.add_argument("--signature", default=DEFAULT_SIGNATURE, help="signature to call")
@@ -176,10 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
-    if args.saved_model and not os.path.isfile(os.path.join(args.saved_model, "saved_model.pb")):
-        print(f"albert-tf predict: {args.saved_model} is not a SavedModel directory "
-              "(no saved_model.pb)", file=sys.stderr)
-        return 2
+    if args.saved_model:
+        args.saved_model = _latest_version(args.saved_model)
+        if not os.path.isfile(os.path.join(args.saved_model, "saved_model.pb")):
+            print(f"albert-tf predict: {args.saved_model} is not a SavedModel directory "
+                  "(no saved_model.pb)", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from albert_tf.serving.backends import ServerError
 

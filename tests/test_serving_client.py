@@ -10,6 +10,7 @@ from the loaded SavedModel, and locally.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -192,7 +193,8 @@ def test_predict_gives_the_same_rows_over_rest_grpc_and_locally(models, servers,
     assert [row["label"] for row in want] == [LABELS[row["label_id"]] for row in want]
     routes = [["--server", rest, "--rest-format", "instances"],
               ["--server", rest, "--rest-format", "inputs", "--version", "1"],
-              ["--grpc", grpc_target], ["--saved-model", path]]
+              ["--grpc", grpc_target], ["--saved-model", path],
+              ["--saved-model", os.path.dirname(path)]]  # BASE/NAME: its latest version
     for index, route in enumerate(routes):
         out = tmp_path / f"out{index}.jsonl"
         argv = [*route, "--model", "albert_cls", "--input", str(text_file), "--output", str(out),
