@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.serving import text_graph
-from albert_tf.serving.text_graph import IGNORABLE
+from albert_tf.serving import offsets, text_graph
+from albert_tf.serving.offsets import IGNORABLE
 from albert_tf.serving.base import (IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, WARMUP_TEXTS,
                                     ServingModule, strings)
 
@@ -94,7 +94,7 @@ def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
       where not found.
     """
     raw = tf.strings.substr(context, begin, end - begin)
-    # Trim what cannot begin or end an answer (text_graph.IGNORABLE; trailing
+    # Trim what cannot begin or end an answer (offsets.IGNORABLE; trailing
     # combining marks stay with their base character).
     left_trimmed = tf.strings.regex_replace(raw, f"^{IGNORABLE}+", "")
     leading = tf.strings.length(raw) - tf.strings.length(left_trimmed)
@@ -141,7 +141,7 @@ class SpanModule(ServingModule):
         pre = self.preprocessor
         query = text_graph.keep_first(pre.tokenize(question), tf.fill(
             tf.shape(question), min(MAX_QUERY_LENGTH, pre.seq_length - 4)))
-        pieces = text_graph.tokenize_with_offsets(pre, context)
+        pieces = offsets.tokenize_with_offsets(pre, context)
         room = pre.seq_length - 3 - query.row_lengths()
         ids, starts, ends, visible = (text_graph.keep_first(x, room) for x in pieces)
         features, _ = text_graph.pack(pre, [query, ids])

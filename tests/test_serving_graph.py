@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.serving import span, text_graph
+from albert_tf.serving import offsets, span, text_graph
 from albert_tf.tokenizer import SPIECE_UNDERLINE, AlbertPreprocessor, truncate_seq_pair
 from tests.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
@@ -33,7 +33,7 @@ def _bytes(texts) -> tf.Tensor:
 
 
 def _ignorable(char: str, trailing: bool = False) -> bool:
-    """text_graph.IGNORABLE in Python (trailing: combining marks stay with their base)."""
+    """offsets.IGNORABLE in Python (trailing: combining marks stay with their base)."""
     category = unicodedata.category(char)
     if trailing and category.startswith("M"):
         return False
@@ -59,7 +59,7 @@ def test_token_offsets_agree_with_the_finetuning_alignment(pre, corpus_documents
 
     tok = pre.tokenizer
     texts = parity_lines(corpus_documents, real=400, variants=400, long_lines=2)
-    run = tf.function(lambda t: text_graph.tokenize_with_offsets(pre, text_graph.sanitize(t)))
+    run = tf.function(lambda t: offsets.tokenize_with_offsets(pre, text_graph.sanitize(t)))
     ids, starts, ends, visible = run(_bytes(texts))
     compared = 0
     for i, context in enumerate(texts):
@@ -99,7 +99,8 @@ def test_token_offsets_agree_with_the_finetuning_alignment(pre, corpus_documents
 def test_ids_with_offsets_equal_the_tokenizer_on_hard_input(digit_comma_spm_model_path):
     pre = AlbertPreprocessor(digit_comma_spm_model_path, SEQ_LENGTH)
     texts = [*HARD_CASES, *INVALID_UTF8, "costs 1,000, then x3, and 12,345,", ":::: ..... !!!!"]
-    run = tf.function(lambda t: text_graph.tokenize_with_offsets(pre, text_graph.sanitize(t)))
+    run = tf.function(lambda t: offsets.tokenize_with_offsets(pre, text_graph.sanitize(t)),
+                      input_signature=[tf.TensorSpec([None], tf.string)])  # as served
     ids, starts, ends, _ = run(_bytes(texts))
     digit_comma_splits = 0
     for i, text in enumerate(texts):
@@ -113,6 +114,9 @@ def test_ids_with_offsets_equal_the_tokenizer_on_hard_input(digit_comma_spm_mode
                                   for p in pre.tokenizer.sp_model.encode_as_pieces(
                                       pre.tokenizer.normalize(text)))
     assert digit_comma_splits > 3  # the rule really was exercised
+    for texts in ([b"", b" \t "], []):  # no character at all, and no row at all
+        ids, starts, ends, visible = run(tf.constant(texts, tf.string))
+        assert ids.to_list() == starts.to_list() == visible.to_list() == [[]] * len(texts)
 
 
 # --------------------------------------------------------- masks and packing
