@@ -55,7 +55,11 @@ class PretrainedModule(ServingModule):
 
     @tf.function(input_signature=[TEXT_SPEC])
     def fill_mask(self, text):
-        """Top-k pieces for each "[MASK]" of each text (M = most masks in a row)."""
+        """Top-k pieces for each "[MASK]" of each text (M = most masks in a row, >= 1).
+
+        Rows with fewer masks are padded with mask_positions -1, top_k_ids -1,
+        top_k_tokens "" and top_k_scores 0.
+        """
         pre = self.preprocessor
         ids = text_graph.tokenize_with_masks(pre, text)
         features, _ = text_graph.pack(pre, [ids])
@@ -68,6 +72,11 @@ class PretrainedModule(ServingModule):
         has = tf.RaggedTensor.from_value_rowids(
             tf.ones_like(where[:, 0], tf.bool), where[:, 0], nrows=tf.shape(text, tf.int64)[0])
         positions, has = positions.to_tensor(-1), has.to_tensor(False)  # [B, M]
+        # At least one column, so that a batch without any [MASK] (or without any
+        # text) still has a well-formed gather; the column reads as "no mask".
+        missing = 1 - tf.minimum(tf.shape(positions)[1], 1)
+        positions = tf.pad(positions, [[0, 0], [0, missing]], constant_values=-1)
+        has = tf.pad(has, [[0, 0], [0, missing]], constant_values=False)
         logits = self.model({**features, "masked_lm_positions": tf.maximum(positions, 0)},
                             training=False)["mlm_logits"]  # [B, M, V]
         scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=TOP_K)

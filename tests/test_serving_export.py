@@ -98,9 +98,11 @@ requests = pickle.load(open(sys.argv[1], "rb"))
 results = {}
 for path, (calls, replays) in requests.items():
     model = tf.saved_model.load(path)
-    for signature, inputs in calls.items():
-        out = model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-        results[path, signature] = {k: v.numpy() for k, v in out.items()}
+    for key, inputs in calls.items():  # key: "signature" or "signature#case"
+        signature = key.split("#")[0]
+        out = model.signatures[signature](**{k: tf.constant(v, tf.string if v.dtype == object
+                                                            else None) for k, v in inputs.items()})
+        results[path, key] = {k: v.numpy() for k, v in out.items()}
     for index, (signature, inputs) in enumerate(replays):  # the warmup file's requests
         out = model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
         results[path, "warmup", index] = {k: v.shape for k, v in out.items()}
@@ -129,12 +131,14 @@ def served(exported, tmp_path_factory, spm_model_path):
     pair = {"text_a": _strings(HARD), "text_b": _strings(HARD[::-1])}
     calls = {
         "pretraining": {"serving_default": {"text": texts}, "text_pair": pair,
-                        "token_ids": _ids(tok, HARD), "fill_mask": {"text": _strings(MASKED)}},
+                        "token_ids": _ids(tok, HARD), "fill_mask": {"text": _strings(MASKED)},
+                        "fill_mask#none": {"text": _strings([])}},
         "classification": {"serving_default": {"text": texts}, "text_pair": pair,
                            "token_ids": _ids(tok, HARD)},
         "regression": {"serving_default": {"text": _strings(HARD)}, "text_pair": pair},
         "span": {"serving_default": {"question": _strings(SPAN_QUESTIONS),
-                                     "context": _strings(CONTEXTS + HARD + [ONE_MB])}},
+                                     "context": _strings(CONTEXTS + HARD + [ONE_MB])},
+                 "serving_default#none": {"question": _strings([]), "context": _strings([])}},
         "multiple_choice": {"serving_default": {"context": _strings([CONTEXTS[0], b""]),
                                                 "options": _strings(OPTIONS)}},
     }
@@ -203,6 +207,8 @@ def test_fill_mask_equals_the_eager_masked_lm(exported, served):
         assert [[t.decode() for t in r] for r in got["top_k_tokens"][row, :count]] == \
             [[tok.id_to_piece(int(i)) for i in r] for r in top]
     assert got["mask_positions"].shape[1] == 3  # the most masks in one text
+    empty = outputs["fill_mask#none"]  # a batch of no text at all
+    assert empty["top_k_ids"].shape == (0, 1, 5) and empty["mask_positions"].shape == (0, 1)
 
 
 def test_classifier_returns_its_trained_label_names(exported, served):
@@ -321,6 +327,7 @@ def test_span_answers_and_offsets_equal_the_python_reference(exported, served):
                 assert (start, end, answer) == (want_start, want_end,
                                                 context[want_start:want_end])
     assert 0 < answered < len(inputs["context"])  # both SQuAD 2.0 outcomes are exercised
+    assert all(v.shape == (0,) for v in outputs["serving_default#none"].values())
 
 
 # ------------------------------------------------- TF1 loader, CLI, warmup
