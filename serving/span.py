@@ -4,7 +4,7 @@ The model scores each token as an answer start and end; the answer is the span
 (start <= end < start + max_answer_length, both inside the context) with the
 highest start + end logit, as in the original SQuAD post-processing. The span's
 pieces carry byte offsets into the raw context, which become the answer text (a
-substring of the context, surrounding whitespace trimmed) and character offsets.
+substring of the context, ignorable characters trimmed) and character offsets.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.serving import offsets, text_graph
-from albert_tf.serving.offsets import IGNORABLE
 from albert_tf.serving.base import (IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, WARMUP_TEXTS,
                                     ServingModule, strings)
+from albert_tf.serving.offsets import IGNORABLE
 
 # Longest answer in tokens, as the original run_squad (--max_answer_length=30).
 MAX_ANSWER_LENGTH = 30
