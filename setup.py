@@ -23,7 +23,7 @@ setup(
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir=PACKAGES,
-    package_data={"albert_tf.training": ["data/*"]},
+    package_data={"albert_tf.serving": ["models.config.example"]},
     install_requires=[
         f"tensorflow=={TF_VERSION}.*",
         f"tensorflow-text=={TF_VERSION}.*",
