@@ -151,9 +151,18 @@ def install_step_functions(model: keras.Model) -> keras.Model:
     """Makes `model.fit` / `model.evaluate` work under any strategy with
     `steps_per_execution` and `jit_compile` (see the module docstring).
 
-    Call after `model.compile(...)`; returns the model. The replacements are bound
-    to this instance only.
+    Call after `model.compile(...)` and before the optimizer is built; returns the
+    model. The replacements are bound to this instance only. A stock
+    `keras.optimizers.LossScaleOptimizer` (which `compile` adds for mixed_float16)
+    is replaced by this module's `LossScaleOptimizer` around the same optimizer.
     """
+    optimizer = model.optimizer
+    if type(optimizer) is keras.optimizers.LossScaleOptimizer:
+        if optimizer.built:
+            raise ValueError("install_step_functions: call it before the optimizer is built")
+        model.optimizer = LossScaleOptimizer(
+            optimizer.inner_optimizer, initial_scale=optimizer.initial_scale,
+            dynamic_growth_steps=optimizer.dynamic_growth_steps, name=optimizer.name)
     model.make_train_function = types.MethodType(_make_train_function, model)
     model.make_test_function = types.MethodType(_make_test_function, model)
     model._maybe_symbolic_build = types.MethodType(_maybe_symbolic_build, model)

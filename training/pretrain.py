@@ -164,12 +164,8 @@ def model_config(cfg: PretrainConfig, vocab_size: int | None):
     if vocab_size is not None and "vocab_size" not in changes and from_preset:
         changes["vocab_size"] = vocab_size  # a preset adopts the vocabulary's size
     changes.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    config = AlbertConfig.from_dict({**base.to_dict(), **changes},
-                                    source=None if from_preset else cfg.model)
-    if vocab_size is not None and config.vocab_size != vocab_size:
-        raise ValueError(f"vocab_size={config.vocab_size} of {cfg.model} differs from the "
-                         f"{vocab_size} pieces of {cfg.spm_model}")
-    return config
+    return AlbertConfig.from_dict({**base.to_dict(), **changes},
+                                  source=None if from_preset else cfg.model)
 
 
 def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
@@ -187,6 +183,10 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
                     cfg.model)
     else:
         config = model_config(cfg, vocab_size)
+    if vocab_size is not None and config.vocab_size != vocab_size:
+        raise ValueError(f"vocab_size={config.vocab_size} of "
+                         f"{cfg.init_checkpoint or cfg.model} differs from the {vocab_size} "
+                         f"pieces of {cfg.spm_model}")
     jit = cfg.jit_compile
     if jit is None:
         import tensorflow as tf
@@ -201,12 +201,13 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
         optimizer = optimization.create_optimizer(
             cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
             cfg.poly_power, cfg.weight_decay, cfg.clipnorm or None)
-        if keras.config.dtype_policy().name == "mixed_float16":
-            optimizer = distribute.LossScaleOptimizer(optimizer)
+        # compile adds loss scaling for mixed_float16; install_step_functions
+        # makes it agree across replicas.
         model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
                       jit_compile=jit)
+        distribute.install_step_functions(model)
         model.optimizer.build(model.trainable_variables)  # slots exist before a restore
-    return distribute.install_step_functions(model)
+    return model
 
 
 # ------------------------------------------------------------------- the data
