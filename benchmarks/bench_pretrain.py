@@ -9,7 +9,7 @@ Model-FLOPs utilisation is the best step against this machine's best float32
 matmul rate (2048^3 chain, the better of XLA and oneDNN), measured in the same
 run after every round. Peak RSS is the group's process.
 
-    python benchmarks/bench_pretrain.py            # the full table (~15 min on 2 cores)
+    python benchmarks/bench_pretrain.py            # the full table (~20 min on 2 cores)
     python benchmarks/bench_pretrain.py --quick    # fewer steps, no large models
     python benchmarks/bench_pretrain.py --one '{"rows": [...], ...}'   # one group, JSON
 
@@ -262,7 +262,7 @@ def plan(quick: bool, keras_hub: bool, batches: str, records: str, batch: int) -
     if not quick:
         groups.append(dict(rows=[dict(impl="ours", preset=p, jit=True)
                                  for p in ("albert-large", "bert-large")],
-                           **{**common, "rounds": 4, "chunk": 1}))
+                           **{**common, "rounds": 6, "chunk": 1}))
     return groups
 
 
