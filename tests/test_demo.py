@@ -10,10 +10,11 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_cli(*args, timeout=1200):
+def run_cli(*args, timeout=1200, input_text=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run([sys.executable, "-m", "albert_tf.training.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          input=input_text)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -61,6 +62,13 @@ def test_demo_end_to_end_and_rerun_skips_finished_stages(tmp_path):
     # The answers came from the fresh process: four fill-mask rows and four similarities.
     assert first.stdout.count("\n    -> ") == 4
     assert "Sentence similarity" in first.stdout and "docker run" in first.stdout
+    # The printed local predict command works as printed.
+    command = next(l for l in first.stdout.splitlines() if "--saved-model" in l).strip()
+    text, predict = command.split(" | ")
+    assert predict.startswith("albert-tf predict ")
+    result = run_cli(*predict.split()[1:], input_text=text.split("'")[1] + "\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.splitlines()[0])["top_k_tokens"]
     assert str(saved) in first.stdout
     pretrain = json.loads((out / "pretrain" / "demo_summary.json").read_text())
     assert pretrain["steps"] == 8

@@ -187,8 +187,11 @@ def _report(opts: DemoOptions, spm_model: str, data: str, model_dir: str, saved_
               f"  docker run --rm -p 8501:8501 -p 8500:8500 "
               f"-v {os.path.dirname(os.path.abspath(saved_model))}:/models/albert_demo "
               f"-e MODEL_NAME=albert_demo tensorflow/serving",
-              "  albert-tf predict --rest http://localhost:8501 --model albert_demo "
-              "--signature fill_mask --text 'the [MASK] statement is used to define a function.'"]
+              "  echo 'the [MASK] statement is used to define a function.' | albert-tf predict "
+              "--server http://localhost:8501 --model albert_demo --signature fill_mask --input -",
+              "or without a server:",
+              f"  echo 'a list is a mutable [MASK] of items.' | albert-tf predict --saved-model "
+              f"{os.path.dirname(os.path.abspath(saved_model))} --signature fill_mask --input -"]
     sys.stdout.write("\n".join(lines) + "\n")
 
 
