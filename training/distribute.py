@@ -17,6 +17,11 @@ its upstream issue below):
   whole input batch, which fails to convert a PerReplica. We read the metric
   variables (sync-on-read, "sum" aggregated) in cross-replica context instead, which
   gives the exact global values on every worker, and build from replica 0's batch.
+* Keras' `_maybe_symbolic_build` draws a batch from a fresh iterator whenever a
+  strategy is set, even when the model is built: that starts a dataset iteration,
+  so a `reshuffle_each_iteration` shuffle trains on its second order (the run
+  differs from one without a strategy) and a resume's skip is done twice. We draw
+  only when something is unbuilt.
 * float16 loss scaling under a multi-replica strategy: Keras' LossScaleOptimizer
   decides per replica whether the gradients are finite; `LossScaleOptimizer`
   here all-reduces that verdict (see its docstring).
@@ -103,6 +108,18 @@ def _tpu_strategy(target: str) -> tf.distribute.TPUStrategy:
     except (ValueError, tf.errors.OpError) as e:
         raise StrategyError(f"strategy=tpu:{target}: cannot reach the TPU: {e}") from None
     return tf.distribute.TPUStrategy(resolver)
+
+
+def resolve_jit_compile(requested: bool | None) -> bool:
+    """`jit_compile` for model.compile: as requested, or by default XLA on GPUs only.
+
+    On CPUs TensorFlow's own oneDNN kernels train faster than XLA (albert-base fp32
+    train step 626 vs 388 tokens/s on 2 cores, benchmarks/bench_model.py); TPUs compile
+    with XLA whatever this says.
+    """
+    if requested is not None:
+        return bool(requested)
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
