@@ -187,10 +187,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
         raise ValueError(f"vocab_size={config.vocab_size} of "
                          f"{cfg.init_checkpoint or cfg.model} differs from the {vocab_size} "
                          f"pieces of {cfg.spm_model}")
-    jit = cfg.jit_compile
-    if jit is None:
-        import tensorflow as tf
-        jit = bool(tf.config.list_logical_devices("GPU"))
+    jit = distribute.resolve_jit_compile(cfg.jit_compile)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = AlbertPretrainer(config, name="albert_pretrainer")

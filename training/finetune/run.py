@@ -125,8 +125,8 @@ def _convert(key: str, text: str, kind):
     try:
         if key == "buckets":
             return [] if text.lower() == "none" else [int(x) for x in text.split(",")]
-        if key == "jit_compile":
-            return "auto" if text == "auto" else _bool(text)
+        if key == "jit_compile":  # "auto": XLA on GPU only (see distribute.resolve_jit_compile)
+            return None if text == "auto" else _bool(text)
         if "bool" in kind:
             return _bool(text)
         if "float" in kind:

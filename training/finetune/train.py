@@ -26,7 +26,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, load_checkpoint, save_checkpoint
 from albert_tf.config import ConfigError
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded, default_buckets, make_dataset
-from albert_tf.training.distribute import install_step_functions, is_chief
+from albert_tf.training.distribute import install_step_functions, is_chief, resolve_jit_compile
 from albert_tf.training.tensorboard import ScalarLogger, write_scalars
 from albert_tf.training.optimization import create_optimizer
 
@@ -83,7 +83,7 @@ class TrainConfig:
     seed: int = 0
     spm_model: str | None = None
     do_lower_case: bool = True
-    jit_compile: bool | str = "auto"
+    jit_compile: bool | None = None   # None: XLA on GPU, TensorFlow's kernels on CPU
     verbose: int | str = "auto"
 
     def bucket_lengths(self) -> list[int] | None:
@@ -229,7 +229,8 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
                               f"max_position_embeddings={model.config.max_position_embeddings}")
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
                                      weight_decay=config.weight_decay)
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile, **task.compile_args())
+        model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
+                      **task.compile_args())
         install_step_functions(model)
     return model
 
