@@ -125,7 +125,7 @@ def _convert(key: str, text: str, kind):
     try:
         if key == "buckets":
             return [] if text.lower() == "none" else [int(x) for x in text.split(",")]
-        if key == "jit_compile":  # "auto": XLA on GPU only (see distribute.resolve_jit_compile)
+        if key == "jit_compile":  # "auto": XLA on GPUs only (distribute.resolve_jit_compile)
             return None if text == "auto" else _bool(text)
         if "bool" in kind:
             return _bool(text)

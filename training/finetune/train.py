@@ -83,7 +83,7 @@ class TrainConfig:
     seed: int = 0
     spm_model: str | None = None
     do_lower_case: bool = True
-    jit_compile: bool | None = None   # None: XLA on GPU, TensorFlow's kernels on CPU
+    jit_compile: bool | None = True   # XLA; None: on GPUs only (distribute.resolve_jit_compile)
     verbose: int | str = "auto"
 
     def bucket_lengths(self) -> list[int] | None:
