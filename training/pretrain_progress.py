@@ -6,9 +6,8 @@
   at `train_steps`.
 * `Checkpoints`: model + optimizer + step in a `tf.train.CheckpointManager`.
 
-TensorBoard scalars are written with `tf.summary.write` and the scalars plugin's
-metadata: `tf.summary.scalar` needs the tensorboard package, which TensorFlow
-2.21 does not install.
+TensorBoard scalars go through `albert_tf.training.tensorboard.write_scalars`, the
+writer every training job shares.
 """
 
 from __future__ import annotations
@@ -22,21 +21,10 @@ from typing import Callable, Mapping
 
 import keras
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
+
+from albert_tf.training.tensorboard import write_scalars
 
 logger = logging.getLogger(__name__)
-
-_SCALARS = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-).SerializeToString()
-
-
-def write_scalars(writer, values: Mapping[str, float], step: int) -> None:
-    """Writes `values` as TensorBoard scalars at `step`."""
-    with writer.as_default():
-        for name, value in values.items():
-            tf.summary.write(name, tf.constant(float(value), tf.float32), step=step,
-                             metadata=_SCALARS)
 
 
 class PretrainProgress(keras.callbacks.Callback):
