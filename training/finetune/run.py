@@ -30,7 +30,8 @@ import logging
 import os
 import sys
 
-from albert_tf.checkpoint import CheckpointError, detect_format, read_task_info
+from albert_tf import runio
+from albert_tf.checkpoint import CheckpointError, check_seq_length, detect_format, read_task_info
 from albert_tf.config import ConfigError
 
 logger = logging.getLogger("albert_tf.finetune")
@@ -48,8 +49,7 @@ TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
 RUN_KEYS = {"spm_model": str, "do_lower_case": "bool"}
 
 
-class UsageError(Exception):
-    """A bad command line; printed as one line."""
+UsageError = runio.UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,10 +107,7 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     train_types = {f.name: f.type for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("output_dir", "verbose", *RUN_KEYS)}
     train, task, run = {}, {}, {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+    for key, text in runio.parse_overrides(items, "--set").items():
         for table, kinds in ((train, train_types), (task, TASK_KEYS), (run, RUN_KEYS)):
             if key in kinds:
                 table[key] = _convert(key, text, kinds[key])
@@ -233,6 +230,7 @@ def run(args) -> dict:
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count
+    check_seq_length(args.checkpoint, settings["seq_length"])  # before any data is read
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
     tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
@@ -243,6 +241,7 @@ def run(args) -> dict:
     return finetune(task, args.checkpoint, config, strategy)
 
 
+@runio.command("finetune")
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from albert_tf.training.distribute import StrategyError
