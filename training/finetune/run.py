@@ -31,8 +31,7 @@ import os
 import sys
 
 from albert_tf import runio
-from albert_tf.checkpoint import CheckpointError, check_seq_length, detect_format, read_task_info
-from albert_tf.config import ConfigError
+from albert_tf.checkpoint import check_seq_length
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -200,21 +199,14 @@ def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, optio
 
 
 def _tokenizer(checkpoint: str, run: dict):
+    from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
     from albert_tf.tokenizer import AlbertTokenizer
-    from albert_tf.training.convert import find_spm_model, hf_do_lower_case
 
-    spm_model = run.get("spm_model") or find_spm_model(checkpoint)
-    if not spm_model:
+    files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"))
+    if not files.spm_model:
         raise UsageError(f"no SentencePiece model found beside {checkpoint}; "
                          "pass --set spm_model=PATH")
-    lower = run.get("do_lower_case")
-    if lower is None:
-        kind = detect_format(checkpoint)
-        if kind == "albert_tf":
-            lower = bool(read_task_info(checkpoint).get("do_lower_case", True))
-        else:
-            lower = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
-    return AlbertTokenizer(spm_model, do_lower_case=lower), spm_model
+    return AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case), files.spm_model
 
 
 def run(args) -> dict:
@@ -243,17 +235,8 @@ def run(args) -> dict:
 
 @runio.command("finetune")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from albert_tf.training.distribute import StrategyError
-    from albert_tf.training.finetune.examples import DataError
-
-    try:
-        args = _parser().parse_args(argv)
-        summary = run(args)
-    except (UsageError, DataError, CheckpointError, ConfigError, StrategyError,
-            FileNotFoundError) as e:
-        print(f"albert-tf finetune: error: {e}", file=sys.stderr)
-        return 2
+    runio.setup_logging()
+    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (runio.command)
     best = summary["best"]
     if best:
         logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))
