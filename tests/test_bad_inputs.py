@@ -281,9 +281,10 @@ def test_pretrain_unknown_preset_lists_the_presets(capsys, tmp_path, shards):
     (["vocab", "--input", "x", "--output", "o", "--vocab-size", "9", "--num-threads", "0"],
      ["--num-threads=0"]),
     (["params", "--config", "albert-bsae"], ["unknown preset 'albert-bsae'", "albert-base"]),
-])
-def test_zero_nan_and_malformed_options_are_refused(capsys, tmp_path, argv, names):
-    os.chdir(tmp_path)
+], ids=["pretrain_seq_length_0", "pretrain_nan", "pretrain_not_key_value",
+        "create_data_processes_0", "vocab_threads_0", "params_unknown_preset"])
+def test_zero_nan_and_malformed_options_are_refused(capsys, tmp_path, monkeypatch, argv, names):
+    monkeypatch.chdir(tmp_path)
     code, line = run_cli(capsys, *argv)
     assert_one_line_error(code, line, *names)
     assert os.listdir(tmp_path) == []
@@ -438,7 +439,7 @@ class _Server:
      ["rows 1-3", "returned 2 predictions for 3 inputs"]),
     (lambda n: b"<html>502 Bad Gateway</html>", 1, ["not JSON", "<html>"]),
     (lambda n: json.dumps({"predictions": ["pos"] * n}).encode(), 0, []),  # acceptance
-])
+], ids=["short_reply", "not_json", "full_reply_accepted"])
 def test_predict_against_a_server_that_misbehaves(capsys, tmp_path, reply, status, names):
     source = tmp_path / "texts.txt"
     source.write_text("one\ntwo\nthree\n", encoding="utf-8")
