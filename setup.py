@@ -1,5 +1,6 @@
 """albert-tf: ALBERT for TensorFlow and Keras 3."""
 
+import os
 import re
 
 from setuptools import setup
@@ -19,7 +20,8 @@ TF_VERSION = "2.21"
 
 def _keras_requirement() -> str:
     """The tested Keras range, declared once in albert_tf/keras_compat.py."""
-    with open("albert_tf/keras_compat.py", encoding="utf-8") as f:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "albert_tf", "keras_compat.py")
+    with open(path, encoding="utf-8") as f:
         return re.search(r'^KERAS_REQUIREMENT = "([^"]+)"', f.read(), re.M).group(1)
 
 
