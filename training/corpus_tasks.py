@@ -34,6 +34,7 @@ import json
 import os
 from typing import Iterable, Sequence
 
+from albert_tf import runio
 from albert_tf.training import corpus
 
 HELD_OUT_FRACTION = 0.1
@@ -186,17 +187,9 @@ def classification_examples(documents: Sequence[NamedDocument], max_per_class: i
     return kept
 
 
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _write_jsonl(path: str, rows: list[dict]) -> None:
-    _write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    with runio.atomic_write(path) as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def label_counts(rows: Iterable[dict]) -> dict[str, int]:
@@ -244,9 +237,9 @@ def prepare_corpus_split(spec: str | None, out_dir: str,
             counts[f"classify_{name}"] = label_counts(rows)
     split = CorpusSplit(paths["train"], paths["heldout"], classify["train"],
                         classify["heldout"], sorted(d.name for d in held), counts)
-    _write_atomic(os.path.join(out_dir, "split.json"),
-                  json.dumps({"corpus": spec or corpus.EMBEDDED, "fraction": fraction,
-                              "seed": seed, **dataclasses.asdict(split)}, indent=2) + "\n")
+    runio.atomic_write_json(os.path.join(out_dir, "split.json"),
+                            {"corpus": spec or corpus.EMBEDDED, "fraction": fraction,
+                             "seed": seed, **dataclasses.asdict(split)})
     return split
 
 

@@ -18,7 +18,6 @@ so a rerun (or a resume after a kill) does only what is left.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -26,6 +25,9 @@ import os
 import subprocess
 import sys
 import time
+
+from albert_tf import runio
+from albert_tf.runio import UserError
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -57,7 +59,7 @@ class DemoOptions:
     questions: str | None = None    # JSON [{"text", "answer"}] of fill-mask questions to score
 
 
-class DemoError(Exception):
+class DemoError(UserError):
     """Bad input for the demo: reported as one line."""
 
 
@@ -66,13 +68,6 @@ def _stage(number: int, name: str, done: bool) -> bool:
     state = "done already, skipped" if done else "running"
     logger.info("[%d/%d] %s: %s", number, STAGES, name, state)
     return done
-
-
-def _write_json(path: str, data) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
 
 
 def corpus_stage(opts: DemoOptions) -> dict:
@@ -159,7 +154,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
               "curve_every": every, "examples_per_sec": summary["examples_per_sec"],
               "train_wall_s": wall, "history": history, "heldout": heldout,
               "final_train": {k: v[-1] for k, v in history.items() if not k.startswith("val_")}}
-    _write_json(summary_path, result)
+    runio.atomic_write_json(summary_path, result)
     return model_dir, result
 
 
@@ -268,19 +263,12 @@ def run_demo(opts: DemoOptions) -> dict:
 
 
 def _check_output(path: str) -> None:
-    probe = os.path.join(path, f".write-test-{os.getpid()}")
-    try:
-        os.makedirs(path, exist_ok=True)
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise DemoError(f"output directory {path} is not writable: {e.strerror}") from None
+    runio.check_writable_directory(path, "--output")
 
 
 def parse_args(argv: list[str]) -> DemoOptions:
     defaults = DemoOptions()
-    p = argparse.ArgumentParser(prog="albert-tf demo", description=__doc__.split("\n")[0])
+    p = runio.ArgumentParser(prog="albert-tf demo", description=__doc__.split("\n")[0])
     p.add_argument("--output", default=defaults.output, help="where every stage writes")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--corpus", help="text files or globs (one sentence per line, blank "
@@ -309,22 +297,21 @@ def parse_args(argv: list[str]) -> DemoOptions:
         raise DemoError("--seq-length must be in [8, 512]")
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
+    # Before any stage runs: the sequences must fit a preset's position table (the
+    # demo's own model takes max_position_embeddings from --seq-length).
+    if args.preset:
+        AlbertConfig.from_preset(args.preset).check_sequence_length(args.seq_length,
+                                                                    "--seq-length")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
                        preset=args.preset, steps=args.steps, batch_size=args.batch_size,
                        seq_length=args.seq_length, vocab_size=args.vocab_size,
                        classifier_epochs=args.classifier_epochs, questions=args.questions)
 
 
+@runio.command("demo")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    try:
-        opts = parse_args(argv)
-        _check_output(opts.output)
-        run_demo(opts)
-    except (DemoError, ValueError, FileNotFoundError) as e:
-        # Bad input (a corpus that does not exist or is too small, a bad option) is
-        # one line; the traceback is there with --verbose logging for developers.
-        logger.debug("demo failed", exc_info=True)
-        print(f"albert-tf demo: {e}", file=sys.stderr)
-        return 2
+    runio.setup_logging()
+    opts = parse_args(argv)
+    _check_output(opts.output)
+    run_demo(opts)
     return 0

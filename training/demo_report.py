@@ -6,9 +6,10 @@ and people can check the printout against the file.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from albert_tf import runio
 
 REPORT_FILE = "demo_report.json"
 PLOT_FILE = "training_curves.png"
@@ -67,10 +68,9 @@ def plot(path: str, pretrain: dict, classifier: dict | None, heldout_accuracy: f
     ax.set(ylabel="accuracy", title="Classifier: where a sentence was written")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = f"{path}.tmp-{os.getpid()}.png"
-    fig.savefig(tmp, dpi=80)
+    with runio.atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=80)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _lines(report: dict) -> list[str]:
@@ -162,9 +162,6 @@ def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
             "train_majority": classifier["baseline"],
             "dev_accuracy": [h.get("accuracy") for h in classifier["dev_history"]]}
     plot(report["plot"], pretrain, classifier, heldout_accuracy)
-    tmp = f"{report['report']}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, report["report"])
+    runio.atomic_write_json(report["report"], report)
     sys.stdout.write("\n".join(_lines(report) + _serving_lines(saved)) + "\n")
     return report
