@@ -123,6 +123,7 @@ def run_one(work: str, name: str, steps: int) -> dict:
               "train_sop_accuracy": history["sop_accuracy"][-1],
               "heldout_mlm_accuracy": held["mlm_accuracy"],
               "heldout_sop_accuracy": held["sop_accuracy"],
+              "heldout_mlm_loss": held["mlm_loss"],
               "heldout_examples": held["examples"], "load_average": os.getloadavg()[0]}
     return result
 
