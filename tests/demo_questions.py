@@ -27,7 +27,7 @@ QUESTIONS = [
     ("this [MASK] provides functions for working with paths.", "module"),
     ("the [MASK] is evaluated once when the function is defined.", "expression"),
     ("an empty string is returned at the end of the [MASK].", "file"),
-    ("the thread waits until the lock is [MASK].", "released"),
+    ("the thread blocks until the lock can be [MASK].", "acquired"),
     ("the message [MASK] contains the sender's address.", "header"),
     ("a new [MASK] is created for every call.", "instance"),
     ("return the [MASK] of the first occurrence of the substring.", "index"),

@@ -93,6 +93,11 @@ def test_demo_end_to_end_learns_and_rerun_skips_finished_stages(tmp_path):
     # The printed figures are the report's.
     assert f"MLM accuracy {pre['heldout_mlm_accuracy']:.3f}" in first.stdout
     assert f"accuracy {cls['heldout_accuracy']:.3f}" in first.stdout
+    import sentencepiece
+
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(out / "vocab" / "spiece.model"))
+    for _, answer in QUESTIONS:  # one [MASK] can only be answered by a one-piece word
+        assert len(pieces.encode(answer)) == 1, answer
     assert report["questions"]["questions"] == len(QUESTIONS)
     assert [r["text"] for r in report["questions"]["rows"]] == [q for q, _ in QUESTIONS]
     # The classifier answered raw sentences with its label names and probabilities.
