@@ -5,7 +5,8 @@ JSON object `{"id", "article", "questions": [...], "options": [[4 x str], ...],
 "answers": ["A".."D", ...]}`. Each option becomes `[CLS] article [SEP] qa [SEP]`,
 where qa is the question with its blank ("_") filled by the option, or question
 and option joined by a space, as the original `race_utils`: qa keeps its last
-`max_qa_length` tokens (128) and the article is cut to fit `seq_length` (512).
+`max_qa_length` tokens (`albert_tf.task_record`'s default: 128) and the article is cut
+to fit `seq_length` (512).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertMultipleChoice
+from albert_tf.task_record import TaskRecord
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 from albert_tf.training.finetune.examples import DataError, progress
@@ -29,9 +31,9 @@ logger = logging.getLogger(__name__)
 LEVELS = ("middle", "high")
 CHOICES = "ABCD"
 # run_race.py / README: 12000 steps, 1000 warmup, batch 32, lr 1e-5 (the v2 value),
-# 512 tokens of which at most 128 for question + option.
+# 512 tokens (of which at most max_qa_length for question + option: albert_tf.task_record).
 DEFAULTS = {"train_steps": 12000, "warmup_steps": 1000, "batch_size": 32, "learning_rate": 1e-5,
-            "seq_length": 512, "max_qa_length": 128}
+            "seq_length": 512}
 
 
 @dataclasses.dataclass
@@ -114,7 +116,7 @@ def qa_text(question: str, option: str) -> str:
 
 
 def encode_race(tokenizer, examples: list[RaceExample], seq_length: int,
-                max_qa_length: int = 128) -> Encoded:
+                max_qa_length: int) -> Encoded:
     """Features [4, L_i] per example (L_i: the longest option's length) and labels [N]."""
     features = {name: [] for name in INPUT_NAMES}
     for example in progress(examples, len(examples), "RACE"):
@@ -145,8 +147,14 @@ class RaceTask:
 
     def __init__(self, tokenizer, train: list[RaceExample] | None, dev: list[RaceExample] | None,
                  test: list[RaceExample] | None = None, seq_length: int = 512,
-                 max_qa_length: int = 128):
+                 max_qa_length: int | None = None):
         self.name = "race"
+        # Validated (and defaulted) before any encoding; saved with the model for serving.
+        self.record = TaskRecord.create(
+            "multiple_choice", seq_length=seq_length, do_lower_case=tokenizer.do_lower_case,
+            keep_accents=getattr(tokenizer, "keep_accents", False),
+            **({} if max_qa_length is None else {"max_qa_length": max_qa_length}))
+        max_qa_length = self.record.max_qa_length
         encode = lambda ex: encode_race(tokenizer, ex, seq_length, max_qa_length) if ex else None
         self.train = encode(train)
         self.evals = {"dev": encode(dev)} if dev else {}
@@ -155,6 +163,10 @@ class RaceTask:
 
     def build_model(self, config, encoder=None) -> keras.Model:
         return AlbertMultipleChoice(config, encoder=encoder)
+
+    def checkpoint_info(self) -> dict:
+        """The record's fields beyond `save_checkpoint`'s own (its extra_info)."""
+        return {"max_qa_length": self.record.max_qa_length}
 
     def compile_args(self) -> dict:
         return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},

@@ -14,7 +14,14 @@ Defaults per task are the original ALBERT scripts' (run_glue.sh, README for SQuA
 run_race.py); flags and --set KEY=VALUE override them. --set keys: train_steps,
 warmup_steps, warmup_proportion, optimizer (adamw|lamb), weight_decay, eval_batch_size,
 patience, seed, buckets (e.g. 32,64,128 or none), jit_compile, spm_model,
-do_lower_case, doc_stride, max_query_length, n_best, max_answer_length, max_qa_length.
+do_lower_case, keep_accents; SQuAD: doc_stride, max_query_length, n_best,
+max_answer_length, no_answer_threshold (2.0; default: tuned on the dev set); RACE:
+max_qa_length. The settings used are saved in OUTPUT/albert_task.json (the task
+record), which `albert-tf export` reads.
+
+--output must not be, contain or lie inside --checkpoint. An existing, non-empty
+--output is refused unless --overwrite is given; then the new run is written beside it
+and replaces it only when complete.
 
 Example:
   albert-tf finetune --task glue/mrpc --checkpoint albert_base/ --output out/mrpc
@@ -30,8 +37,12 @@ import logging
 import os
 import sys
 
-from albert_tf.checkpoint import CheckpointError, detect_format, read_task_info
+import shutil
+import uuid
+
+from albert_tf.checkpoint import CheckpointError, detect_format
 from albert_tf.config import ConfigError
+from albert_tf.task_record import TaskRecord, TaskRecordError
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -43,9 +54,10 @@ SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learnin
                       batch_size=48, seq_length=384)
 FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
                      batch_size=32, seq_length=128)
+# --set keys that are task record fields (albert_tf.task_record holds their defaults).
 TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
-             "max_answer_length": int, "max_qa_length": int}
-RUN_KEYS = {"spm_model": str, "do_lower_case": "bool"}
+             "max_answer_length": int, "no_answer_threshold": float, "max_qa_length": int}
+RUN_KEYS = {"spm_model": str, "do_lower_case": "bool", "keep_accents": "bool"}
 
 
 class UsageError(Exception):
@@ -79,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto, float32, mixed_float16 or mixed_bfloat16")
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="other hyperparameters (see below)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --output (only once the new run is complete)")
     return p
 
 
@@ -93,7 +107,7 @@ def task_defaults(task: str) -> dict:
     if task in SQUAD_TASKS:
         return dict(SQUAD_DEFAULTS)
     if task == "race":
-        return {k: v for k, v in race.DEFAULTS.items() if k != "max_qa_length"}
+        return dict(race.DEFAULTS)
     if task in FILE_TASKS:
         return dict(FILE_DEFAULTS)
     raise UsageError(f"--task {task!r}: expected glue/<task>, squad/v1.1, squad/v2.0, race, "
@@ -176,7 +190,7 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
         except DataError:
             test = None
         return race.RaceTask(tokenizer, splits["train"], splits["dev"], test, seq_length,
-                             options.get("max_qa_length", race.DEFAULTS["max_qa_length"]))
+                             options.get("max_qa_length"))
     if not 1 <= len(data) <= 2:
         raise UsageError(f"{args.task} needs --data TRAIN_FILE [EVAL_FILE]")
     columns, label = parse_columns(args.columns)
@@ -210,14 +224,70 @@ def _tokenizer(checkpoint: str, run: dict):
     if not spm_model:
         raise UsageError(f"no SentencePiece model found beside {checkpoint}; "
                          "pass --set spm_model=PATH")
-    lower = run.get("do_lower_case")
-    if lower is None:
-        kind = detect_format(checkpoint)
-        if kind == "albert_tf":
-            lower = bool(read_task_info(checkpoint).get("do_lower_case", True))
-        else:
-            lower = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
-    return AlbertTokenizer(spm_model, do_lower_case=lower), spm_model
+    lower, accents = run.get("do_lower_case"), run.get("keep_accents")
+    kind = detect_format(checkpoint)
+    if kind == "albert_tf":  # the source's own record says how its tokenizer normalises
+        source = TaskRecord.read(checkpoint)
+        lower = source.do_lower_case if lower is None else lower
+        accents = source.keep_accents if accents is None else accents
+    elif lower is None:
+        lower = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
+    return AlbertTokenizer(spm_model, do_lower_case=lower, keep_accents=bool(accents)), spm_model
+
+
+def record_kind(task: str) -> str | None:
+    """The task record kind of a fine-tuning task with record options (None: no options)."""
+    return "span" if task in SQUAD_TASKS else "multiple_choice" if task == "race" else None
+
+
+def check_task_options(task: str, seq_length: int, options: dict) -> None:
+    """Refuses --set task options that do not apply to `task` or do not fit, before any work."""
+    kind = record_kind(task)
+    if kind is None:
+        if options:
+            raise UsageError(f"--set {next(iter(options))}: applies to squad and race only, "
+                             f"not {task}")
+        return
+    try:
+        TaskRecord.create(kind, seq_length=seq_length, **options)
+    except TaskRecordError as e:
+        raise UsageError(f"--set: {e}") from None
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
+    """Refuses an --output that would destroy --checkpoint or, without `overwrite`, an
+    existing run. Returns whether `output` exists and is to be replaced."""
+    source = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint) or "."
+    source, target = os.path.realpath(source), os.path.realpath(output)
+    if _inside(target, source) or _inside(source, target):
+        relation = ("is" if target == source else "lies inside" if _inside(target, source)
+                    else "contains")
+        raise UsageError(f"--output {output} {relation} the --checkpoint directory {source}; "
+                         "fine-tuning would overwrite the model it starts from")
+    if not os.path.lexists(output):
+        return False
+    if not os.path.isdir(output):
+        raise UsageError(f"--output {output} exists and is not a directory")
+    if not os.listdir(output):
+        return False
+    if not overwrite:
+        what = ("holds a fine-tuned model" if os.path.exists(os.path.join(output, "albert_task.json"))
+                else "exists and is not empty")
+        raise UsageError(f"--output {output} {what}; pass --overwrite to replace it")
+    return True
+
+
+def _replace_directory(staging: str, output: str) -> None:
+    """Puts the complete run in `staging` at `output`, removing the old one only after."""
+    old = os.path.join(os.path.dirname(os.path.abspath(output)),
+                       f".{os.path.basename(os.path.abspath(output))}.old-{uuid.uuid4().hex}")
+    os.replace(output, old)
+    os.replace(staging, output)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def run(args) -> dict:
@@ -233,14 +303,34 @@ def run(args) -> dict:
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count
+    check_task_options(args.task, settings["seq_length"], task_options)
+    replace = check_output(args.checkpoint, args.output, args.overwrite)
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
     tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
     task = build_task(args, tokenizer, settings["seq_length"], task_options)
-    config = TrainConfig(output_dir=args.output, spm_model=spm_model,
-                         do_lower_case=tokenizer.do_lower_case, **settings)
+    output = args.output
+    if replace:  # the old run stays whole until the new one is complete
+        parent, name = os.path.split(os.path.abspath(args.output))
+        output = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex}")
+        logger.info("--overwrite: writing to %s, which replaces %s when complete", output,
+                    args.output)
+    config = TrainConfig(output_dir=output, spm_model=spm_model,
+                         do_lower_case=tokenizer.do_lower_case,
+                         keep_accents=tokenizer.keep_accents, **settings)
     logger.info("%s on %s with %s, %s", task.name, args.checkpoint, type(strategy).__name__, policy)
-    return finetune(task, args.checkpoint, config, strategy)
+    try:
+        summary = finetune(task, args.checkpoint, config, strategy)
+    except BaseException:
+        if replace:
+            shutil.rmtree(output, ignore_errors=True)
+        raise
+    if replace:
+        _replace_directory(output, args.output)
+        summary["checkpoint"] = args.output
+        summary["predictions"] = [os.path.join(args.output, os.path.relpath(p, output))
+                                  for p in summary["predictions"]]
+    return summary
 
 
 def main(argv: list[str]) -> int:
@@ -251,7 +341,7 @@ def main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
         summary = run(args)
-    except (UsageError, DataError, CheckpointError, ConfigError, StrategyError,
+    except (UsageError, DataError, CheckpointError, ConfigError, StrategyError, TaskRecordError,
             FileNotFoundError) as e:
         print(f"albert-tf finetune: error: {e}", file=sys.stderr)
         return 2
