@@ -23,15 +23,18 @@ TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 
 
 def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tensor,
-               max_answer_length: int, n_best: int | None = None):
+               max_answer_length: int, n_best: int | None = None, pool: tf.Tensor | None = None):
     """The highest-scoring span per row.
 
     Args:
       start_logits, end_logits: float32 [B, T].
       allowed: bool [B, T], the tokens an answer may start or end on (the context).
       max_answer_length: longest span in tokens.
-      n_best: if given, a span starts among the row's `n_best` highest allowed start
-        logits and ends among its `n_best` highest allowed end logits.
+      n_best: if given, a span starts among the row's `n_best` highest start logits
+        and ends among its `n_best` highest end logits, of the tokens in `pool`.
+      pool: bool [B, T], the tokens the n_best are drawn from (default: `allowed`;
+        fine-tuning draws them from every context token, then drops spans with no
+        visible text).
 
     Returns:
       (start [B] int32, end [B] int32 inclusive, score [B] float32 = start + end
@@ -45,8 +48,9 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
     band = (width >= 0) & (width < max_answer_length)
     starts, ends = allowed, allowed
     if n_best is not None:
-        starts = allowed & _top_n(start_logits, allowed, n_best)
-        ends = allowed & _top_n(end_logits, allowed, n_best)
+        pool = allowed if pool is None else pool
+        starts = allowed & _top_n(start_logits, pool, n_best)
+        ends = allowed & _top_n(end_logits, pool, n_best)
     valid = band[None] & starts[:, :, None] & ends[:, None, :]  # [B,T,T]
     scores = tf.where(valid, pair, tf.fill(tf.shape(pair), float("-inf")))
     flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [B,T*T]
@@ -177,7 +181,8 @@ class SpanModule(ServingModule):
         in_context = (piece >= 0) & (piece < ids.row_lengths()[:, None])  # [B, T]
         start, end, score, found = best_spans(out["start_logits"], out["end_logits"],
                                               in_context & _gather_rows(visible, piece),
-                                              self.record.max_answer_length, self.record.n_best)
+                                              self.record.max_answer_length, self.record.n_best,
+                                              pool=in_context)
         outputs = {"score": tf.where(found, score, 0.0)}
         if "answerable_logits" in out:
             no_answer = tf.sigmoid(-out["answerable_logits"])

@@ -139,7 +139,8 @@ def test_decoding_across_windows_uses_max_context_and_original_text(tokenizer):
     o = windows[other]
     outputs["start_logits"][other][o.offset + first - o.first] = 9.0
     outputs["end_logits"][other][o.offset + first + 1 - o.first] = 9.0
-    best, nbest, no_answer = decode_answers([example], windows, contexts, outputs, n_best=5)
+    best, nbest, no_answer = decode_answers([example], windows, contexts, outputs, n_best=5,
+                                             max_answer_length=30)
     assert best["q1"] == "Ünïcode (1990)"
     entries = nbest["q1"]
     assert entries[0]["text"] == "Ünïcode (1990)"

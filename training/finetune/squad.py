@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import unicodedata
 from typing import Callable
 
 import keras
@@ -88,9 +89,26 @@ def decode_answers(examples: list[SquadExample], windows: list[Window], contexts
     return best, nbest, no_answer
 
 
+def is_ignorable(char: str) -> bool:
+    """Whether `char` alone makes no visible text: whitespace, separators, controls,
+    format characters, combining marks and U+FFFD (`serving.offsets.IGNORABLE`, the
+    in-graph decoder's class, is the same set)."""
+    category = unicodedata.category(char)
+    return (char.isspace() or char == "\ufffd" or category in ("Zs", "Zl", "Zp", "Cc", "Cf")
+            or category.startswith("M"))
+
+
+def _visible(context: str, pieces: ContextPieces, index: int) -> bool:
+    return not all(is_ignorable(c) for c in context[pieces.starts[index]:pieces.ends[index]])
+
+
 def _rank(context: str, pieces: ContextPieces, spans, n_best: int) -> list[dict]:
     entries, seen = [], set()
     for score, first, last in sorted(spans, key=lambda c: -c[0]):
+        # An answer starts and ends on a piece with visible text (a lone "▁" piece
+        # covers only a space), as the serving signature's decoding.
+        if not (_visible(context, pieces, first) and _visible(context, pieces, last)):
+            continue
         start, end = int(pieces.starts[first]), int(pieces.ends[last])
         text = context[start:end]
         if text in seen or not text.strip():
