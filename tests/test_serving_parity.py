@@ -311,10 +311,12 @@ def test_race_with_short_max_qa_length(runs):
 def test_overwrite_replaces_a_run_only_when_asked(runs, capsys):
     """Without --overwrite an existing run is refused untouched; with it, replaced whole."""
     out, checkpoint = runs["regression"]["out"], runs["_checkpoint"]
+    with open(os.path.join(out, "eval_results.json"), encoding="utf-8") as f:
+        assert len(json.load(f)["history"]) == 1
     before = _digest(out)
-    data = [str(runs["_root"] / "reg_train.csv"), str(runs["_root"] / "reg_dev.csv")]
-    argv = ["--task", "regress", "--checkpoint", checkpoint, "--output", out, "--data", *data,
-            "--columns", "text:score", "--seq-length", "32", *COMMON, "--set", "seed=3", *FAST]
+    argv = ["--task", "regress", "--checkpoint", checkpoint, "--output", out,
+            "--data", str(runs["_root"] / "reg_train.csv"), "--columns", "text:score",
+            "--seq-length", "32", "--set", "train_steps=1", "seed=3", *FAST]
     assert finetune_main(argv) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert error == [f"albert-tf finetune: error: --output {out} holds a fine-tuned model; "
@@ -326,6 +328,8 @@ def test_overwrite_replaces_a_run_only_when_asked(runs, capsys):
     with open(os.path.join(out, "model.weights.h5"), "rb") as f:
         assert f.read() != old_weights  # another seed, other weights
     assert TaskRecord.read(out).task == "regression"
+    with open(os.path.join(out, "eval_results.json"), encoding="utf-8") as f:
+        assert json.load(f)["history"] == []  # the new run's (no dev file), not the old one's
     parent = os.path.dirname(out)
     assert sorted(os.listdir(parent)) == sorted(  # no staging or old copy left beside it
         n for n in os.listdir(parent) if not n.startswith("."))

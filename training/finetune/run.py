@@ -281,15 +281,6 @@ def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
     return True
 
 
-def _replace_directory(staging: str, output: str) -> None:
-    """Puts the complete run in `staging` at `output`, removing the old one only after."""
-    old = os.path.join(os.path.dirname(os.path.abspath(output)),
-                       f".{os.path.basename(os.path.abspath(output))}.old-{uuid.uuid4().hex}")
-    os.replace(output, old)
-    os.replace(staging, output)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def run(args) -> dict:
     """Builds the strategy, tokenizer, task and config from parsed `args`, then fine-tunes."""
     from albert_tf.training import distribute
@@ -309,27 +300,41 @@ def run(args) -> dict:
     policy = distribute.set_precision(args.precision, strategy)
     tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
     task = build_task(args, tokenizer, settings["seq_length"], task_options)
-    output = args.output
-    if replace:  # the old run stays whole until the new one is complete
-        parent, name = os.path.split(os.path.abspath(args.output))
-        output = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex}")
-        logger.info("--overwrite: writing to %s, which replaces %s when complete", output,
-                    args.output)
-    config = TrainConfig(output_dir=output, spm_model=spm_model,
-                         do_lower_case=tokenizer.do_lower_case,
-                         keep_accents=tokenizer.keep_accents, **settings)
     logger.info("%s on %s with %s, %s", task.name, args.checkpoint, type(strategy).__name__, policy)
+
+    def train(output_dir: str) -> dict:
+        config = TrainConfig(output_dir=output_dir, spm_model=spm_model,
+                             do_lower_case=tokenizer.do_lower_case,
+                             keep_accents=tokenizer.keep_accents, **settings)
+        return finetune(task, args.checkpoint, config, strategy)
+
+    return _train_into(args.output, replace, train, distribute.is_chief(strategy))
+
+
+def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
+    """`train(directory)` into `output`; when replacing an existing `output`, into a
+    hidden sibling that takes its place only once complete (a failure leaves it be).
+    Only the chief of a multi-worker run replaces anything."""
+    if not replace:
+        return train(output)
+    parent, name = os.path.split(os.path.abspath(output))
+    staging = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex}")
+    logger.info("--overwrite: writing to %s, which replaces %s when complete", staging, output)
     try:
-        summary = finetune(task, args.checkpoint, config, strategy)
+        summary = train(staging)
     except BaseException:
-        if replace:
-            shutil.rmtree(output, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         raise
-    if replace:
-        _replace_directory(output, args.output)
-        summary["checkpoint"] = args.output
-        summary["predictions"] = [os.path.join(args.output, os.path.relpath(p, output))
-                                  for p in summary["predictions"]]
+    if not chief:
+        shutil.rmtree(staging, ignore_errors=True)
+        return summary
+    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex}")
+    os.replace(output, old)
+    os.replace(staging, output)
+    shutil.rmtree(old, ignore_errors=True)
+    summary["checkpoint"] = output
+    summary["predictions"] = [os.path.join(output, os.path.relpath(p, staging))
+                              for p in summary["predictions"]]
     return summary
 
 
