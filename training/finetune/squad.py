@@ -213,7 +213,10 @@ class SquadTask:
     def _best_threshold(self, best: dict[str, str], no_answer: dict[str, float]) -> tuple[float, float]:
         """(F1 at the F1-maximising threshold, that threshold)."""
         _, f1 = metrics.squad_scores(self.gold, best)
-        return metrics.best_no_answer_threshold(self.gold, best, no_answer, f1)
+        score, threshold = metrics.best_no_answer_threshold(self.gold, best, no_answer, f1)
+        # "Below every probability" (answer nothing) comes back negative; 0 says the same
+        # for every probability above 0 and keeps the task record's threshold a probability.
+        return score, max(0.0, threshold)
 
     def checkpoint_info(self) -> dict:
         """The record's span fields as albert_task.json holds them (`save_checkpoint`'s
