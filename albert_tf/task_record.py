@@ -34,8 +34,9 @@ import dataclasses
 import json
 import math
 import os
-import uuid
 from typing import Any, Mapping
+
+from albert_tf.runio import UserError, atomic_write
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
            "MULTIPLE_CHOICE_DEFAULTS", "read_task_record"]
@@ -65,7 +66,7 @@ _FIELDS = {
 _LEGACY_NULLS = ("num_classes", "label_names")
 
 
-class TaskRecordError(ValueError):
+class TaskRecordError(UserError):
     """An invalid task record; the message names the field, the value and the file."""
 
 
@@ -242,17 +243,9 @@ class TaskRecord:
     def write(self, directory: str | os.PathLike) -> str:
         """Writes `directory`/albert_task.json atomically; returns its path."""
         path = os.path.join(os.fspath(directory), TASK_FILE)
-        tmp = os.path.join(os.fspath(directory), f".{TASK_FILE}.tmp-{uuid.uuid4().hex}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        with atomic_write(path) as f:
+            json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
+            f.write("\n")
         return path
 
 

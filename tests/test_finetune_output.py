@@ -51,7 +51,7 @@ def test_output_that_would_overwrite_the_checkpoint_is_refused(checkpoint, capsy
     output = where(checkpoint)
     status, lines = _run(capsys, checkpoint, output)
     assert status == 2 and len(lines) == 1
-    assert lines[0] == (f"albert-tf finetune: error: --output {output} {relation} the "
+    assert lines[0] == (f"albert-tf finetune: --output {output} {relation} the "
                         f"--checkpoint directory {os.path.realpath(checkpoint)}; fine-tuning "
                         "would overwrite the model it starts from")
     assert _tree(checkpoint.parent) == before
@@ -81,7 +81,7 @@ def test_existing_output_is_refused_without_overwrite(checkpoint, tmp_path, caps
         (output / name).write_text(text)
     before = _tree(tmp_path)
     status, lines = _run(capsys, checkpoint, output)
-    assert status == 2 and lines == [f"albert-tf finetune: error: --output {output} {message}"]
+    assert status == 2 and lines == [f"albert-tf finetune: --output {output} {message}"]
     assert _tree(tmp_path) == before
 
 
@@ -89,7 +89,7 @@ def test_output_that_is_a_file_is_refused(checkpoint, tmp_path, capsys):
     output = tmp_path / "file"
     output.write_text("x")
     status, lines = _run(capsys, checkpoint, output, "--overwrite")
-    assert status == 2 and lines == [f"albert-tf finetune: error: --output {output} exists "
+    assert status == 2 and lines == [f"albert-tf finetune: --output {output} exists "
                                      "and is not a directory"]
 
 

@@ -35,14 +35,12 @@ import argparse
 import dataclasses
 import logging
 import os
+import shutil
 import sys
 
-import shutil
-import uuid
-
-from albert_tf.checkpoint import CheckpointError, detect_format
-from albert_tf.config import ConfigError
-from albert_tf.task_record import TaskRecord, TaskRecordError
+from albert_tf import runio
+from albert_tf.checkpoint import check_seq_length
+from albert_tf.task_record import TASK_FILE, TaskRecord, TaskRecordError
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -60,8 +58,7 @@ TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
 RUN_KEYS = {"spm_model": str, "do_lower_case": "bool", "keep_accents": "bool"}
 
 
-class UsageError(Exception):
-    """A bad command line; printed as one line."""
+UsageError = runio.UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,10 +118,7 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     train_types = {f.name: f.type for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("output_dir", "verbose", *RUN_KEYS)}
     train, task, run = {}, {}, {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+    for key, text in runio.parse_overrides(items, "--set").items():
         for table, kinds in ((train, train_types), (task, TASK_KEYS), (run, RUN_KEYS)):
             if key in kinds:
                 table[key] = _convert(key, text, kinds[key])
@@ -217,22 +211,16 @@ def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, optio
 
 
 def _tokenizer(checkpoint: str, run: dict):
+    from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
     from albert_tf.tokenizer import AlbertTokenizer
-    from albert_tf.training.convert import find_spm_model, hf_do_lower_case
 
-    spm_model = run.get("spm_model") or find_spm_model(checkpoint)
-    if not spm_model:
+    files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"),
+                                 run.get("keep_accents"))
+    if not files.spm_model:
         raise UsageError(f"no SentencePiece model found beside {checkpoint}; "
                          "pass --set spm_model=PATH")
-    lower, accents = run.get("do_lower_case"), run.get("keep_accents")
-    kind = detect_format(checkpoint)
-    if kind == "albert_tf":  # the source's own record says how its tokenizer normalises
-        source = TaskRecord.read(checkpoint)
-        lower = source.do_lower_case if lower is None else lower
-        accents = source.keep_accents if accents is None else accents
-    elif lower is None:
-        lower = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
-    return AlbertTokenizer(spm_model, do_lower_case=lower, keep_accents=bool(accents)), spm_model
+    return (AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case,
+                            keep_accents=files.keep_accents), files.spm_model)
 
 
 def record_kind(task: str) -> str | None:
@@ -275,7 +263,7 @@ def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
     if not os.listdir(output):
         return False
     if not overwrite:
-        what = ("holds a fine-tuned model" if os.path.exists(os.path.join(output, "albert_task.json"))
+        what = ("holds a fine-tuned model" if os.path.exists(os.path.join(output, TASK_FILE))
                 else "exists and is not empty")
         raise UsageError(f"--output {output} {what}; pass --overwrite to replace it")
     return True
@@ -296,6 +284,7 @@ def run(args) -> dict:
         settings["train_steps"] = None  # --epochs replaces a default step count
     check_task_options(args.task, settings["seq_length"], task_options)
     replace = check_output(args.checkpoint, args.output, args.overwrite)
+    check_seq_length(args.checkpoint, settings["seq_length"])  # before any data is read
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
     tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
@@ -318,7 +307,7 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     if not replace:
         return train(output)
     parent, name = os.path.split(os.path.abspath(output))
-    staging = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex}")
+    staging = runio.temporary_path(os.path.abspath(output))
     logger.info("--overwrite: writing to %s, which replaces %s when complete", staging, output)
     try:
         summary = train(staging)
@@ -328,7 +317,7 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     if not chief:
         shutil.rmtree(staging, ignore_errors=True)
         return summary
-    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex}")
+    old = runio.temporary_path(os.path.join(parent, f"{name}.old"))
     os.replace(output, old)
     os.replace(staging, output)
     shutil.rmtree(old, ignore_errors=True)
@@ -338,18 +327,10 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     return summary
 
 
+@runio.command("finetune")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from albert_tf.training.distribute import StrategyError
-    from albert_tf.training.finetune.examples import DataError
-
-    try:
-        args = _parser().parse_args(argv)
-        summary = run(args)
-    except (UsageError, DataError, CheckpointError, ConfigError, StrategyError, TaskRecordError,
-            FileNotFoundError) as e:
-        print(f"albert-tf finetune: error: {e}", file=sys.stderr)
-        return 2
+    runio.setup_logging()
+    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (runio.command)
     best = summary["best"]
     if best:
         logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))
