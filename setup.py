@@ -30,13 +30,15 @@ setup(
         "keras>=3.10",
         "sentencepiece>=0.2",
         "tensorflow-datasets>=4.9",
+        # tensorflow-datasets imports it when it builds a dataset but does not declare it.
+        "importlib_resources",
         f"tensorboard=={TF_VERSION}.*",
         "safetensors>=0.4",
         "h5py",
         "tqdm",
     ],
     extras_require={
-        "test": ["pytest>=8", "jax"],
+        "test": ["pytest>=8", "jax", "scikit-learn", "scipy"],  # independent metric checks
         "serving": [f"tensorflow-serving-api=={TF_VERSION}.*", "requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],

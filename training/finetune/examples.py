@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
-from typing import Sequence
+import os
+from typing import Iterable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -86,6 +88,28 @@ def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence
                             f"{', '.join(map(repr, label_names))}")
         ids[i] = index[value]
     return ids
+
+
+def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """Writes a tab-separated file (header first) to a temporary name, then renames it.
+
+    A tab or newline inside a cell would shift or split the row, so it is an error.
+    """
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for row in itertools.chain([header], rows):
+                cells = [str(c) for c in row]
+                if any(("\t" in c or "\n" in c) for c in cells):
+                    raise ValueError(f"{path}: a cell holds a tab or newline: {cells}")
+                f.write("\t".join(cells) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, path)
 
 
 def progress(iterable, total: int, desc: str):
