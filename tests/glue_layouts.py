@@ -62,7 +62,7 @@ def cola(root):
         labels = [_binary(i) for i in range(n)]
         rows = [(f"gj04", label, "" if label == "1" else "*", _text(i)) for i, label in enumerate(labels)]
         _write(f"{root}/CoLA/{split}.tsv", _lines(rows))
-        out[split] = ([r[3] for r in rows], None, labels)
+        out[split] = ([r[3] for r in rows], None, labels, [str(i) for i in range(len(rows))])
     rows = [(str(i), _text(i + 3)) for i in range(N_TEST)]
     _write(f"{root}/CoLA/test.tsv", _lines([("index", "sentence"), *rows]))
     out["test"] = ([r[1] for r in rows], None, [r[0] for r in rows])
@@ -74,7 +74,7 @@ def sst2(root):
     for split, n in (("train", N_TRAIN), ("dev", N_DEV)):
         rows = [(_text(i), _binary(i)) for i in range(n)]
         _write(f"{root}/SST-2/{split}.tsv", _lines([("sentence", "label"), *rows]))
-        out[split] = ([r[0] for r in rows], None, [r[1] for r in rows])
+        out[split] = ([r[0] for r in rows], None, [r[1] for r in rows], [str(i) for i in range(len(rows))])
     rows = [(str(i), _text(i + 5)) for i in range(N_TEST)]
     _write(f"{root}/SST-2/test.tsv", _lines([("index", "sentence"), *rows]))
     out["test"] = ([r[1] for r in rows], None, [r[0] for r in rows])
@@ -94,7 +94,7 @@ def mrpc(root):
     for split, n, start in (("train", N_TRAIN, 0), ("dev", N_DEV, 100)):
         rows = mrpc_rows(n, start)
         _write(f"{root}/MRPC/{split}.tsv", _lines([MRPC_HEADER, *rows]))
-        out[split] = ([r[3] for r in rows], [r[4] for r in rows], [r[0] for r in rows])
+        out[split] = ([r[3] for r in rows], [r[4] for r in rows], [r[0] for r in rows], [str(i) for i in range(len(rows))])
     rows = [(str(i), *r[1:]) for i, r in enumerate(mrpc_rows(N_TEST, 200))]
     _write(f"{root}/MRPC/test.tsv", _lines([("index", "#1 ID", "#2 ID", "#1 String", "#2 String"), *rows]))
     out["test"] = ([r[3] for r in rows], [r[4] for r in rows], [r[0] for r in rows])
@@ -115,7 +115,7 @@ def qqp(root):
                  "\tWhy are hispanics so beautiful?\t0\n"
         text = _lines([header, *rows[:3]]) + broken + _lines(rows[3:])
         _write(f"{root}/QQP/{split}.tsv", text)
-        out[split] = ([r[3] for r in rows], [r[4] for r in rows], [r[5] for r in rows])
+        out[split] = ([r[3] for r in rows], [r[4] for r in rows], [r[5] for r in rows], [r[0] for r in rows])
     rows = [(str(i), _text(i + 2), _text(i + 4)) for i in range(N_TEST)]
     _write(f"{root}/QQP/test.tsv", _lines([("id", "question1", "question2"), *rows]))
     out["test"] = ([r[1] for r in rows], [r[2] for r in rows], [r[0] for r in rows])
@@ -132,7 +132,7 @@ def stsb(root):
         rows = [(str(i), "main-captions", "MSRvid", "2012test", f"{i + 1:04d}", "none", "none",
                  _text(i + 7), _text(i + 8), f"{(i * 1.37) % 5:.3f}") for i in range(n)]
         _write(f"{root}/STS-B/{split}.tsv", _lines([(*STSB_HEADER, "score"), *rows]))
-        out[split] = ([r[7] for r in rows], [r[8] for r in rows], [r[9] for r in rows])
+        out[split] = ([r[7] for r in rows], [r[8] for r in rows], [r[9] for r in rows], [r[0] for r in rows])
     rows = [(str(i), "main-news", "headlines", "2016", f"{i:04d}", "none", "none", _text(i), _text(i + 2))
             for i in range(N_TEST)]
     _write(f"{root}/STS-B/test.tsv", _lines([STSB_HEADER, *rows]))
@@ -154,13 +154,13 @@ def mnli(root):
     out = {}
     rows = [(*_mnli_row(i, _text(i), _text(i + 1)), _nli(i, True), _nli(i, True)) for i in range(N_TRAIN)]
     _write(f"{root}/MNLI/train.tsv", _lines([(*MNLI_HEADER, "label1", "gold_label"), *rows]))
-    out["train"] = ([r[8] for r in rows], [r[9] for r in rows], [r[-1] for r in rows])
+    out["train"] = ([r[8] for r in rows], [r[9] for r in rows], [r[-1] for r in rows], [r[0] for r in rows])
     dev_header = (*MNLI_HEADER, "label1", "label2", "label3", "label4", "label5", "gold_label")
     for split, shift in (("dev_matched", 1), ("dev_mismatched", 2)):
         rows = [(*_mnli_row(i, _text(i + shift), _text(i + 3)), *[_nli(i + k, True) for k in range(5)],
                  _nli(i + shift, True)) for i in range(N_DEV)]
         _write(f"{root}/MNLI/{split}.tsv", _lines([dev_header, *rows]))
-        out[split] = ([r[8] for r in rows], [r[9] for r in rows], [r[-1] for r in rows])
+        out[split] = ([r[8] for r in rows], [r[9] for r in rows], [r[-1] for r in rows], [r[0] for r in rows])
     for split, shift in (("test_matched", 0), ("test_mismatched", 4)):
         rows = [_mnli_row(i, _text(i + shift), _text(i + 5)) for i in range(N_TEST + shift // 4)]
         _write(f"{root}/MNLI/{split}.tsv", _lines([MNLI_HEADER, *rows]))
@@ -176,7 +176,7 @@ def _indexed_pairs(root, directory, header, label):
     for split, n in (("train", N_TRAIN), ("dev", N_DEV)):
         rows = [(str(i), _text(i + 2), _text(i + 3), label(i)) for i in range(n)]
         _write(f"{root}/{directory}/{split}.tsv", _lines([(*header, "label"), *rows]))
-        out[split] = ([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+        out[split] = ([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], [r[0] for r in rows])
     rows = [(str(i), _text(i), _text(i + 1)) for i in range(N_TEST)]
     _write(f"{root}/{directory}/test.tsv", _lines([header, *rows]))
     out["test"] = ([r[1] for r in rows], [r[2] for r in rows], [r[0] for r in rows])
@@ -206,7 +206,8 @@ SUBMISSION_STEMS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "qqp": "QQP
 
 def write_glue_data(root: str) -> dict[str, dict]:
     """Writes every task under `root` (= glue_data/); returns task -> split -> (texts_a,
-    texts_b or None, labels as written, or test indices)."""
+    texts_b or None, labels as written, ids) for train and dev files (ids: the file's index
+    cell, else the row number from 0), and (texts_a, texts_b or None, indices) for tests."""
     return {name: writer(str(root)) for name, writer in WRITERS.items()}
 
 

@@ -224,7 +224,7 @@ def test_cli_reads_glue_data_and_writes_metrics_predictions_and_submissions(
             np.testing.assert_allclose(np.asarray(gold, float), np.asarray(expected_gold, float))
         else:
             assert list(gold) == expected_gold
-        assert list(ids) == [str(i) for i in range(len(expected_gold))]
+        assert list(ids) == written[name][key][3]
         for metric in spec.metrics:
             reported = best[metric + (f"_{set_name}" if len(eval_keys) > 1 else "")]
             assert reported == pytest.approx(_recomputed(spec, metric, gold, predicted), abs=1e-6)

@@ -46,10 +46,10 @@ def test_every_task_reads_exactly_what_the_files_hold(name, glue_data, caplog):
     test_keys = TEST_SPLITS.get(name, {glue_files.GLUE_FILES[name].directory: "test"})
     assert list(evals) == list(eval_keys) and list(tests) == list(test_keys)
     for examples, key in [(train, "train"), *((evals[k], v) for k, v in eval_keys.items())]:
-        texts_a, texts_b, labels = expected[key]
+        texts_a, texts_b, labels, ids = expected[key]
         assert examples.texts_a == texts_a and examples.texts_b == texts_b  # quotes kept as text
         np.testing.assert_array_equal(examples.labels, _expected_labels(spec, labels))
-        assert examples.ids == [str(i) for i in range(len(texts_a))]
+        assert examples.ids == ids
     for stem, key in test_keys.items():
         texts_a, texts_b, indices = expected[key]
         assert tests[stem].texts_a == texts_a and tests[stem].texts_b == texts_b

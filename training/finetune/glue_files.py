@@ -76,11 +76,11 @@ def _pair_task(directory, stem, labelled: Layout, test: Layout) -> TaskFiles:
 
 
 # index<TAB>sentence1<TAB>sentence2 (QNLI: question, sentence), label last.
-_INDEXED_PAIR = Layout(4, True, (1, 2), label=3)
+_INDEXED_PAIR = Layout(4, True, (1, 2), label=3, index=0)
 _INDEXED_PAIR_TEST = Layout(3, True, (1, 2), index=0)
 # MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String (also msr_paraphrase_*.txt).
 MRPC_LAYOUT = Layout(5, True, (3, 4), label=0)
-_MNLI_DEV = Layout(16, True, (8, 9), label=15)  # label1..label5, gold_label
+_MNLI_DEV = Layout(16, True, (8, 9), label=15, index=0)  # label1..label5, gold_label
 _MNLI_TEST = Layout(10, True, (8, 9), index=0)
 _AX = ("diagnostic.tsv", Layout(3, True, (1, 2), index=0))
 
@@ -90,12 +90,12 @@ GLUE_FILES: dict[str, TaskFiles] = {
     "sst2": _pair_task("SST-2", "SST-2", Layout(2, True, (0,), label=1), Layout(2, True, (1,), index=0)),
     "mrpc": _pair_task("MRPC", "MRPC", MRPC_LAYOUT, Layout(5, True, (3, 4), index=0)),
     # id, qid1, qid2, question1, question2, is_duplicate
-    "qqp": _pair_task("QQP", "QQP", Layout(6, True, (3, 4), label=5, skip_short=True),
+    "qqp": _pair_task("QQP", "QQP", Layout(6, True, (3, 4), label=5, index=0, skip_short=True),
                       Layout(3, True, (1, 2), index=0)),
     # index, genre, filename, year, old_index, source1, source2, sentence1, sentence2, score
-    "stsb": _pair_task("STS-B", "STS-B", Layout(10, True, (7, 8), label=9), Layout(9, True, (7, 8), index=0)),
+    "stsb": _pair_task("STS-B", "STS-B", Layout(10, True, (7, 8), label=9, index=0), Layout(9, True, (7, 8), index=0)),
     "mnli": TaskFiles(
-        "MNLI", ("train.tsv", Layout(12, True, (8, 9), label=11)),
+        "MNLI", ("train.tsv", Layout(12, True, (8, 9), label=11, index=0)),
         {"matched": ("dev_matched.tsv", _MNLI_DEV), "mismatched": ("dev_mismatched.tsv", _MNLI_DEV)},
         {"MNLI-m": ("test_matched.tsv", _MNLI_TEST), "MNLI-mm": ("test_mismatched.tsv", _MNLI_TEST),
          "AX": _AX},
