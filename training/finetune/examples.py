@@ -5,18 +5,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import os
 from typing import Iterable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from albert_tf.runio import UserError, atomic_write
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 
 logger = logging.getLogger(__name__)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Unusable input data; the message names the file, line and field."""
 
 
@@ -91,25 +91,16 @@ def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence
 
 
 def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Writes a tab-separated file (header first) to a temporary name, then renames it.
+    """Writes a tab-separated file (header first) atomically (`runio.atomic_write`).
 
     A tab or newline inside a cell would shift or split the row, so it is an error.
     """
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for row in itertools.chain([header], rows):
-                cells = [str(c) for c in row]
-                if any(("\t" in c or "\n" in c) for c in cells):
-                    raise ValueError(f"{path}: a cell holds a tab or newline: {cells}")
-                f.write("\t".join(cells) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    os.replace(tmp, path)
+    with atomic_write(path) as f:
+        for row in itertools.chain([header], rows):
+            cells = [str(c) for c in row]
+            if any(("\t" in c or "\n" in c) for c in cells):
+                raise ValueError(f"{path}: a cell holds a tab or newline: {cells}")
+            f.write("\t".join(cells) + "\n")
 
 
 def progress(iterable, total: int, desc: str):
