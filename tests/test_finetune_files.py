@@ -244,6 +244,6 @@ def test_cli_regress_on_a_txt_file(tiny_checkpoint, corpus_documents, tmp_path):
 def test_cli_column_and_label_name_errors(tiny_checkpoint, tmp_path, capsys, args, message):
     train = _write(tmp_path / "t.tsv", "x\t0\ny\t1\n")
     assert main(["--task", "classify", "--data", train, "--checkpoint", tiny_checkpoint,
-                 "--output", str(tmp_path / "out"), *args]) == 2
+                 "--output", str(tmp_path / "out"), "--seq-length", "32", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
