@@ -24,7 +24,7 @@ from albert_tf import AlbertMultipleChoice
 from albert_tf.task_record import TaskRecord
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
-from albert_tf.training.finetune.examples import DataError, progress
+from albert_tf.training.finetune.examples import DataError, progress, write_tsv
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,7 @@ class RaceTask:
         self.train = encode(train)
         self.evals = {"dev": encode(dev)} if dev else {}
         self.levels = {"dev": [e.level for e in dev or []], "test": [e.level for e in test or []]}
+        self.dev_ids = [e.qid for e in dev or []]
         self.test, self.test_ids = encode(test), [e.qid for e in test or []]
 
     def build_model(self, config, encoder=None) -> keras.Model:
@@ -187,9 +188,18 @@ class RaceTask:
         return self._accuracies(predict, self.evals["dev"], self.levels["dev"])[0]
 
     def write_predictions(self, predict, output_dir: str) -> list[str]:
-        """With a test set: race_test.json with its accuracies and the predicted letters."""
+        """predictions_dev.tsv (id, level, label, prediction as letters) and, with a
+        test set, race_test.json with its accuracies and the predicted letters."""
+        paths = []
+        if self.evals:
+            data = self.evals["dev"]
+            _, predicted = self._accuracies(predict, data, self.levels["dev"])
+            paths.append(os.path.join(output_dir, "predictions_dev.tsv"))
+            write_tsv(paths[-1], ("id", "level", "label", "prediction"),
+                      zip(self.dev_ids, self.levels["dev"], (CHOICES[i] for i in data.labels["logits"]),
+                          (CHOICES[i] for i in predicted)))
         if self.test is None:
-            return []
+            return paths
         result, predicted = self._accuracies(predict, self.test, self.levels["test"])
         logger.info("RACE test: %s", ", ".join(f"{k}={v:.4f}" for k, v in result.items()))
         path = os.path.join(output_dir, "race_test.json")
@@ -198,4 +208,4 @@ class RaceTask:
             json.dump({"results": result, "predictions": dict(zip(
                 self.test_ids, (CHOICES[i] for i in predicted)))}, f, indent=1)
         os.replace(tmp, path)
-        return [path]
+        return [*paths, path]

@@ -1,14 +1,21 @@
 """`albert-tf finetune`: fine-tune a checkpoint on GLUE, SQuAD, RACE or your own files.
 
 Tasks and their data (--data):
-  glue/<task>   cola sst2 mrpc qqp stsb mnli qnli rte wnli, from tensorflow-datasets
-                (--data: the TFDS data directory, optional); test predictions are
-                written in the GLUE submission format (<Task>.tsv)
+  glue/<task>   cola sst2 mrpc qqp stsb mnli qnli rte wnli: --data glue_data/ as GLUE's
+                download_glue_data.py writes it (or one task's folder), read directly;
+                without --data, from tensorflow-datasets (downloads on first use).
+                Test predictions are written as GLUE submission files (CoLA.tsv,
+                MNLI-m.tsv, MNLI-mm.tsv, AX.tsv, ...)
   squad/v1.1    SQuAD from tensorflow-datasets, or the official JSON files:
   squad/v2.0    --data DIR holding train-v2.0.json / dev-v2.0.json, or --data TRAIN DEV
   race          --data RACE (the released directory: train/dev/test/{middle,high}/*.txt)
-  classify      your CSV / TSV / JSONL files: --data TRAIN [EVAL] and
-  regress       --columns TEXT[,TEXT2][:LABEL] (LABEL defaults to "label")
+  classify      your CSV / TSV / TXT / JSONL files: --data TRAIN [EVAL] and
+  regress       --columns TEXT[,TEXT2][:LABEL] (LABEL defaults to "label"), header
+                names, or positions from 0 for files without a header (e.g. 3:1);
+                --label-names NEG,POS names the classes in id order
+Every task writes the evaluation metrics to OUTPUT/eval_results.json and the
+evaluation predictions (predictions_<set>.tsv; SQuAD predictions.json; RACE
+predictions_dev.tsv) so that a metric can be recomputed.
 
 Defaults per task are the original ALBERT scripts' (run_glue.sh, README for SQuAD,
 run_race.py); flags and --set KEY=VALUE override them. --set keys: train_steps,
@@ -24,7 +31,7 @@ record), which `albert-tf export` reads.
 and replaces it only when complete.
 
 Example:
-  albert-tf finetune --task glue/mrpc --checkpoint albert_base/ --output out/mrpc
+  albert-tf finetune --task glue/mrpc --data glue_data/ --checkpoint albert_base/ --output out/mrpc
   albert-tf finetune --task classify --checkpoint albert_base/ --output out/reviews \\
       --data train.csv dev.csv --columns review:sentiment --epochs 3
 """
@@ -76,7 +83,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="TF1, Hugging Face or albert-tf checkpoint to start from")
     p.add_argument("--output", required=True, help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
-    p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress")
+    p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
+                                     "names, or positions (from 0) in a file without a header")
+    p.add_argument("--label-names", help="NAME,NAME,...: the classes of classify in id order "
+                                         "(the file's labels are these names or ids 0..K-1); "
+                                         "predictions and the served model answer with them")
     p.add_argument("--epochs", type=int, help="passes over the training data (overrides the "
                                               "default number of steps)")
     p.add_argument("--batch-size", type=int)
@@ -154,15 +165,33 @@ def _bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def parse_columns(spec: str | None) -> tuple[list[str], str]:
-    """"a,b:label" -> (["a", "b"], "label"); the label column defaults to "label"."""
+def parse_columns(spec: str | None) -> tuple[list, str | int]:
+    """"a,b:label" -> (["a", "b"], "label"), the label column defaulting to "label";
+    "3:1" -> ([3], 1): positions (from 0) in a file without a header row."""
     if not spec:
         raise UsageError("classify / regress need --columns TEXT[,TEXT2][:LABEL]")
     texts, _, label = spec.partition(":")
     columns = [c for c in texts.split(",") if c]
     if not 1 <= len(columns) <= 2:
         raise UsageError(f"--columns {spec!r}: give one or two text columns")
+    if all(c.isdigit() for c in columns):
+        if not label.isdigit():
+            raise UsageError(f"--columns {spec!r}: positions need the label's position too "
+                             "(e.g. 3:1)")
+        return [int(c) for c in columns], int(label)
+    if label.isdigit() or any(c.isdigit() for c in columns):
+        raise UsageError(f"--columns {spec!r}: give all columns as header names or all as positions")
     return columns, label or "label"
+
+
+def parse_label_names(spec: str | None) -> list[str] | None:
+    """"neg,pos" -> ["neg", "pos"]; names must be distinct and non-empty."""
+    if spec is None:
+        return None
+    names = spec.split(",")
+    if len(names) < 2 or any(not n for n in names) or len(set(names)) != len(names):
+        raise UsageError(f"--label-names {spec!r}: give two or more distinct names, comma-separated")
+    return names
 
 
 def build_task(args, tokenizer, seq_length: int, options: dict):
@@ -171,7 +200,11 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
     from albert_tf.training.finetune.examples import DataError
 
     data = args.data or []
+    if args.label_names is not None and args.task != "classify":
+        raise UsageError("--label-names is for --task classify")
     if args.task.startswith("glue/"):
+        if len(data) > 1:
+            raise UsageError(f"{args.task} takes one --data directory: glue_data/ (or its task folder)")
         return sequence.glue_task(args.task, tokenizer, seq_length, data[0] if data else None)
     if args.task in SQUAD_TASKS:
         return _squad_task(args.task.split("/")[1], data, tokenizer, seq_length, options)
@@ -189,7 +222,8 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
         raise UsageError(f"{args.task} needs --data TRAIN_FILE [EVAL_FILE]")
     columns, label = parse_columns(args.columns)
     return sequence.file_task(data[0], data[1] if len(data) == 2 else None, columns, label,
-                              args.task == "regress", tokenizer, seq_length)
+                              args.task == "regress", tokenizer, seq_length,
+                              parse_label_names(args.label_names))
 
 
 def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, options: dict):
