@@ -29,12 +29,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from albert_tf.checkpoint_heads import hf_task_record, tf1_task_record
 from albert_tf.checkpoint_readers import (HF_CONFIG_FILE, HF_WEIGHT_FILES, CheckpointError,
                                           TensorSource, h5_shapes, read_hf, read_tf1, tf1_prefix)
 from albert_tf.config import AlbertConfig
 
 __all__ = ["load_checkpoint", "save_checkpoint", "detect_format", "read_task_info",
-           "CheckpointError", "NAME_TABLE"]
+           "task_model_kwargs", "CheckpointError", "NAME_TABLE"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,11 @@ SPM_FILE = "spiece.model"
 # The name table: ours <-> original TF1 <-> Hugging Face.
 #
 # Columns: (our variable, TF1 name, TF1 layout, HF key, HF layout).
-# * Our variable is an attribute path from the AlbertPretrainer; "block." starts at
-#   encoder.block(first layer of group g, inner group i).
+# * Our variable is an attribute path from the model (`albert_tf.models`); a row
+#   applies to the models that have its first attribute ("mlm_head", "head", ...).
+#   "block." starts at encoder.block(first layer of group g, inner group i).
+# * None: the format has no such tensor (the SQuAD 2.0 beam head is the original's
+#   alone), so that format cannot fill a model that has it.
 # * {g} and {i} are the group and inner-group indices.
 # * Layout: "=" the source tensor is stored as we store it; "T" it is the transpose.
 #   Our Dense kernels are [in, out] like TF1's; HF nn.Linear weights are [out, in].
@@ -59,7 +63,7 @@ SPM_FILE = "spiece.model"
 _BLOCK_TF1 = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
 _BLOCK_HF = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
 
-NAME_TABLE: tuple[tuple[str, str, str, str, str], ...] = (
+NAME_TABLE: tuple[tuple[str, str | None, str | None, str | None, str | None], ...] = (
     ("encoder.embeddings.word_embeddings.embeddings", "bert/embeddings/word_embeddings", "=",
      "albert.embeddings.word_embeddings.weight", "="),
     ("encoder.embeddings.position_embeddings.embeddings", "bert/embeddings/position_embeddings",
@@ -122,10 +126,37 @@ NAME_TABLE: tuple[tuple[str, str, str, str, str], ...] = (
      "sop_classifier.classifier.weight", "T"),
     ("sop_head.dense.bias", "cls/seq_relationship/output_bias", "=",
      "sop_classifier.classifier.bias", "="),
+    # Fine-tuning heads. `head` is the dense layer of the sequence classifier and
+    # regressor (run_classifier, HF AlbertForSequenceClassification), the choice scorer
+    # (run_race, HF AlbertForMultipleChoice) and the token classifier (HF
+    # AlbertForTokenClassification). The original stores it [C, H] and multiplies by
+    # its transpose, as HF's nn.Linear does.
+    ("head.dense.kernel", "output_weights", "T", "classifier.weight", "T"),
+    ("head.dense.bias", "output_bias", "=", "classifier.bias", "="),
+    # Start/end logits: run_squad_v1's cls/squad layer [2, H], HF's qa_outputs.
+    ("span_head.dense.kernel", "cls/squad/output_weights", "T", "qa_outputs.weight", "T"),
+    ("span_head.dense.bias", "cls/squad/output_bias", "=", "qa_outputs.bias", "="),
+    # run_squad_v2's head (tf.layers.dense kernels are [in, out], as ours); the end
+    # and answer-class dense_0 layers read [h; h_start] and [start feature; h_CLS].
+    ("beam_head.start_dense.kernel", "start_logits/dense/kernel", "=", None, None),
+    ("beam_head.start_dense.bias", "start_logits/dense/bias", "=", None, None),
+    ("beam_head.end_dense.kernel", "end_logits/dense_0/kernel", "=", None, None),
+    ("beam_head.end_dense.bias", "end_logits/dense_0/bias", "=", None, None),
+    ("beam_head.end_layer_norm.gamma", "end_logits/LayerNorm/gamma", "=", None, None),
+    ("beam_head.end_layer_norm.beta", "end_logits/LayerNorm/beta", "=", None, None),
+    ("beam_head.end_output.kernel", "end_logits/dense_1/kernel", "=", None, None),
+    ("beam_head.end_output.bias", "end_logits/dense_1/bias", "=", None, None),
+    ("beam_head.answer_dense.kernel", "answer_class/dense_0/kernel", "=", None, None),
+    ("beam_head.answer_dense.bias", "answer_class/dense_0/bias", "=", None, None),
+    ("beam_head.answer_output.kernel", "answer_class/dense_1/kernel", "=", None, None),
 )
 
-# Heads: a source holding none of a head's tensors leaves that head initialised.
+# Pretraining heads: a source holding none of a head's tensors leaves that head
+# initialised (an encoder-only checkpoint still loads into the pretrainer).
 HEADS = ("mlm_head", "sop_head")
+# The pooler, for models that never read it: loaded when present, else left initialised
+# (Hugging Face builds those models without one).
+POOLER = "encoder.pooler"
 
 # Hugging Face files may store copies of tied tensors: (copy, the tensor it must equal).
 HF_TIED_COPIES = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
@@ -153,6 +184,9 @@ def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str, str]]:
         if ours.startswith("encoder.embedding_projection") and \
                 model.encoder.embedding_projection is None:
             continue  # E == H: the original has no embedding_hidden_mapping_in
+        root = ours.split(".")[0]
+        if root not in ("block", "encoder") and getattr(model, root, None) is None:
+            continue  # a head this model does not have
         if not ours.startswith("block."):
             yield ours, _resolve(model, ours, None), source_name, layout
             continue
@@ -162,17 +196,31 @@ def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str, str]]:
                 yield ours, _resolve(model, ours, block), source_name.format(g=g, i=i), layout
 
 
+def _optional_parts(model) -> tuple[str, ...]:
+    """Parts of `model` a source may lack as a whole (then they keep their initialisation)."""
+    parts = HEADS if model.task == "pretraining" else ()
+    return parts if model.uses_pooled_output else (*parts, POOLER)
+
+
 def _place(model, source: TensorSource, config_path: str) -> list[str]:
-    """Assigns every tensor of `source` to `model`; returns the heads left initialised.
+    """Assigns every tensor of `source` to `model`; returns the optional parts
+    (pretraining heads, an unused pooler) left initialised.
 
     Raises CheckpointError listing every missing, unexpected and mis-shaped tensor.
     """
     rows = list(_table_rows(model, source.kind))
-    present_heads = {h for h in HEADS
-                     if any(o.startswith(h) and n in source.shapes for o, _, n, _ in rows)}
+    optional = _optional_parts(model)
+
+    def part(ours: str) -> str | None:
+        return next((p for p in optional if ours == p or ours.startswith(p + ".")), None)
+
+    present = {part(o) for o, _, n, _ in rows if part(o) and n in source.shapes}
     problems, used, assignments = [], set(), []
     for ours, variable, name, layout in rows:
-        if ours.split(".")[0] in HEADS and ours.split(".")[0] not in present_heads:
+        if part(ours) is not None and part(ours) not in present:
+            continue
+        if name is None:
+            problems.append(f"missing: {ours} (the {source.kind} format has no such tensor)")
             continue
         if name not in source.shapes:
             problems.append(f"missing: {name}")
@@ -195,7 +243,7 @@ def _place(model, source: TensorSource, config_path: str) -> list[str]:
     for variable, name, layout in assignments:
         value = source.read(name)
         variable.assign(np.asarray(value.T if layout == "T" else value, variable.dtype))
-    return [h for h in HEADS if h not in present_heads]
+    return [p for p in optional if p not in present]
 
 
 def _check_tied_copies(source: TensorSource) -> list[str]:
@@ -238,25 +286,64 @@ def _read_config(path: str) -> AlbertConfig:
     return config
 
 
-def _load_foreign(path: str, kind: str):
-    from albert_tf.models import AlbertPretrainer
-
+def _foreign_config_path(path: str, kind: str) -> str:
     prefix = tf1_prefix(path) if kind == "tf1" else None
-    config_path = (os.path.join(os.path.dirname(prefix), CONFIG_FILE) if prefix
-                   else os.path.join(path, HF_CONFIG_FILE))
+    return (os.path.join(os.path.dirname(prefix), CONFIG_FILE) if prefix
+            else os.path.join(path, HF_CONFIG_FILE))
+
+
+def _foreign_source(path: str, kind: str) -> TensorSource:
+    return read_tf1(tf1_prefix(path)) if kind == "tf1" else read_hf(path)
+
+
+def _foreign_record(path: str, kind: str, source: TensorSource, task: str | None) -> dict:
+    if kind == "tf1":
+        return tf1_task_record(source.path, source.shapes, task)
+    return hf_task_record(path, source.shapes, task)
+
+
+def task_model_kwargs(record: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments a task record gives its `TASK_MODELS` class."""
+    task = record["task"]
+    if task in ("classification", "token_classification"):
+        return {"num_classes": record.get("num_classes")}
+    if task == "span":
+        return {"answerability": bool(record.get("answerability", False))}
+    if task == "span_beam":
+        return {k: record[k] for k in ("start_n_top", "end_n_top") if k in record}
+    return {}
+
+
+def _load_foreign(path: str, kind: str, task: str | None = None):
+    from albert_tf.models import TASK_MODELS
+
+    config_path = _foreign_config_path(path, kind)
     config = _read_config(config_path)  # first: a bad config fails before any tensor is read
-    source = read_tf1(prefix) if prefix else read_hf(path)
-    model = AlbertPretrainer(config)
-    for head in _place(model, source, config_path):
-        logger.warning("%s has no %s weights; that head keeps its random initialisation",
-                       source.path, head)
-    logger.info("loaded %d tensors from %s (%s)", len(source.shapes), source.path, kind)
+    source = _foreign_source(path, kind)
+    record = _foreign_record(path, kind, source, task)
+    model = TASK_MODELS[record["task"]](config, **task_model_kwargs(record))
+    for part in _place(model, source, config_path):
+        logger.warning("%s has no %s weights; %s keeps its random initialisation",
+                       source.path, part, "the pooler (unused by this model)"
+                       if part == POOLER else "that head")
+    logger.info("loaded %d tensors from %s (%s, %s)", len(source.shapes), source.path, kind,
+                record["task"])
     return model
 
 
-def read_task_info(directory: str | os.PathLike) -> dict[str, Any]:
-    """albert_task.json of one of our checkpoint directories (pretraining if absent)."""
-    path = os.path.join(os.fspath(directory), TASK_FILE)
+def read_task_info(directory: str | os.PathLike, task: str | None = None) -> dict[str, Any]:
+    """The task record of a checkpoint: albert_task.json of one of our directories
+    (pretraining if absent), or derived from a Hugging Face or TF1 checkpoint's
+    config and tensor names (`albert_tf.checkpoint_heads`; `task` names the task
+    where the variables fit two scripts)."""
+    directory = os.fspath(directory)
+    try:
+        kind = detect_format(directory)
+    except CheckpointError:  # no weights (yet): albert_task.json alone still answers
+        kind = "albert_tf"
+    if kind != "albert_tf":
+        return _foreign_record(directory, kind, _foreign_source(directory, kind), task)
+    path = os.path.join(directory, TASK_FILE)
     if not os.path.isfile(path):
         return {"task": "pretraining", "num_classes": None, "label_names": None,
                 "do_lower_case": True, "seq_length": None}
@@ -281,7 +368,7 @@ def _ensure_built(model) -> None:
     shape = (1, 1, 2) if model.task == "multiple_choice" else (1, 2)
     inputs = {name: np.zeros(shape, np.int32) for name in ("input_word_ids", "input_type_ids")}
     inputs["input_mask"] = np.ones(shape, np.int32)
-    if model.task == "pretraining":
+    if model.task in ("pretraining", "masked_lm"):
         inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
     model(inputs)
 
@@ -295,12 +382,7 @@ def _load_ours(directory: str):
     if task not in TASK_MODELS:
         raise CheckpointError(f"{os.path.join(directory, TASK_FILE)}: task={task!r} is not one "
                               f"of {', '.join(TASK_MODELS)}")
-    kwargs = {}
-    if task in ("classification", "token_classification"):
-        kwargs["num_classes"] = info.get("num_classes")
-    elif task == "span":
-        kwargs["answerability"] = bool(info.get("answerability", False))
-    model = TASK_MODELS[task](config, **kwargs)
+    model = TASK_MODELS[task](config, **task_model_kwargs(info))
     _ensure_built(model)
     weights = os.path.join(directory, WEIGHTS_FILE)
     keras_error = None
@@ -341,17 +423,23 @@ def _save_model_weights(model, path: str) -> None:
                                  objects_to_skip=[optimizer] if optimizer is not None else None)
 
 
-def load_checkpoint(path: str | os.PathLike):
+def load_checkpoint(path: str | os.PathLike, task: str | None = None):
     """Reads a TF1, Hugging Face or albert-tf checkpoint into a model.
 
     Args:
       path: a TF1 checkpoint directory (albert_config.json + model.ckpt-*) or
         prefix, a Hugging Face ALBERT directory, or one of our directories.
+      task: for a TF1 checkpoint whose variables fit two of the original scripts
+        (`output_weights` [1, H]: "regression" or "multiple_choice"); elsewhere, if
+        given, it must be the checkpoint's task (or "encoder").
 
     Returns:
-      An `AlbertPretrainer` for TF1 and Hugging Face sources and our pretraining
-      checkpoints (heads the source lacks keep their initialisation; a warning says
-      so); for our fine-tuned directories, the task model `albert_task.json` names.
+      The task model of `albert_tf.models.TASK_MODELS` the checkpoint holds, with
+      its head: for foreign checkpoints as `read_task_info` derives it (the HF
+      architecture, or the original script from the variable names; a pretraining
+      checkpoint gives an `AlbertPretrainer` whose absent heads keep their
+      initialisation, with a warning); for ours, the one `albert_task.json` names.
+      `read_task_info(path)` gives the matching task record (label names, ...).
 
     Raises:
       CheckpointError: unreadable files, or tensors that do not fit the config
@@ -362,7 +450,12 @@ def load_checkpoint(path: str | os.PathLike):
     """
     path = os.fspath(path)
     kind = detect_format(path)
-    return _load_ours(path) if kind == "albert_tf" else _load_foreign(path, kind)
+    if kind != "albert_tf":
+        return _load_foreign(path, kind, task)
+    model = _load_ours(path)
+    if task not in (None, "encoder", model.task):
+        raise CheckpointError(f"{path}: holds a {model.task} model, not {task}")
+    return model
 
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
