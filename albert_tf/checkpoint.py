@@ -30,8 +30,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from albert_tf.checkpoint_heads import hf_task_record, tf1_task_record
-from albert_tf.checkpoint_readers import (HF_CONFIG_FILE, HF_WEIGHT_FILES, CheckpointError,
-                                          TensorSource, h5_shapes, read_hf, read_tf1, tf1_prefix)
+from albert_tf.checkpoint_readers import (HF_CONFIG_FILE, HF_WEIGHT_FILES, SPM_FILE,
+                                          CheckpointError, TensorSource, h5_shapes, read_hf,
+                                          read_tf1, tf1_prefix)
 from albert_tf.config import AlbertConfig
 
 __all__ = ["load_checkpoint", "save_checkpoint", "detect_format", "read_task_info",
@@ -42,7 +43,6 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "albert_config.json"
 WEIGHTS_FILE = "model.weights.h5"
 TASK_FILE = "albert_task.json"
-SPM_FILE = "spiece.model"
 
 
 # ----------------------------------------------------------------------------------

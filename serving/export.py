@@ -21,7 +21,8 @@ from typing import Sequence
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice")
+TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice",
+         "token_classification", "masked_lm", "span_beam")
 
 
 class ExportError(ValueError):
@@ -29,7 +30,8 @@ class ExportError(ValueError):
 
 
 def build_module(model, preprocessor, task: str | None = None, label_names=None,
-                 no_answer_threshold: float = 0.5, pad_multiple: int | None = 16):
+                 no_answer_threshold: float = 0.5, pad_multiple: int | None = 16,
+                 record: dict | None = None):
     """The serving tf.Module for `model` (an `albert_tf.models` model).
 
     Args:
@@ -39,9 +41,15 @@ def build_module(model, preprocessor, task: str | None = None, label_names=None,
       label_names: class names for classification.
       no_answer_threshold: SQuAD 2.0 threshold on the no-answer probability.
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
+      record: the checkpoint's task record; foreign heads read their decision rules
+        from it (problem_type, null_score_diff_threshold).
     """
     from albert_tf.serving import signatures
     from albert_tf.serving.span import SpanModule
+    from albert_tf.serving.span_beam import BeamSpanModule, NullScoreSpanModule
+    from albert_tf.serving.token_labels import TokenClassifierModule
+
+    record = record or {}
 
     task = task or model.task
     if task == "encoder":
@@ -52,12 +60,22 @@ def build_module(model, preprocessor, task: str | None = None, label_names=None,
     if task != model.task:
         raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
                           f"use --task {model.task} or --task encoder")
-    if task == "pretraining":
+    if task in ("pretraining", "masked_lm"):
         return signatures.PretrainedModule(model, preprocessor, pad_multiple)
     if task == "classification":
-        return signatures.ClassifierModule(model, preprocessor, label_names, pad_multiple)
+        return signatures.ClassifierModule(
+            model, preprocessor, label_names, pad_multiple,
+            multi_label=record.get("problem_type") == "multi_label_classification")
+    if task == "token_classification":
+        return TokenClassifierModule(model, preprocessor, label_names, pad_multiple)
     if task == "regression":
         return signatures.RegressorModule(model, preprocessor, pad_multiple)
+    if task == "span_beam":
+        return BeamSpanModule(model, preprocessor, record.get("null_score_diff_threshold"),
+                              pad_multiple)
+    if task == "span" and "null_score_diff_threshold" in record:  # a foreign span head
+        return NullScoreSpanModule(model, preprocessor, record["null_score_diff_threshold"],
+                                   pad_multiple)
     if task == "span":
         return SpanModule(model, preprocessor, no_answer_threshold, pad_multiple)
     return signatures.MultipleChoiceModule(model, preprocessor, pad_multiple)
@@ -110,37 +128,44 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
-      checkpoint: albert_config.json + model.weights.h5 (+ spiece.model, albert_task.json).
+      checkpoint: ours (albert_config.json + model.weights.h5 + spiece.model +
+        albert_task.json), a Hugging Face ALBERT directory, or an original TF1
+        checkpoint directory: fine-tuned ones serve their heads.
       output: BASE/NAME, the directory TF Serving's --model_base_path points at.
       version: the version to write (default: the next free one; never overwrites).
-      task: override the checkpoint's task ("encoder" for features only).
+      task: override the checkpoint's task ("encoder" for features only); names it
+        for TF1 checkpoints that fit two scripts (regression / multiple_choice).
       seq_length: maximum tokens per request (default: the checkpoint's
         fine-tuning length, else max_position_embeddings).
-      spm_model: SentencePiece model, when the checkpoint directory has none.
+      spm_model: SentencePiece model, when the checkpoint directory has none
+        (spiece.model, or the one *.model file beside a TF1 checkpoint).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
       token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
     """
     from albert_tf import checkpoint as ckpt
+    from albert_tf.checkpoint_readers import find_spm_model
     from albert_tf.serving import layout
     from albert_tf.tokenizer import AlbertPreprocessor
 
-    spm_model = spm_model or os.path.join(checkpoint, ckpt.SPM_FILE)
+    spm_model = spm_model or find_spm_model(checkpoint) or os.path.join(checkpoint,
+                                                                         ckpt.SPM_FILE)
     if not os.path.isfile(spm_model):
         raise ExportError(f"no SentencePiece model: {spm_model} does not exist (pass --spm-model)")
-    info = ckpt.read_task_info(checkpoint)
-    model = ckpt.load_checkpoint(checkpoint)
+    info = ckpt.read_task_info(checkpoint, task)
+    model = ckpt.load_checkpoint(checkpoint, task)
     limit = model.config.max_position_embeddings
     seq_length = seq_length or info.get("seq_length") or limit
     if not 3 <= seq_length <= limit:
         raise ExportError(f"--seq-length {seq_length} must be in [3, {limit}] "
                           f"(max_position_embeddings of {checkpoint})")
     preprocessor = AlbertPreprocessor(spm_model, seq_length,
-                                      do_lower_case=info.get("do_lower_case", True))
+                                      do_lower_case=info.get("do_lower_case", True),
+                                      keep_accents=info.get("keep_accents", False))
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
     module = build_module(model, preprocessor, task, info.get("label_names"),
-                          info.get("no_answer_threshold", 0.5), pad_multiple)
+                          info.get("no_answer_threshold", 0.5), pad_multiple, info)
     version, path = layout.resolve_version(output, version)
     with layout.staged_directory(path) as staging:
         save_module(module, staging, os.path.basename(os.path.normpath(output)), token_ids_only)
@@ -161,13 +186,15 @@ def tf_version() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help="albert-tf checkpoint directory")
+    p.add_argument("--checkpoint", required=True, help="albert-tf, Hugging Face or TF1 "
+                   "checkpoint directory (fine-tuned ones serve their heads)")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    "(default: the fine-tuning length, else max_position_embeddings)")
-    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint has no spiece.model")
+    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
+                   "none (spiece.model or a single *.model)")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     return p

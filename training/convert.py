@@ -14,15 +14,14 @@ Example:
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import logging
 import os
 import sys
 
-from albert_tf.checkpoint import (CheckpointError, SPM_FILE, WEIGHTS_FILE, detect_format,
-                                  load_checkpoint, save_checkpoint)
-from albert_tf.checkpoint_readers import tf1_prefix
+from albert_tf.checkpoint import (CheckpointError, WEIGHTS_FILE, detect_format,
+                                  load_checkpoint, read_task_info, save_checkpoint)
+from albert_tf.checkpoint_readers import find_spm_model
 from albert_tf.config import ConfigError
 
 logger = logging.getLogger("albert_tf.convert")
@@ -49,48 +48,39 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cased", action="store_true",
                         help="the vocabulary is cased: do not lower-case text")
     parser.add_argument("--force", action="store_true", help="overwrite a checkpoint in DST")
+    parser.add_argument("--task", choices=("regression", "multiple_choice"),
+                        help="for a TF1 checkpoint whose output_weights [1, H] fit both "
+                             "run_classifier's regression and run_race")
     return parser
 
 
-def find_spm_model(src: str) -> str | None:
-    """The SentencePiece model shipped with a checkpoint: spiece.model (Hugging Face) or
-    the single *.model file beside a TF1 checkpoint (e.g. 30k-clean.model)."""
-    directory = src if os.path.isdir(src) else os.path.dirname(tf1_prefix(src) or src)
-    named = os.path.join(directory, SPM_FILE)
-    if os.path.isfile(named):
-        return named
-    candidates = sorted(glob.glob(os.path.join(directory, "*.model")))
-    if len(candidates) > 1:
-        logger.warning("several SentencePiece models beside %s (%s); pass --spm-model",
-                       src, ", ".join(candidates))
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def hf_do_lower_case(src: str) -> bool | None:
-    """do_lower_case from a Hugging Face tokenizer_config.json, if there is one."""
-    path = os.path.join(src, "tokenizer_config.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        value = json.load(f).get("do_lower_case")
-    return None if value is None else bool(value)
+# Record fields save_checkpoint takes as arguments (or decides itself); the rest of a
+# foreign checkpoint's task record travels as extra fields.
+_SAVED_FIELDS = ("task", "num_classes", "label_names", "do_lower_case", "seq_length",
+                 "answerability")
 
 
 def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = False,
-            force: bool = False) -> str:
-    """Reads `src` (TF1 or Hugging Face) and writes it to `dst` in albert-tf's format."""
+            force: bool = False, task: str | None = None) -> str:
+    """Reads `src` (TF1 or Hugging Face, fine-tuned heads included) and writes it to
+    `dst` in albert-tf's format, with its task record (label names, lowercasing, ...).
+
+    `task` names the task of a TF1 checkpoint that fits two of the original scripts.
+    """
     kind = detect_format(src)
     if os.path.isfile(os.path.join(dst, WEIGHTS_FILE)) and not force:
         raise FileExistsError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
     if spm_model is not None and not os.path.isfile(spm_model):
         raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
     spm_model = spm_model or find_spm_model(src)
-    lower = hf_do_lower_case(src) if kind == "hf" else None
-    do_lower_case = not cased and lower is not False
-    model = load_checkpoint(src)
-    save_checkpoint(model, dst, spm_model=spm_model, do_lower_case=do_lower_case)
-    logger.info("converted %s checkpoint %s -> %s (%d weights, SentencePiece model: %s, "
-                "do_lower_case=%s)", kind, src, dst, len(model.weights),
+    record = read_task_info(src, task)
+    do_lower_case = not cased and record.get("do_lower_case", True)
+    model = load_checkpoint(src, task)
+    save_checkpoint(model, dst, spm_model=spm_model, label_names=record.get("label_names"),
+                    do_lower_case=do_lower_case, seq_length=record.get("seq_length"),
+                    extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS})
+    logger.info("converted %s checkpoint %s -> %s (%s, %d weights, SentencePiece model: %s, "
+                "do_lower_case=%s)", kind, src, dst, model.task, len(model.weights),
                 spm_model or "none found", do_lower_case)
     return dst
 
@@ -99,7 +89,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         args = _parser().parse_args(argv)
-        convert(args.src, args.dst, args.spm_model, args.cased, args.force)
+        convert(args.src, args.dst, args.spm_model, args.cased, args.force, args.task)
     except (_UsageError, CheckpointError, ConfigError, FileExistsError,
             FileNotFoundError) as e:
         print(f"albert-tf convert: error: {e}", file=sys.stderr)
