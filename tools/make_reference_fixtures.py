@@ -22,10 +22,18 @@ Every parameter (LayerNorm gains and all biases included) is drawn at random so 
 mis-wired tensor changes the outputs; references are computed in float64 and stored as
 float32.
 
+It also writes tests/fixtures/tasks/<head>/ for the fine-tuned heads (HF sequence
+classification single-/multi-label/regression, token classification, QA, multiple choice,
+masked LM; the original run_classifier, run_squad_v1, run_squad_v2 and run_race
+checkpoints): see the "Task heads" section below and tests/fixtures/README.md. Those need
+sentencepiece too (a tiny SentencePiece model is trained here, and HF's AlbertTokenizer
+tokenizes the fixed texts with it).
+
 How to run (needs torch, transformers and TensorFlow; the tests need none of torch):
 
     python3 -m venv /work/refvenv
-    /work/refvenv/bin/pip install torch==2.13.0 transformers safetensors numpy "tensorflow==2.21.*"
+    /work/refvenv/bin/pip install torch==2.13.0 transformers safetensors numpy "tensorflow==2.21.*" \
+        sentencepiece protobuf
     /work/refvenv/bin/python tools/make_reference_fixtures.py            # -> tests/fixtures
     /work/refvenv/bin/python tools/make_reference_fixtures.py --out DIR
 
@@ -322,10 +330,12 @@ MAX_ANSWER_LENGTH = 30  # run_squad's max_answer_length
 def train_spm(directory: str) -> str:
     import sentencepiece as spm
 
+    import io
+
     os.makedirs(directory, exist_ok=True)
-    prefix = os.path.join(directory, "spm")
+    model = io.BytesIO()  # written from memory: no temporary path recorded in the model
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SPM_CORPUS * 4), model_prefix=prefix, model_type="unigram",
+        sentence_iterator=iter(SPM_CORPUS * 4), model_writer=model, model_type="unigram",
         vocab_size=SPM_VOCAB_SIZE, character_coverage=1.0, hard_vocab_limit=False,
         pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="<pad>", unk_piece="<unk>",
         control_symbols=["[CLS]", "[SEP]", "[MASK]"], num_threads=1, minloglevel=2,
@@ -333,7 +343,10 @@ def train_spm(directory: str) -> str:
         # Text is normalised before SentencePiece (NFKD, lowercase) by both tokenizers;
         # no precompiled normalisation table keeps the model a few kB.
         normalization_rule_name="identity")
-    return prefix + ".model"
+    path = os.path.join(directory, "spm.model")
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+    return path
 
 
 TOKENIZER_CONFIG = {"do_lower_case": True, "keep_accents": False, "remove_space": True,
