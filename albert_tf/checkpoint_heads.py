@@ -40,6 +40,9 @@ HF_ARCHITECTURES = {
     "AlbertModel": "pretraining",
 }
 HF_PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+# HF's classification problem types -> the record's.
+_PROBLEM_TYPES = {"single_label_classification": "single_label",
+                  "multi_label_classification": "multi_label"}
 
 # SQuAD 2.0 decisions of the foreign span heads: "" when the null score exceeds the best
 # answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both
@@ -133,8 +136,8 @@ def hf_task_record(directory: str, tensor_names, task_hint: str | None = None) -
                                       f"{len(names)} labels; albert-tf regresses one score")
             record["task"] = "regression"
         else:
-            record.update(num_classes=len(names), label_names=names)
-        record["problem_type"] = problem
+            record.update(num_classes=len(names), label_names=names,
+                          problem_type=_PROBLEM_TYPES[problem])
     elif task == "token_classification":
         names = _hf_label_names(config, path)
         record.update(num_classes=len(names), label_names=names)
@@ -157,8 +160,7 @@ def tf1_task_record(prefix: str, shapes: dict[str, tuple[int, ...]],
     elif "output_weights" in shapes:
         classes = shapes["output_weights"][0]
         if classes > 1:
-            record = _record("classification", num_classes=classes,
-                             problem_type="single_label_classification")
+            record = _record("classification", num_classes=classes, problem_type="single_label")
         elif task_hint in _TF1_ONE_OUTPUT_TASKS:
             record = _record(task_hint)
         else:

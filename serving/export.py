@@ -65,7 +65,7 @@ def build_module(model, preprocessor, task: str | None = None, label_names=None,
     if task == "classification":
         return signatures.ClassifierModule(
             model, preprocessor, label_names, pad_multiple,
-            multi_label=record.get("problem_type") == "multi_label_classification")
+            multi_label=record.get("problem_type") == "multi_label")
     if task == "token_classification":
         return TokenClassifierModule(model, preprocessor, label_names, pad_multiple)
     if task == "regression":

@@ -86,9 +86,9 @@ def test_hf_records_carry_label_names_and_problem_type():
     single = read_task_info(os.path.join(TASKS, "seq_single", "hf"))
     assert single["task"] == "classification" and single["num_classes"] == 3
     assert single["label_names"] == ["negative", "neutral", "positive"]
-    assert single["problem_type"] == "single_label_classification"
+    assert single["problem_type"] == "single_label"
     multi = read_task_info(os.path.join(TASKS, "seq_multi", "hf"))
-    assert multi["problem_type"] == "multi_label_classification"
+    assert multi["problem_type"] == "multi_label"
     assert multi["label_names"] == ["sports", "politics", "science", "art"]
     assert read_task_info(os.path.join(TASKS, "seq_regression", "hf"))["task"] == "regression"
     token = read_task_info(os.path.join(TASKS, "token", "hf"))
