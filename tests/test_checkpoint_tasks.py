@@ -153,3 +153,18 @@ def test_beam_head_survives_our_format(tmp_path):
     reloaded = load_checkpoint(out)
     assert type(reloaded) is AlbertSpanBeamExtractor
     assert max(max_delta(reloaded, "squad_v2_beam").values()) <= TOLERANCE
+
+
+def test_convert_keeps_head_and_record(tmp_path):
+    from albert_tf.training import convert
+
+    out = str(tmp_path / "sst")
+    assert convert.main([os.path.join(TASKS, "seq_multi", "hf"), out]) == 0
+    record = read_task_info(out)
+    assert record["label_names"] == ["sports", "politics", "science", "art"]
+    assert record["problem_type"] == "multi_label"
+    assert os.path.isfile(os.path.join(out, "spiece.model"))
+    model = load_checkpoint(out)
+    assert type(model) is AlbertSequenceClassifier
+    assert max_delta(model, "seq_multi")["logits"] <= TOLERANCE
+    assert convert.main([os.path.join(TASKS, "choice", "tf1"), str(tmp_path / "race")]) == 2
