@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
-import logging
 import os
 import pickle
 import re
@@ -24,13 +23,14 @@ from typing import Callable
 
 import numpy as np
 
+from albert_tf.runio import UserError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(UserError):
     """A checkpoint that cannot be read or does not fit the model."""
 
 
 HF_CONFIG_FILE = "config.json"
-SPM_FILE = "spiece.model"  # the SentencePiece model's name in HF and albert-tf directories
 HF_SAFETENSORS = "model.safetensors"
 HF_SAFETENSORS_INDEX = "model.safetensors.index.json"
 HF_TORCH_FILE = "pytorch_model.bin"
@@ -155,22 +155,6 @@ def read_hf(directory: str) -> TensorSource:
         read = (lambda read_stored: lambda name: read_stored(stored[name]))(read)
     shapes = {k: v for k, v in shapes.items() if k not in _HF_NOT_WEIGHTS}
     return TensorSource(path, "hf", shapes, read)
-
-
-# ---------------------------------------------------------------- SentencePiece
-def find_spm_model(src: str) -> str | None:
-    """The SentencePiece model shipped with a checkpoint: spiece.model (Hugging Face) or
-    the single *.model file beside a TF1 checkpoint (e.g. 30k-clean.model)."""
-    directory = src if os.path.isdir(src) else os.path.dirname(tf1_prefix(src) or src)
-    named = os.path.join(directory, SPM_FILE)
-    if os.path.isfile(named):
-        return named
-    candidates = sorted(glob.glob(os.path.join(directory, "*.model")))
-    if len(candidates) > 1:
-        logging.getLogger(__name__).warning(
-            "several SentencePiece models beside %s (%s); pass --spm-model", src,
-            ", ".join(candidates))
-    return candidates[0] if len(candidates) == 1 else None
 
 
 # ---------------------------------------------------------------------- Keras .h5

@@ -14,30 +14,19 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import sys
 
-from albert_tf.checkpoint import (CheckpointError, WEIGHTS_FILE, detect_format,
-                                  load_checkpoint, read_task_info, save_checkpoint)
-from albert_tf.checkpoint_readers import find_spm_model
-from albert_tf.config import ConfigError
+from albert_tf import runio
+from albert_tf.checkpoint import (WEIGHTS_FILE, detect_format, load_checkpoint, read_task_info,
+                                  save_checkpoint)
+from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer, find_spm_model, hf_do_lower_case
 
 logger = logging.getLogger("albert_tf.convert")
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and status 2, not argparse's usage dump
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="albert-tf convert", description=__doc__.splitlines()[0],
+    parser = runio.ArgumentParser(prog="albert-tf convert", description=__doc__.splitlines()[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="\n".join(__doc__.splitlines()[2:]))
     parser.add_argument("src", help="TF1 checkpoint directory or prefix, or a Hugging Face "
@@ -69,13 +58,15 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
     """
     kind = detect_format(src)
     if os.path.isfile(os.path.join(dst, WEIGHTS_FILE)) and not force:
-        raise FileExistsError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
+        raise runio.UserError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
     if spm_model is not None and not os.path.isfile(spm_model):
-        raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
-    spm_model = spm_model or find_spm_model(src)
+        raise runio.UserError(f"--spm-model {spm_model}: no such file")
+    tokenizer = checkpoint_tokenizer(src, spm_model, False if cased else None)
+    spm_model, do_lower_case = tokenizer.spm_model, tokenizer.do_lower_case
     record = read_task_info(src, task)
-    do_lower_case = not cased and record.get("do_lower_case", True)
     model = load_checkpoint(src, task)
+    if spm_model is not None:
+        _check_vocab_size(spm_model, model.config.vocab_size, src)
     save_checkpoint(model, dst, spm_model=spm_model, label_names=record.get("label_names"),
                     do_lower_case=do_lower_case, seq_length=record.get("seq_length"),
                     extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS})
@@ -85,17 +76,29 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
     return dst
 
 
+def _check_vocab_size(spm_model: str, vocab_size: int, src: str) -> None:
+    """A SentencePiece model whose size is not the embedding table's is the wrong one."""
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    pieces = AlbertTokenizer(spm_model).vocab_size
+    if pieces != vocab_size:
+        raise runio.UserError(f"SentencePiece model {spm_model} has {pieces} pieces but the "
+                              f"checkpoint {src} has vocab_size={vocab_size}; pass the "
+                              "model's own vocabulary with --spm-model")
+
+
+__all__ = ["convert", "main", "find_spm_model", "hf_do_lower_case"]
+
+
+@runio.command("convert")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        args = _parser().parse_args(argv)
-        convert(args.src, args.dst, args.spm_model, args.cased, args.force, args.task)
-    except (_UsageError, CheckpointError, ConfigError, FileExistsError,
-            FileNotFoundError) as e:
-        print(f"albert-tf convert: error: {e}", file=sys.stderr)
-        return 2
+    args = _parser().parse_args(argv)
+    runio.setup_logging()
+    convert(args.src, args.dst, args.spm_model, args.cased, args.force, args.task)
     return 0
 
 
 if __name__ == "__main__":
+    import sys
+
     sys.exit(main(sys.argv[1:]))
