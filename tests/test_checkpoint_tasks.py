@@ -168,3 +168,36 @@ def test_convert_keeps_head_and_record(tmp_path):
     assert type(model) is AlbertSequenceClassifier
     assert max_delta(model, "seq_multi")["logits"] <= TOLERANCE
     assert convert.main([os.path.join(TASKS, "choice", "tf1"), str(tmp_path / "race")]) == 2
+
+
+# ------------------------------------------------------- the new models, as the harness
+def test_new_models_serialize(tmp_path):
+    from tests.model_harness import (check_serialization, encoder_inputs, pretrainer_inputs,
+                                     tiny_config)
+
+    config = tiny_config()
+    check_serialization(AlbertMaskedLM(config), pretrainer_inputs(config), tmp_path / "mlm")
+    check_serialization(AlbertSpanBeamExtractor(config, start_n_top=3, end_n_top=2),
+                        encoder_inputs(config), tmp_path / "beam")
+
+
+def test_beam_head_shapes_and_candidates():
+    from albert_tf.heads import answer_candidates_mask
+    from tests.model_harness import BATCH, SEQ, encoder_inputs, tiny_config
+
+    config = tiny_config()
+    inputs = encoder_inputs(config, seq=SEQ, batch=BATCH)
+    model = AlbertSpanBeamExtractor(config, start_n_top=3, end_n_top=2)
+    out = {k: keras.ops.convert_to_numpy(v) for k, v in model(inputs).items()}
+    assert out["start_top_index"].shape == (BATCH, 3) and out["start_top_index"].dtype == np.int32
+    assert out["end_top_index"].shape == (BATCH, 6) and out["end_top_index"].dtype == np.int32
+    assert out["end_top_log_probs"].dtype == out["cls_logits"].dtype == np.float32
+    assert out["cls_logits"].shape == (BATCH,)
+    p_mask = keras.ops.convert_to_numpy(answer_candidates_mask(inputs["input_mask"],
+                                                               inputs["input_type_ids"]))
+    # Row 0 (7 tokens, second segment from position 3): [CLS] and the second segment
+    # less its closing [SEP] are the candidates.
+    assert list(np.flatnonzero(p_mask[0] == 0)) == [0, 3, 4, 5]
+    starts = set(out["start_top_index"][0])
+    assert len(starts) == 3 and starts <= {0, 3, 4, 5}  # the beam keeps to the candidates
+    assert np.all(np.diff(out["start_top_log_probs"], axis=1) <= 0)  # best first
