@@ -22,6 +22,8 @@ _LAZY = {
     "AlbertTokenClassifier": "albert_tf.models",
     "AlbertSpanExtractor": "albert_tf.models",
     "AlbertMultipleChoice": "albert_tf.models",
+    "AlbertMaskedLM": "albert_tf.models",
+    "AlbertSpanBeamExtractor": "albert_tf.models",
     "load_checkpoint": "albert_tf.checkpoint",
     "save_checkpoint": "albert_tf.checkpoint",
     "CheckpointError": "albert_tf.checkpoint",

@@ -24,186 +24,26 @@ import os
 import shutil
 import tempfile
 import uuid
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
+from albert_tf.checkpoint_heads import hf_task_record, tf1_task_record
+from albert_tf.checkpoint_names import NAME_TABLE, POOLER, place
 from albert_tf.checkpoint_readers import (HF_CONFIG_FILE, HF_WEIGHT_FILES, CheckpointError,
                                           TensorSource, h5_shapes, read_hf, read_tf1, tf1_prefix)
+from albert_tf.checkpoint_tokenizer import SPM_FILE
 from albert_tf.config import AlbertConfig
 from albert_tf.task_record import TASK_FILE, TaskRecord, TaskRecordError
 
 __all__ = ["load_checkpoint", "save_checkpoint", "detect_format", "read_task_info",
-           "task_record_of", "CheckpointError", "NAME_TABLE"]
+           "task_record_of", "task_record", "task_model_kwargs", "CheckpointError",
+           "NAME_TABLE"]
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "albert_config.json"
 WEIGHTS_FILE = "model.weights.h5"
-SPM_FILE = "spiece.model"
-
-
-# ----------------------------------------------------------------------------------
-# The name table: ours <-> original TF1 <-> Hugging Face.
-#
-# Columns: (our variable, TF1 name, TF1 layout, HF key, HF layout).
-# * Our variable is an attribute path from the AlbertPretrainer; "block." starts at
-#   encoder.block(first layer of group g, inner group i).
-# * {g} and {i} are the group and inner-group indices.
-# * Layout: "=" the source tensor is stored as we store it; "T" it is the transpose.
-#   Our Dense kernels are [in, out] like TF1's; HF nn.Linear weights are [out, in].
-#   The TF1 SOP `output_weights` is [2, H] (the original multiplies by its transpose),
-#   our sop_head.dense kernel is [H, 2].
-# ----------------------------------------------------------------------------------
-_BLOCK_TF1 = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
-_BLOCK_HF = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
-
-NAME_TABLE: tuple[tuple[str, str, str, str, str], ...] = (
-    ("encoder.embeddings.word_embeddings.embeddings", "bert/embeddings/word_embeddings", "=",
-     "albert.embeddings.word_embeddings.weight", "="),
-    ("encoder.embeddings.position_embeddings.embeddings", "bert/embeddings/position_embeddings",
-     "=", "albert.embeddings.position_embeddings.weight", "="),
-    ("encoder.embeddings.token_type_embeddings.embeddings",
-     "bert/embeddings/token_type_embeddings", "=",
-     "albert.embeddings.token_type_embeddings.weight", "="),
-    ("encoder.embeddings.layer_norm.gamma", "bert/embeddings/LayerNorm/gamma", "=",
-     "albert.embeddings.LayerNorm.weight", "="),
-    ("encoder.embeddings.layer_norm.beta", "bert/embeddings/LayerNorm/beta", "=",
-     "albert.embeddings.LayerNorm.bias", "="),
-    ("encoder.embedding_projection.kernel", "bert/encoder/embedding_hidden_mapping_in/kernel",
-     "=", "albert.encoder.embedding_hidden_mapping_in.weight", "T"),
-    ("encoder.embedding_projection.bias", "bert/encoder/embedding_hidden_mapping_in/bias", "=",
-     "albert.encoder.embedding_hidden_mapping_in.bias", "="),
-    ("block.attention.query.kernel", _BLOCK_TF1 + "attention_1/self/query/kernel", "=",
-     _BLOCK_HF + "attention.query.weight", "T"),
-    ("block.attention.query.bias", _BLOCK_TF1 + "attention_1/self/query/bias", "=",
-     _BLOCK_HF + "attention.query.bias", "="),
-    ("block.attention.key.kernel", _BLOCK_TF1 + "attention_1/self/key/kernel", "=",
-     _BLOCK_HF + "attention.key.weight", "T"),
-    ("block.attention.key.bias", _BLOCK_TF1 + "attention_1/self/key/bias", "=",
-     _BLOCK_HF + "attention.key.bias", "="),
-    ("block.attention.value.kernel", _BLOCK_TF1 + "attention_1/self/value/kernel", "=",
-     _BLOCK_HF + "attention.value.weight", "T"),
-    ("block.attention.value.bias", _BLOCK_TF1 + "attention_1/self/value/bias", "=",
-     _BLOCK_HF + "attention.value.bias", "="),
-    ("block.attention.output_dense.kernel", _BLOCK_TF1 + "attention_1/output/dense/kernel", "=",
-     _BLOCK_HF + "attention.dense.weight", "T"),
-    ("block.attention.output_dense.bias", _BLOCK_TF1 + "attention_1/output/dense/bias", "=",
-     _BLOCK_HF + "attention.dense.bias", "="),
-    ("block.attention.layer_norm.gamma", _BLOCK_TF1 + "LayerNorm/gamma", "=",
-     _BLOCK_HF + "attention.LayerNorm.weight", "="),
-    ("block.attention.layer_norm.beta", _BLOCK_TF1 + "LayerNorm/beta", "=",
-     _BLOCK_HF + "attention.LayerNorm.bias", "="),
-    ("block.ffn.intermediate.kernel", _BLOCK_TF1 + "ffn_1/intermediate/dense/kernel", "=",
-     _BLOCK_HF + "ffn.weight", "T"),
-    ("block.ffn.intermediate.bias", _BLOCK_TF1 + "ffn_1/intermediate/dense/bias", "=",
-     _BLOCK_HF + "ffn.bias", "="),
-    ("block.ffn.output_dense.kernel", _BLOCK_TF1 + "ffn_1/intermediate/output/dense/kernel", "=",
-     _BLOCK_HF + "ffn_output.weight", "T"),
-    ("block.ffn.output_dense.bias", _BLOCK_TF1 + "ffn_1/intermediate/output/dense/bias", "=",
-     _BLOCK_HF + "ffn_output.bias", "="),
-    ("block.ffn.layer_norm.gamma", _BLOCK_TF1 + "LayerNorm_1/gamma", "=",
-     _BLOCK_HF + "full_layer_layer_norm.weight", "="),
-    ("block.ffn.layer_norm.beta", _BLOCK_TF1 + "LayerNorm_1/beta", "=",
-     _BLOCK_HF + "full_layer_layer_norm.bias", "="),
-    ("encoder.pooler.kernel", "bert/pooler/dense/kernel", "=", "albert.pooler.weight", "T"),
-    ("encoder.pooler.bias", "bert/pooler/dense/bias", "=", "albert.pooler.bias", "="),
-    ("mlm_head.dense.kernel", "cls/predictions/transform/dense/kernel", "=",
-     "predictions.dense.weight", "T"),
-    ("mlm_head.dense.bias", "cls/predictions/transform/dense/bias", "=",
-     "predictions.dense.bias", "="),
-    ("mlm_head.layer_norm.gamma", "cls/predictions/transform/LayerNorm/gamma", "=",
-     "predictions.LayerNorm.weight", "="),
-    ("mlm_head.layer_norm.beta", "cls/predictions/transform/LayerNorm/beta", "=",
-     "predictions.LayerNorm.bias", "="),
-    ("mlm_head.output_bias", "cls/predictions/output_bias", "=", "predictions.bias", "="),
-    ("sop_head.dense.kernel", "cls/seq_relationship/output_weights", "T",
-     "sop_classifier.classifier.weight", "T"),
-    ("sop_head.dense.bias", "cls/seq_relationship/output_bias", "=",
-     "sop_classifier.classifier.bias", "="),
-)
-
-# Heads: a source holding none of a head's tensors leaves that head initialised.
-HEADS = ("mlm_head", "sop_head")
-
-# Hugging Face files may store copies of tied tensors: (copy, the tensor it must equal).
-HF_TIED_COPIES = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-                  "predictions.decoder.bias": "predictions.bias"}
-
-
-# ----------------------------------------------------------------------------------
-# Placing a source's tensors in a pretrainer.
-# ----------------------------------------------------------------------------------
-def _resolve(model, path: str, block):
-    obj = block if path.startswith("block.") else model
-    for attribute in path.split(".")[1 if path.startswith("block.") else 0:]:
-        obj = getattr(obj, attribute)
-    return obj
-
-
-def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str, str]]:
-    """(our path, variable, source name, layout) for every tensor the model needs."""
-    config = model.config
-    first_layer = {}
-    for layer in range(config.num_hidden_layers):
-        first_layer.setdefault(config.group_of_layer(layer), layer)
-    for ours, tf1, tf1_layout, hf, hf_layout in NAME_TABLE:
-        source_name, layout = (tf1, tf1_layout) if kind == "tf1" else (hf, hf_layout)
-        if ours.startswith("encoder.embedding_projection") and \
-                model.encoder.embedding_projection is None:
-            continue  # E == H: the original has no embedding_hidden_mapping_in
-        if not ours.startswith("block."):
-            yield ours, _resolve(model, ours, None), source_name, layout
-            continue
-        for g in range(config.num_hidden_groups):
-            for i in range(config.inner_group_num):
-                block = model.encoder.block(first_layer[g], i)
-                yield ours, _resolve(model, ours, block), source_name.format(g=g, i=i), layout
-
-
-def _place(model, source: TensorSource, config_path: str) -> list[str]:
-    """Assigns every tensor of `source` to `model`; returns the heads left initialised.
-
-    Raises CheckpointError listing every missing, unexpected and mis-shaped tensor.
-    """
-    rows = list(_table_rows(model, source.kind))
-    present_heads = {h for h in HEADS
-                     if any(o.startswith(h) and n in source.shapes for o, _, n, _ in rows)}
-    problems, used, assignments = [], set(), []
-    for ours, variable, name, layout in rows:
-        if ours.split(".")[0] in HEADS and ours.split(".")[0] not in present_heads:
-            continue
-        if name not in source.shapes:
-            problems.append(f"missing: {name}")
-            continue
-        used.add(name)
-        expected = tuple(variable.shape)[::-1] if layout == "T" else tuple(variable.shape)
-        if tuple(source.shapes[name]) != expected:
-            problems.append(f"mis-shaped: {name}: {tuple(source.shapes[name])} in the "
-                            f"checkpoint, {expected} expected")
-            continue
-        assignments.append((variable, name, layout))
-    tied = set(HF_TIED_COPIES) if source.kind == "hf" else set()
-    problems += [f"unexpected: {n}" for n in sorted(set(source.shapes) - used - tied)]
-    if source.kind == "hf" and not problems:
-        problems += _check_tied_copies(source)
-    if problems:
-        raise CheckpointError(
-            f"{source.path}: {len(problems)} tensor(s) do not fit the model of "
-            f"{config_path}:\n  " + "\n  ".join(problems))
-    for variable, name, layout in assignments:
-        value = source.read(name)
-        variable.assign(np.asarray(value.T if layout == "T" else value, variable.dtype))
-    return [h for h in HEADS if h not in present_heads]
-
-
-def _check_tied_copies(source: TensorSource) -> list[str]:
-    problems = []
-    for copy, original in HF_TIED_COPIES.items():
-        if copy in source.shapes and original in source.shapes and \
-                not np.array_equal(source.read(copy), source.read(original)):
-            problems.append(f"tied copy differs: {copy} != {original} (albert-tf ties them)")
-    return problems
 
 
 # ----------------------------------------------------------------------------------
@@ -232,9 +72,7 @@ def read_config(path: str | os.PathLike) -> AlbertConfig:
     kind = detect_format(path)
     if kind == "albert_tf":
         return AlbertConfig.from_json_file(os.path.join(path, CONFIG_FILE))
-    prefix = tf1_prefix(path) if kind == "tf1" else None
-    return AlbertConfig.from_json_file(os.path.join(os.path.dirname(prefix), CONFIG_FILE)
-                                       if prefix else os.path.join(path, HF_CONFIG_FILE))
+    return AlbertConfig.from_json_file(_foreign_config_path(path, kind))
 
 
 def check_seq_length(checkpoint: str | os.PathLike, seq_length: int) -> None:
@@ -257,29 +95,73 @@ def _read_config(path: str) -> AlbertConfig:
     return config
 
 
-def _load_foreign(path: str, kind: str):
-    from albert_tf.models import AlbertPretrainer
-
+def _foreign_config_path(path: str, kind: str) -> str:
     prefix = tf1_prefix(path) if kind == "tf1" else None
-    config_path = (os.path.join(os.path.dirname(prefix), CONFIG_FILE) if prefix
-                   else os.path.join(path, HF_CONFIG_FILE))
+    return (os.path.join(os.path.dirname(prefix), CONFIG_FILE) if prefix
+            else os.path.join(path, HF_CONFIG_FILE))
+
+
+def _foreign_source(path: str, kind: str) -> TensorSource:
+    return read_tf1(tf1_prefix(path)) if kind == "tf1" else read_hf(path)
+
+
+def _foreign_record(path: str, kind: str, source: TensorSource, task: str | None) -> dict:
+    if kind == "tf1":
+        return tf1_task_record(source.path, source.shapes, task)
+    return hf_task_record(path, source.shapes, task)
+
+
+def task_model_kwargs(record: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments a task record gives its `TASK_MODELS` class."""
+    task = record["task"]
+    if task in ("classification", "token_classification"):
+        return {"num_classes": record.get("num_classes")}
+    if task == "span":
+        return {"answerability": bool(record.get("answerability", False))}
+    if task == "span_beam":
+        return {k: record[k] for k in ("start_n_top", "end_n_top") if k in record}
+    return {}
+
+
+def _load_foreign(path: str, kind: str, task: str | None = None):
+    from albert_tf.models import TASK_MODELS
+
+    config_path = _foreign_config_path(path, kind)
     config = _read_config(config_path)  # first: a bad config fails before any tensor is read
-    source = read_tf1(prefix) if prefix else read_hf(path)
-    model = AlbertPretrainer(config)
-    for head in _place(model, source, config_path):
-        logger.warning("%s has no %s weights; that head keeps its random initialisation",
-                       source.path, head)
-    logger.info("loaded %d tensors from %s (%s)", len(source.shapes), source.path, kind)
+    source = _foreign_source(path, kind)
+    record = _foreign_record(path, kind, source, task)
+    model = TASK_MODELS[record["task"]](config, **task_model_kwargs(record))
+    for part in place(model, source, config_path):
+        logger.warning("%s has no %s weights; %s keeps its random initialisation",
+                       source.path, part, "the pooler (unused by this model)"
+                       if part == POOLER else "that head")
+    logger.info("loaded %d tensors from %s (%s, %s)", len(source.shapes), source.path, kind,
+                record["task"])
     return model
 
 
-def read_task_info(directory: str | os.PathLike) -> dict[str, Any]:
-    """albert_task.json of one of our checkpoint directories, validated, as a dict.
+def task_record(path: str | os.PathLike, task: str | None = None) -> TaskRecord:
+    """The validated `TaskRecord` of any checkpoint.
 
-    `TaskRecord.read(directory).to_dict()`: the fields of the checkpoint's task,
-    defaults filled in for older files (pretraining if the file is absent).
+    Ours: its albert_task.json (pretraining if absent). Hugging Face and TF1:
+    derived from the config and tensor names (`albert_tf.checkpoint_heads`); `task`
+    names the task where a TF1 checkpoint's variables fit two of the original scripts.
     """
-    return TaskRecord.read(directory).to_dict()
+    path = os.fspath(path)
+    try:
+        kind = detect_format(path)
+    except CheckpointError:  # no weights (yet): albert_task.json alone still answers
+        kind = "albert_tf"
+    if kind == "albert_tf":
+        return TaskRecord.read(path)
+    record = _foreign_record(path, kind, _foreign_source(path, kind), task)
+    return TaskRecord.from_dict(record, source=path)
+
+
+def read_task_info(directory: str | os.PathLike, task: str | None = None) -> dict[str, Any]:
+    """`task_record(directory, task).to_dict()`: the checkpoint's task fields as a dict,
+    defaults filled in for older files (pretraining if the file is absent)."""
+    return task_record(directory, task).to_dict()
 
 
 def _ensure_built(model) -> None:
@@ -295,7 +177,7 @@ def _ensure_built(model) -> None:
 
     inputs = {name: np.zeros(shape, np.int32) for name in (INPUT_WORD_IDS, INPUT_TYPE_IDS)}
     inputs[INPUT_MASK] = np.ones(shape, np.int32)
-    if model.task == "pretraining":
+    if model.task in ("pretraining", "masked_lm"):
         inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
     model(inputs)
 
@@ -309,12 +191,7 @@ def _load_ours(directory: str):
     if task not in TASK_MODELS:
         raise CheckpointError(f"{os.path.join(directory, TASK_FILE)}: task={task!r} is not one "
                               f"of {', '.join(TASK_MODELS)}")
-    kwargs = {}
-    if task in ("classification", "token_classification"):
-        kwargs["num_classes"] = record.num_classes
-    elif task == "span":
-        kwargs["answerability"] = record.answerability
-    model = TASK_MODELS[task](config, **kwargs)
+    model = TASK_MODELS[task](config, **task_model_kwargs(record.to_dict()))
     _ensure_built(model)
     weights = os.path.join(directory, WEIGHTS_FILE)
     keras_error = None
@@ -355,17 +232,23 @@ def _save_model_weights(model, path: str) -> None:
                                    objects_to_skip=[optimizer] if optimizer is not None else None)
 
 
-def load_checkpoint(path: str | os.PathLike):
+def load_checkpoint(path: str | os.PathLike, task: str | None = None):
     """Reads a TF1, Hugging Face or albert-tf checkpoint into a model.
 
     Args:
       path: a TF1 checkpoint directory (albert_config.json + model.ckpt-*) or
         prefix, a Hugging Face ALBERT directory, or one of our directories.
+      task: for a TF1 checkpoint whose variables fit two of the original scripts
+        (`output_weights` [1, H]: "regression" or "multiple_choice"); elsewhere, if
+        given, it must be the checkpoint's task (or "encoder").
 
     Returns:
-      An `AlbertPretrainer` for TF1 and Hugging Face sources and our pretraining
-      checkpoints (heads the source lacks keep their initialisation; a warning says
-      so); for our fine-tuned directories, the task model `albert_task.json` names.
+      The task model of `albert_tf.models.TASK_MODELS` the checkpoint holds, with
+      its head: for foreign checkpoints as `read_task_info` derives it (the HF
+      architecture, or the original script from the variable names; a pretraining
+      checkpoint gives an `AlbertPretrainer` whose absent heads keep their
+      initialisation, with a warning); for ours, the one `albert_task.json` names.
+      `read_task_info(path)` gives the matching task record (label names, ...).
 
     Raises:
       CheckpointError: unreadable files, or tensors that do not fit the config
@@ -376,7 +259,12 @@ def load_checkpoint(path: str | os.PathLike):
     """
     path = os.fspath(path)
     kind = detect_format(path)
-    return _load_ours(path) if kind == "albert_tf" else _load_foreign(path, kind)
+    if kind != "albert_tf":
+        return _load_foreign(path, kind, task)
+    model = _load_ours(path)
+    if task not in (None, "encoder", model.task):
+        raise CheckpointError(f"{path}: holds a {model.task} model, not {task}")
+    return model
 
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
@@ -451,6 +339,8 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
         raise TaskRecordError(f"label_names given for a {model.task} model")
     if model.task == "span":
         decided["answerability"] = bool(model.answerability)
+    if model.task == "span_beam":
+        decided.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
     clashes = sorted(set(extra_info or {}) & (set(decided) | {"num_classes", "label_names"}))
     if clashes:
         raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")

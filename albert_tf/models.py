@@ -12,16 +12,26 @@ from albert_tf.keras_compat import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import INPUT_NAMES, AlbertEncoder, as_config
-from albert_tf.heads import ClassificationHead, MaskedLMHead
+from albert_tf.heads import (BeamSpanHead, ClassificationHead, MaskedLMHead,
+                             answer_candidates_mask)
+from albert_tf.task_record import BEAM_DEFAULTS
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1
+
+# Beam sizes of the SQuAD 2.0 beam head: the original run_squad_v2's defaults, whose one
+# home is the task record.
+START_N_TOP = BEAM_DEFAULTS["start_n_top"]
+END_N_TOP = BEAM_DEFAULTS["end_n_top"]
 
 
 class _AlbertTaskModel(keras.Model):
     """Holds the encoder and the shared (de)serialisation of config-built models."""
 
     task = ""
+    # Whether the model reads the encoder's pooled output; checkpoints of models that
+    # do not (Hugging Face's QA, token-classification and masked-LM models) have no pooler.
+    uses_pooled_output = True
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
                  **kwargs):
@@ -162,6 +172,7 @@ class AlbertTokenClassifier(_AlbertTaskModel):
     """
 
     task = "token_classification"
+    uses_pooled_output = False
 
     def __init__(self, config, num_classes: int, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
@@ -194,6 +205,7 @@ class AlbertSpanExtractor(_AlbertTaskModel):
     def __init__(self, config, answerability: bool = False, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
         self.answerability = answerability
+        self.uses_pooled_output = answerability
         init = self.config.initializer_range
         self.span_head = ClassificationHead(2, 0.0, init, name="span_classifier",
                                             dtype=self.dtype_policy)
@@ -247,6 +259,73 @@ class AlbertMultipleChoice(_AlbertTaskModel):
         return {"logits": ops.reshape(scores, (batch, choices))}
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertMaskedLM(_AlbertTaskModel):
+    """Encoder + masked-LM head (tied decoder), without pooler use or sentence order:
+    Hugging Face's AlbertForMaskedLM.
+
+    Call: the encoder's inputs plus `masked_lm_positions` int32 [B,P] ->
+    `{"mlm_logits": [B,P,V]}` (float32).
+    """
+
+    task = "masked_lm"
+    uses_pooled_output = False
+
+    def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
+                 **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        cfg = self.config
+        self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
+                                     cfg.initializer_range, name="mlm_head",
+                                     dtype=self.dtype_policy)
+        self.mlm_head.build((None, None, cfg.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence = self._encode(inputs, training)["sequence_output"]
+        table = self.encoder.embeddings.word_embeddings.embeddings  # [V,E], tied decoder
+        return {"mlm_logits": self.mlm_head(sequence, inputs["masked_lm_positions"], table)}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertSpanBeamExtractor(_AlbertTaskModel):
+    """SQuAD 2.0 with the original run_squad_v2 head (`heads.BeamSpanHead`).
+
+    Inputs are packed `[CLS] question [SEP] context [SEP]`; the positions the head
+    may point at ([CLS] and the context: the original's p_mask) are derived from
+    `input_type_ids` and `input_mask` by `heads.answer_candidates_mask`.
+
+    Call: encoder inputs [B,T] (T >= max(start_n_top, end_n_top)) ->
+    `{"start_top_log_probs": [B,k1], "start_top_index": [B,k1], "end_top_log_probs":
+    [B,k1*k2], "end_top_index": [B,k1*k2], "cls_logits": [B]}`; cls_logits is the
+    log-odds that the question has no answer.
+    """
+
+    task = "span_beam"
+    uses_pooled_output = False
+
+    def __init__(self, config, start_n_top: int = START_N_TOP, end_n_top: int = END_N_TOP,
+                 encoder=None, **kwargs):
+        super().__init__(config, encoder, **kwargs)
+        self.start_n_top = start_n_top
+        self.end_n_top = end_n_top
+        cfg = self.config
+        self.beam_head = BeamSpanHead(cfg.hidden_size, start_n_top, end_n_top, HEAD_DROPOUT,
+                                      cfg.initializer_range, name="beam_span_head",
+                                      dtype=self.dtype_policy)
+        self.beam_head.build()
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence = self._encode(inputs, training)["sequence_output"]
+        p_mask = answer_candidates_mask(inputs["input_mask"], inputs["input_type_ids"])
+        return self.beam_head(sequence, p_mask, training=training)
+
+    def _head_args(self):
+        return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top}
+
+
 TASK_MODELS = {cls.task: cls for cls in (AlbertPretrainer, AlbertSequenceClassifier,
                                          AlbertSequenceRegressor, AlbertTokenClassifier,
-                                         AlbertSpanExtractor, AlbertMultipleChoice)}
+                                         AlbertSpanExtractor, AlbertMultipleChoice,
+                                         AlbertMaskedLM, AlbertSpanBeamExtractor)}

@@ -8,7 +8,7 @@ way it was trained. The defaults of these settings live here and nowhere else.
 
 | field | tasks | meaning (default) |
 |---|---|---|
-| task | all | pretraining, classification, regression, token_classification, span, multiple_choice |
+| task | all | pretraining, masked_lm, classification, regression, token_classification, span, span_beam, multiple_choice |
 | seq_length | all | tokens per sequence at fine-tuning (None: not fine-tuned) |
 | do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False) |
 | num_classes, label_names | classification, token_classification | classes and their names |
@@ -19,6 +19,8 @@ way it was trained. The defaults of these settings live here and nowhere else.
 | max_answer_length | span | longest answer in pieces (30) |
 | n_best | span | candidate starts / ends per window (20) |
 | no_answer_threshold | span | "" when P(no answer) exceeds it (0.5; SQuAD 2.0 fine-tuning tunes it) |
+| null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
+| start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
 | max_qa_length | multiple_choice | question + option pieces kept (128, at most seq_length - 3) |
 
 Example:
@@ -39,11 +41,11 @@ from typing import Any, Mapping
 from albert_tf.runio import UserError, atomic_write
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
-           "MULTIPLE_CHOICE_DEFAULTS", "read_task_record"]
+           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "read_task_record"]
 
 TASK_FILE = "albert_task.json"
-TASKS = ("pretraining", "classification", "regression", "token_classification", "span",
-         "multiple_choice")
+TASKS = ("pretraining", "masked_lm", "classification", "regression", "token_classification",
+         "span", "span_beam", "multiple_choice")
 PROBLEM_TYPES = ("single_label", "multi_label")
 
 # The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
@@ -51,6 +53,8 @@ PROBLEM_TYPES = ("single_label", "multi_label")
 SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
                  "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
+# run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
+BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
 _COMMON = ("task", "seq_length", "do_lower_case", "keep_accents")
 _CLASSES = ("num_classes", "label_names")
 # The fields each task's record holds (the others must stay None).
@@ -59,7 +63,10 @@ _FIELDS = {
     "classification": _COMMON + _CLASSES + ("problem_type",),
     "regression": _COMMON,
     "token_classification": _COMMON + _CLASSES,
-    "span": _COMMON + tuple(SPAN_DEFAULTS),
+    "masked_lm": _COMMON,
+    "span": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",),
+    "span_beam": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",)
+                 + tuple(BEAM_DEFAULTS),
     "multiple_choice": _COMMON + tuple(MULTIPLE_CHOICE_DEFAULTS),
 }
 # Fields older albert_task.json files wrote for every task (as null when not applicable).
@@ -94,6 +101,9 @@ class TaskRecord:
     n_best: int | None = None
     no_answer_threshold: float | None = None
     max_qa_length: int | None = None
+    null_score_diff_threshold: float | None = None
+    start_n_top: int | None = None
+    end_n_top: int | None = None
     source: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------ building
@@ -119,7 +129,8 @@ class TaskRecord:
             given["num_classes"] = len(given["label_names"])
         if task == "classification" and given.get("problem_type") is None:
             given["problem_type"] = "single_label"
-        defaults = {"span": SPAN_DEFAULTS, "multiple_choice": MULTIPLE_CHOICE_DEFAULTS}.get(task, {})
+        defaults = {"span": SPAN_DEFAULTS, "span_beam": {**SPAN_DEFAULTS, **BEAM_DEFAULTS},
+                    "multiple_choice": MULTIPLE_CHOICE_DEFAULTS}.get(task, {})
         for name, value in defaults.items():
             if given.get(name) is None:
                 given[name] = _fit_default(name, value, seq_length)
@@ -185,7 +196,7 @@ class TaskRecord:
         self._check_common(where)
         if self.task in ("classification", "token_classification"):
             self._check_classes(where)
-        elif self.task == "span":
+        elif self.task in ("span", "span_beam"):
             self._check_span(where)
         elif self.task == "multiple_choice":
             _check_int("max_qa_length", self.max_qa_length, 1, where)
@@ -226,6 +237,14 @@ class TaskRecord:
                 not math.isfinite(value) or not 0.0 <= value <= 1.0:
             raise TaskRecordError(f"no_answer_threshold={value!r}{where}: expected a "
                                   "probability in [0, 1]")
+        diff = self.null_score_diff_threshold
+        if diff is not None and (isinstance(diff, bool) or not isinstance(diff, (int, float))
+                                 or not math.isfinite(diff)):
+            raise TaskRecordError(f"null_score_diff_threshold={diff!r}{where}: expected a "
+                                  "finite number or null")
+        if self.task == "span_beam":
+            for name in BEAM_DEFAULTS:
+                _check_int(name, getattr(self, name), 1, where)
         if self.seq_length is not None and self.max_query_length > self.seq_length - 4:
             raise TaskRecordError(f"max_query_length={self.max_query_length} exceeds seq_length="
                                   f"{self.seq_length} - 4 (the [CLS], two [SEP] and at least one "

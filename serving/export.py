@@ -24,7 +24,8 @@ from albert_tf.runio import UserError
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice")
+TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice",
+         "token_classification", "masked_lm", "span_beam")
 
 
 class ExportError(UserError):
@@ -43,10 +44,14 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
         type, query / answer / option lengths, n_best and the no-answer threshold
         (default: `task_record_of(model)`, i.e. the defaults).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
+        Foreign heads read their decision rules from the record too (problem_type,
+        null_score_diff_threshold, the beam sizes).
     """
     from albert_tf.checkpoint import task_record_of
     from albert_tf.serving import signatures
     from albert_tf.serving.span import SpanModule
+    from albert_tf.serving.span_beam import BeamSpanModule, NullScoreSpanModule
+    from albert_tf.serving.token_labels import TokenClassifierModule
 
     task = task or model.task
     record = record if record is not None else task_record_of(model)
@@ -58,12 +63,18 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
     if task != model.task:
         raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
                           f"use --task {model.task} or --task encoder")
-    if task == "pretraining":
+    if task in ("pretraining", "masked_lm"):
         return signatures.PretrainedModule(model, preprocessor, pad_multiple)
     if task == "classification":
         return signatures.ClassifierModule(model, preprocessor, record, pad_multiple)
+    if task == "token_classification":
+        return TokenClassifierModule(model, preprocessor, record.label_names, pad_multiple)
     if task == "regression":
         return signatures.RegressorModule(model, preprocessor, pad_multiple)
+    if task == "span_beam":
+        return BeamSpanModule(model, preprocessor, record, pad_multiple)
+    if task == "span" and record.null_score_diff_threshold is not None:  # a foreign span head
+        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
     if task == "span":
         return SpanModule(model, preprocessor, record, pad_multiple)
     return signatures.MultipleChoiceModule(model, preprocessor, record, pad_multiple)
@@ -116,13 +127,17 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
-      checkpoint: albert_config.json + model.weights.h5 (+ spiece.model, albert_task.json).
+      checkpoint: ours (albert_config.json + model.weights.h5 + spiece.model +
+        albert_task.json), a Hugging Face ALBERT directory, or an original TF1
+        checkpoint directory: fine-tuned ones serve their heads.
       output: BASE/NAME, the directory TF Serving's --model_base_path points at.
       version: the version to write (default: the next free one; never overwrites).
-      task: override the checkpoint's task ("encoder" for features only).
+      task: override the checkpoint's task ("encoder" for features only); names it
+        for TF1 checkpoints that fit two scripts (regression / multiple_choice).
       seq_length: maximum tokens per request (default: the checkpoint's
         fine-tuning length, else max_position_embeddings).
-      spm_model: SentencePiece model, when the checkpoint directory has none.
+      spm_model: SentencePiece model, when the checkpoint directory has none
+        (spiece.model, or the one *.model file beside a TF1 checkpoint).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
       token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
     """
@@ -132,18 +147,16 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     from albert_tf.task_record import TaskRecord
     from albert_tf.tokenizer import AlbertPreprocessor
 
-    # The checkpoint first: a directory that is not one gets that answer, not a
-    # question about its vocabulary.
-    if ckpt.detect_format(checkpoint) != "albert_tf":
-        raise ExportError(f"{checkpoint} is a {ckpt.detect_format(checkpoint)} checkpoint; "
-                          f"convert it first: albert-tf convert {checkpoint} DST")
+    # The checkpoint first (any format; a foreign one serves its head): a directory
+    # that is not one gets that answer, not a question about its vocabulary.
+    ckpt.detect_format(checkpoint)
     spm_model = checkpoint_tokenizer(checkpoint, spm_model).spm_model
     if spm_model is None:
-        raise ExportError(f"no SentencePiece model in {checkpoint} (no {ckpt.SPM_FILE}); "
-                          "pass --spm-model")
+        raise ExportError(f"no SentencePiece model in {checkpoint} (no {ckpt.SPM_FILE} or "
+                          "*.model); pass --spm-model")
     warmup.require_serving_api()
-    record = TaskRecord.read(checkpoint)  # the one source of the task's settings
-    model = ckpt.load_checkpoint(checkpoint)
+    record = ckpt.task_record(checkpoint, task)  # the one source of the task's settings
+    model = ckpt.load_checkpoint(checkpoint, task)
     limit = model.config.max_position_embeddings
     if seq_length is None:
         seq_length = record.seq_length or limit
@@ -177,13 +190,15 @@ def tf_version() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = runio.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help="albert-tf checkpoint directory")
+    p.add_argument("--checkpoint", required=True, help="albert-tf, Hugging Face or TF1 "
+                   "checkpoint directory (fine-tuned ones serve their heads)")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    "(default: the fine-tuning length, else max_position_embeddings)")
-    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint has no spiece.model")
+    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
+                   "none (spiece.model or a single *.model)")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     return p

@@ -10,7 +10,9 @@ Every task also has a `token_ids` signature for clients that tokenize themselves
 |---|---|---|
 | pretraining | serving_default(text), text_pair(text_a, text_b) | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
 |  | fill_mask(text with "[MASK]") | top_k_tokens, top_k_ids, top_k_scores [B,M,k]; mask_positions [B,M] |
-| classification | serving_default, text_pair | probabilities [B,C], label_id [B], label [B] |
+| classification | serving_default, text_pair | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
+| token_classification (token_labels.py) | serving_default(text) | tokens, label, label_id [B,N], probabilities [B,N,C], start_char, end_char [B,N] |
+| span_beam (span_beam.py) | serving_default(question, context) | as span, + null_score_diff [B] |
 | regression | serving_default, text_pair | score [B] |
 | span (span.py) | serving_default(question, context) | answer, start_char, end_char, score, has_answer [B] (+ no_answer_probability, SQuAD 2.0) |
 | multiple_choice | serving_default(context [B], options [B,K]) | probabilities [B,K], choice [B] |
@@ -105,7 +107,9 @@ class ClassifierModule(ServingModule):
     """Probabilities, predicted label id and label name for texts and pairs.
 
     The record's `problem_type` picks softmax (single_label) or per-class sigmoid
-    (multi_label) probabilities; `label_names` name the classes (default "0", "1", ...).
+    (multi_label, Hugging Face's multi_label_classification) probabilities; with
+    multi_label, `active` [B,C] says which classes exceed 0.5 and label is the most
+    probable class. `label_names` name the classes (default "0", "1", ...).
     """
 
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
@@ -120,9 +124,11 @@ class ClassifierModule(ServingModule):
     def _classify(self, features):
         logits = self.model(features, training=False)["logits"]
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        probabilities = tf.sigmoid(logits) if self.multi_label else tf.nn.softmax(logits, axis=-1)
-        return {"probabilities": probabilities, "label_id": label_id,
-                "label": tf.gather(self.label_names, label_id)}
+        outputs = {"label_id": label_id, "label": tf.gather(self.label_names, label_id)}
+        if self.multi_label:
+            probabilities = tf.sigmoid(logits)
+            return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
+        return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
     @tf.function(input_signature=[TEXT_SPEC])
     def classify(self, text):

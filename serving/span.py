@@ -155,7 +155,7 @@ class SpanModule(ServingModule):
 
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
-        if record.task != "span":
+        if record.task not in ("span", "span_beam"):
             raise ValueError(f"a span model needs a span task record, not {record.task!r}")
         self.record = record
         self.no_answer_threshold = float(record.no_answer_threshold)

@@ -18,7 +18,8 @@ import logging
 import os
 
 from albert_tf import runio
-from albert_tf.checkpoint import WEIGHTS_FILE, detect_format, load_checkpoint, save_checkpoint
+from albert_tf.checkpoint import (WEIGHTS_FILE, detect_format, load_checkpoint, read_task_info,
+                                  save_checkpoint)
 from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer, find_spm_model, hf_do_lower_case
 
 logger = logging.getLogger("albert_tf.convert")
@@ -36,12 +37,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cased", action="store_true",
                         help="the vocabulary is cased: do not lower-case text")
     parser.add_argument("--force", action="store_true", help="overwrite a checkpoint in DST")
+    parser.add_argument("--task", choices=("regression", "multiple_choice"),
+                        help="for a TF1 checkpoint whose output_weights [1, H] fit both "
+                             "run_classifier's regression and run_race")
     return parser
 
 
+# Record fields save_checkpoint takes as arguments (or decides itself); the rest of a
+# foreign checkpoint's task record travels as extra fields.
+_SAVED_FIELDS = ("task", "num_classes", "label_names", "do_lower_case", "seq_length",
+                 "answerability", "start_n_top", "end_n_top")
+
+
 def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = False,
-            force: bool = False) -> str:
-    """Reads `src` (TF1 or Hugging Face) and writes it to `dst` in albert-tf's format."""
+            force: bool = False, task: str | None = None) -> str:
+    """Reads `src` (TF1 or Hugging Face, fine-tuned heads included) and writes it to
+    `dst` in albert-tf's format, with its task record (label names, lowercasing, ...).
+
+    `task` names the task of a TF1 checkpoint that fits two of the original scripts.
+    """
     kind = detect_format(src)
     if os.path.isfile(os.path.join(dst, WEIGHTS_FILE)) and not force:
         raise runio.UserError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
@@ -49,12 +63,15 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
         raise runio.UserError(f"--spm-model {spm_model}: no such file")
     tokenizer = checkpoint_tokenizer(src, spm_model, False if cased else None)
     spm_model, do_lower_case = tokenizer.spm_model, tokenizer.do_lower_case
-    model = load_checkpoint(src)
+    record = read_task_info(src, task)
+    model = load_checkpoint(src, task)
     if spm_model is not None:
         _check_vocab_size(spm_model, model.config.vocab_size, src)
-    save_checkpoint(model, dst, spm_model=spm_model, do_lower_case=do_lower_case)
-    logger.info("converted %s checkpoint %s -> %s (%d weights, SentencePiece model: %s, "
-                "do_lower_case=%s)", kind, src, dst, len(model.weights),
+    save_checkpoint(model, dst, spm_model=spm_model, label_names=record.get("label_names"),
+                    do_lower_case=do_lower_case, seq_length=record.get("seq_length"),
+                    extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS})
+    logger.info("converted %s checkpoint %s -> %s (%s, %d weights, SentencePiece model: %s, "
+                "do_lower_case=%s)", kind, src, dst, model.task, len(model.weights),
                 spm_model or "none found", do_lower_case)
     return dst
 
@@ -77,7 +94,7 @@ __all__ = ["convert", "main", "find_spm_model", "hf_do_lower_case"]
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     runio.setup_logging()
-    convert(args.src, args.dst, args.spm_model, args.cased, args.force)
+    convert(args.src, args.dst, args.spm_model, args.cased, args.force, args.task)
     return 0
 
 
