@@ -22,6 +22,7 @@ from typing import Sequence
 logger = logging.getLogger(__name__)
 
 TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice")
+EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
 
 
 class ExportError(ValueError):
@@ -92,6 +93,32 @@ def save_module(module, directory: str, model_name: str, token_ids_only: bool = 
     warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
 
 
+def serving_precision(precision: str, info: dict) -> str:
+    """float32 or bfloat16 for `--precision`; "auto" serves in bfloat16 when the task record
+    says the model was trained in (mixed_)bfloat16, else in float32."""
+    if precision not in EXPORT_PRECISIONS:
+        raise ExportError(f"--precision {precision!r}: expected one of "
+                          f"{', '.join(EXPORT_PRECISIONS)}")
+    if precision == "auto":
+        return "bfloat16" if "bfloat16" in str(info.get("precision", "")) else "float32"
+    return precision
+
+
+def cast_model(model, dtype: str):
+    """A copy of `model` whose variables and compute are `dtype` ("float32" returns `model`).
+
+    Heads return float32 logits and LayerNorm and the attention softmax compute in
+    float32 whatever the policy, so the signatures' outputs keep their dtypes.
+    """
+    if dtype == "float32":
+        return model
+    config = model.get_config()
+    config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
+    clone = type(model).from_config(config)
+    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
+    return clone
+
+
 def custom_ops(directory: str) -> list[str]:
     """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
     import tensorflow as tf
@@ -106,7 +133,8 @@ def custom_ops(directory: str) -> list[str]:
 
 def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
            seq_length: int | None = None, spm_model: str | None = None,
-           pad_multiple: int | None = 16, token_ids_only: bool = False) -> str:
+           pad_multiple: int | None = 16, token_ids_only: bool = False,
+           precision: str = "float32") -> str:
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
@@ -119,6 +147,9 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
       spm_model: SentencePiece model, when the checkpoint directory has none.
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
       token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
+      precision: float32, bfloat16 (variables and matmuls; inputs and outputs of the
+        signatures unchanged) or auto (bfloat16 if the task record says the model was
+        trained in bfloat16).
     """
     from albert_tf import checkpoint as ckpt
     from albert_tf.serving import layout
@@ -128,6 +159,7 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     if not os.path.isfile(spm_model):
         raise ExportError(f"no SentencePiece model: {spm_model} does not exist (pass --spm-model)")
     info = ckpt.read_task_info(checkpoint)
+    dtype = serving_precision(precision, info)
     model = ckpt.load_checkpoint(checkpoint)
     limit = model.config.max_position_embeddings
     seq_length = seq_length or info.get("seq_length") or limit
@@ -139,14 +171,14 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
-    module = build_module(model, preprocessor, task, info.get("label_names"),
+    module = build_module(cast_model(model, dtype), preprocessor, task, info.get("label_names"),
                           info.get("no_answer_threshold", 0.5), pad_multiple)
     version, path = layout.resolve_version(output, version)
     with layout.staged_directory(path) as staging:
         save_module(module, staging, os.path.basename(os.path.normpath(output)), token_ids_only)
         needed = custom_ops(staging)
-    logger.info("exported %s (%s, seq_length %d) to %s", checkpoint, task or model.task,
-                seq_length, path)
+    logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
+                seq_length, dtype, path)
     logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "
                 "links tensorflow-text's; use a release >= this TensorFlow, %s)",
                 ", ".join(needed) or "none", tf_version())
@@ -170,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--spm-model", help="SentencePiece model if the checkpoint has no spiece.model")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
+    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="float32",
+                   help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
+                   "AMX); auto: as the task record says the model was trained")
     return p
 
 
@@ -181,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
-                      args.spm_model, token_ids_only=args.token_ids_only)
+                      args.spm_model, token_ids_only=args.token_ids_only,
+                      precision=args.precision)
     except (ValueError, OSError) as e:  # ExportError, LayoutError, CheckpointError, ConfigError
         print(f"albert-tf export: {e}", file=sys.stderr)
         return 2

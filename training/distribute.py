@@ -133,11 +133,32 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return not has_chief and resolver.task_type == "worker" and resolver.task_id == 0
 
 
+def cpu_bf16_features(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU flags that decide bfloat16 speed on this machine (empty off Linux).
+
+    `avx512_bf16` converts and dot-products bf16 in AVX-512 registers; `amx_bf16` /
+    `amx_tile` are the matrix tiles that make oneDNN's bf16 matmuls several times
+    faster than float32. The one place that reads them.
+    """
+    wanted = {"avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"}
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(wanted.intersection(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return frozenset()
+
+
 def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     """Sets the global Keras dtype policy and returns its name.
 
     "auto" is mixed_bfloat16 on TPU, mixed_float16 on GPU (the LossScaleOptimizer is
-    added by `compile`), float32 on CPU. Aliases: float16/fp16, bfloat16/bf16, fp32.
+    added by `compile`); on CPU mixed_bfloat16 where the CPU has AMX (`amx_bf16`), else
+    float32: with AVX-512 BF16 alone the bf16 train step measured no faster than
+    float32 (benchmarks/bench_model.py --compare precision; README, Benchmarks).
+    Aliases: float16/fp16, bfloat16/bf16, fp32.
     Call it before the model is built.
     """
     policy = _PRECISION_ALIASES.get(precision, precision)
@@ -148,6 +169,8 @@ def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
             policy = "mixed_bfloat16"
         elif tf.config.list_logical_devices("GPU"):
             policy = "mixed_float16"
+        elif "amx_bf16" in cpu_bf16_features():
+            policy = "mixed_bfloat16"
         else:
             policy = "float32"
     keras.config.set_dtype_policy(policy)
