@@ -147,6 +147,25 @@ def matmul_peak(dtype: str, n: int = 2048, repeats: int = 10) -> float:
     return 2 * n**3 * repeats / best / 1e12
 
 
+def matmul_chains(n: int = 1024, repeats: int = 10) -> tuple[dict, float]:
+    """({"matmul DTYPE jit=J": warm callable}, FLOPs per call) for the interleaved peak."""
+    import tensorflow as tf
+
+    chains = {}
+    for dtype in ("float32", "bfloat16"):
+        a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
+        for jit in (True, False):
+            @tf.function(jit_compile=jit, autograph=False)
+            def chain(x, a=a, dtype=dtype):
+                for _ in range(repeats):
+                    x = tf.matmul(x, a) * tf.cast(1.0 / n, dtype)
+                return x
+
+            chain(a).numpy()
+            chains[f"matmul {dtype} jit={jit}"] = lambda chain=chain, a=a: chain(a).numpy()
+    return chains, 2 * n**3 * repeats
+
+
 def run_one(spec: dict) -> dict:
     out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)],
                          capture_output=True, text=True)
@@ -193,11 +212,15 @@ def attention_path(name: str):
         transformer.fused_attention = fused
 
 
-def interleaved(variants: dict[str, dict], repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Median step seconds of each variant, all built in this process and timed A, B, A, B."""
+def interleaved(variants: dict[str, dict], repeats: int, warmup: int = 2,
+                extra: dict | None = None) -> dict[str, float]:
+    """Median step seconds of each variant, all built in this process and timed A, B, A, B.
+
+    `extra`: more {name: callable} (already warm) timed in the same rounds.
+    """
     import numpy as np
 
-    steps = {}
+    steps = dict(extra or {})
     for name, spec in variants.items():
         with attention_path(spec.get("attention", "fused")):
             step, _ = make_step(spec)
@@ -213,29 +236,90 @@ def interleaved(variants: dict[str, dict], repeats: int, warmup: int = 2) -> dic
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
+def attention_op_times(repeats: int, shape=(8, 128, 12, 64)) -> list[str]:
+    """Forward + backward of the attention op alone, fused vs einsum, alternating calls.
+
+    `shape` is [B,T,N,D] (albert-base heads at seq 128, a quarter of each row padded).
+    Runs on the current Keras backend: TensorFlow with and without XLA, or JAX (jit).
+    """
+    import keras
+    import numpy as np
+    from keras import ops
+
+    from albert_tf.transformer import attention_bias_from_mask, einsum_attention, fused_attention
+
+    backend = keras.backend.backend()
+    rng = np.random.default_rng(0)
+    mask = np.ones(shape[:2], "int32")
+    mask[:, shape[1] * 3 // 4:] = 0
+    scale = 1.0 / np.sqrt(shape[-1])
+    lines = []
+    for dtype in ("float32", "bfloat16"):
+        q, k, v = (ops.cast(rng.normal(size=shape).astype("float32"), dtype) for _ in range(3))
+        bias = attention_bias_from_mask(mask, dtype)
+        fns = {}
+        for name, attend in (("einsum", einsum_attention), ("fused", fused_attention)):
+            for jit in ((False, True) if backend == "tensorflow" else (True,)):
+                fns[name, jit] = _grad_fn(backend, attend, bias, scale, jit)
+        times = {key: [] for key in fns}
+        for fn in fns.values():
+            [np.asarray(g) for g in fn(q, k, v)]
+        for _ in range(repeats):
+            for key, fn in fns.items():
+                start = time.perf_counter()
+                [np.asarray(g) for g in fn(q, k, v)]
+                times[key].append(time.perf_counter() - start)
+        for jit in sorted({j for _, j in fns}):
+            e, f = (float(np.median(times[n, jit])) for n in ("einsum", "fused"))
+            lines.append(f"op {backend} {dtype:<9} fwd+bwd {shape} jit={str(jit):<5} einsum "
+                         f"{e * 1e3:7.1f} ms  fused {f * 1e3:7.1f} ms  fused speed / einsum: "
+                         f"{e / f:.2f}x")
+    return lines
+
+
+def _grad_fn(backend: str, attend, bias, scale: float, jit: bool):
+    """d sum(attend(q, k, v)) / d(q, k, v) as one compiled function of (q, k, v)."""
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        return jax.jit(jax.grad(lambda q, k, v: jnp.sum(
+            attend(q, k, v, bias, scale).astype("float32")), argnums=(0, 1, 2)))
+    import tensorflow as tf
+
+    @tf.function(jit_compile=jit)
+    def grads(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            total = tf.reduce_sum(tf.cast(attend(q, k, v, bias, scale), tf.float32))
+        return tape.gradient(total, [q, k, v])
+    return grads
+
+
 def compare(what: str, preset: str, seq: int, batch: int, repeats: int) -> list[str]:
     """Side-by-side ratios for `attention` (fused / einsum) or `precision` (bf16 / fp32)."""
     base = dict(impl="ours", preset=preset, seq=seq, batch=batch)
     lines = [f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; {preset} seq {seq} x batch "
              f"{batch}; medians of {repeats} interleaved steps"]
     if what == "attention":
-        for precision in ("float32", "mixed_bfloat16"):
-            for mode in ("forward", "train"):
-                for jit in (True, False):
-                    spec = dict(base, precision=precision, mode=mode, jit=jit)
-                    t = interleaved({a: dict(spec, attention=a) for a in ("einsum", "fused")},
-                                    repeats)
-                    lines.append(f"{precision:<15} {mode:<8} jit={str(jit):<5} einsum "
-                                 f"{t['einsum'] * 1e3:8.1f} ms  fused {t['fused'] * 1e3:8.1f} ms"
-                                 f"  fused speed / einsum: {t['einsum'] / t['fused']:.2f}x")
+        lines += attention_op_times(repeats=15)
+        for precision, mode, jit in (("float32", "forward", True), ("float32", "train", False),
+                                     ("mixed_bfloat16", "train", False)):
+            spec = dict(base, precision=precision, mode=mode, jit=jit)
+            t = interleaved({a: dict(spec, attention=a) for a in ("einsum", "fused")}, repeats)
+            lines.append(f"model {precision:<15} {mode:<8} jit={str(jit):<5} einsum "
+                         f"{t['einsum'] * 1e3:8.1f} ms  fused {t['fused'] * 1e3:8.1f} ms"
+                         f"  fused speed / einsum: {t['einsum'] / t['fused']:.2f}x")
         return lines
-    peak = {"float32": matmul_peak("float32"), "bfloat16": matmul_peak("bfloat16")}
-    lines.append(f"matmul peak (2048^3, best of XLA and oneDNN): float32 {peak['float32']:.3f}, "
-                 f"bfloat16 {peak['bfloat16']:.3f} TFLOP/s: bf16 / fp32 "
-                 f"{peak['bfloat16'] / peak['float32']:.2f}x")
+    chains, chain_flops = matmul_chains()
     variants = {f"{p} jit={j}": dict(base, precision=p, mode="train", jit=j)
                 for p in ("float32", "mixed_bfloat16") for j in (True, False)}
-    t = interleaved(variants, repeats)
+    t = interleaved(variants, repeats, extra=chains)
+    peak = {dtype: max(chain_flops / t.pop(name) / 1e12 for name in list(t)
+                       if name.startswith(f"matmul {dtype}")) for dtype in ("float32", "bfloat16")}
+    lines.append(f"matmul peak (1024^3 chains, best of XLA and oneDNN, timed in the same rounds):"
+                 f" float32 {peak['float32']:.3f}, bfloat16 {peak['bfloat16']:.3f} TFLOP/s: "
+                 f"bf16 / fp32 {peak['bfloat16'] / peak['float32']:.2f}x")
     flops = encoder_flops_per_token(preset, seq) * 3 * batch * seq
     for name, seconds in t.items():
         dtype = "bfloat16" if "bfloat16" in name else "float32"

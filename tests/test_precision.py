@@ -30,7 +30,8 @@ def test_cpu_bf16_features_reads_only_the_flags_line(tmp_path):
 
 @pytest.mark.parametrize("flags, policy", [
     ({"avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}, "mixed_bfloat16"),
-    ({"avx512f", "avx512_bf16"}, "float32"),
+    ({"avx512f", "avx512_bf16"}, "mixed_bfloat16"),
+    ({"avx512f", "avx512_vnni"}, "float32"),
     (set(), "float32"),
 ])
 def test_auto_precision_on_cpu_follows_the_measured_decision(monkeypatch, flags, policy):

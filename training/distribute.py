@@ -155,9 +155,10 @@ def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     """Sets the global Keras dtype policy and returns its name.
 
     "auto" is mixed_bfloat16 on TPU, mixed_float16 on GPU (the LossScaleOptimizer is
-    added by `compile`); on CPU mixed_bfloat16 where the CPU has AMX (`amx_bf16`), else
-    float32: with AVX-512 BF16 alone the bf16 train step measured no faster than
-    float32 (benchmarks/bench_model.py --compare precision; README, Benchmarks).
+    added by `compile`); on CPU mixed_bfloat16 where the CPU has bf16 instructions
+    (AVX-512 BF16, which every AMX CPU also has), else float32: there the bf16 train step
+    measured 2x the float32 one with TensorFlow's (oneDNN) kernels, with the same loss
+    curve (benchmarks/bench_model.py --compare precision; README, Benchmarks).
     Aliases: float16/fp16, bfloat16/bf16, fp32.
     Call it before the model is built.
     """
@@ -169,7 +170,7 @@ def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
             policy = "mixed_bfloat16"
         elif tf.config.list_logical_devices("GPU"):
             policy = "mixed_float16"
-        elif "amx_bf16" in cpu_bf16_features():
+        elif "avx512_bf16" in cpu_bf16_features():
             policy = "mixed_bfloat16"
         else:
             policy = "float32"
