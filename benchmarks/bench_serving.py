@@ -134,7 +134,7 @@ def export_both(model, spm_path: str, seq_length: int, folder: str) -> dict:
     return served
 
 
-def alternating(fns: dict, batches: list, warmup: int = 3) -> dict[str, list[float]]:
+def alternating(fns: dict, batches: list, warmup: int = 1) -> dict[str, list[float]]:
     """Seconds per call of each function, calls alternating between them batch by batch."""
     import tensorflow as tf
 
