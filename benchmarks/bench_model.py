@@ -364,7 +364,9 @@ def profile(precision: str, preset: str, seq: int, batch: int, steps: int, top: 
             for event in line.events:
                 name = plane.event_metadata[event.metadata_id].name
                 op_type = name.rsplit(":", 1)[-1] if ":" in name else ""
-                if op_type[:1].isupper() or op_type.startswith("_"):
+                # "Process" / "Run" are the executor's spans around many ops, not ops.
+                if (op_type[:1].isupper() or op_type.startswith("_")) and \
+                        op_type not in ("Process", "Run"):
                     totals[op_type] += event.duration_ps / 1e9  # ms
     total = sum(totals.values())
     lines = [f"{precision} train step profile ({preset} seq {seq} x {batch}, TensorFlow kernels"
