@@ -46,12 +46,12 @@ def test_auto_precision_on_cpu_follows_the_measured_decision(monkeypatch, flags,
 
 
 def test_export_precision_auto_reads_the_task_record():
-    assert export.serving_precision("auto", {"precision": "mixed_bfloat16"}) == "bfloat16"
-    assert export.serving_precision("auto", {"precision": "float32"}) == "float32"
-    assert export.serving_precision("auto", {}) == "float32"
-    assert export.serving_precision("bfloat16", {"precision": "float32"}) == "bfloat16"
+    assert export.serving_precision("auto", "mixed_bfloat16") == "bfloat16"
+    assert export.serving_precision("auto", "float32") == "float32"
+    assert export.serving_precision("auto", None) == "float32"
+    assert export.serving_precision("bfloat16", "float32") == "bfloat16"
     with pytest.raises(export.ExportError, match="--precision 'fp8'"):
-        export.serving_precision("fp8", {})
+        export.serving_precision("fp8", None)
 
 
 def _weight_dtypes(path: str) -> set:
@@ -82,20 +82,19 @@ def test_bfloat16_export_keeps_signatures_and_matches_float32(tmp_path, spm_mode
     model = AlbertSequenceClassifier(config, 3)
     checkpoint = str(tmp_path / "ckpt")
     save_checkpoint(model, checkpoint, spm_model=spm_model_path,
-                    label_names=["a", "b", "c"], seq_length=48,
-                    extra_info={"precision": "mixed_bfloat16"})
+                    label_names=["a", "b", "c"], seq_length=48)
     paths = {p: export.export(checkpoint, str(tmp_path / p), precision=p)
-             for p in ("float32", "auto")}  # auto: the record says mixed_bfloat16
+             for p in ("float32", "bfloat16")}
     served = {p: tf.saved_model.load(path) for p, path in paths.items()}
-    assert _weight_dtypes(paths["auto"]) == {tf.bfloat16}
+    assert _weight_dtypes(paths["bfloat16"]) == {tf.bfloat16}
     assert _weight_dtypes(paths["float32"]) == {tf.float32}
     for name, fn in served["float32"].signatures.items():
-        assert _signature_dtypes(served["auto"].signatures[name]) == _signature_dtypes(fn), name
+        assert _signature_dtypes(served["bfloat16"].signatures[name]) == _signature_dtypes(fn), name
     texts = tf.constant([s for doc in corpus_documents[:8] for s in doc[:8]])  # 64 sentences
     probs = {p: s.signatures["serving_default"](text=texts)["probabilities"].numpy()
              for p, s in served.items()}
-    assert probs["auto"].dtype == np.float32
-    assert not np.array_equal(probs["auto"], probs["float32"])  # really computed in bf16
-    assert np.abs(probs["auto"] - probs["float32"]).max() <= BF16_PROB_TOLERANCE
-    agree = (probs["auto"].argmax(-1) == probs["float32"].argmax(-1)).mean()
+    assert probs["bfloat16"].dtype == np.float32
+    assert not np.array_equal(probs["bfloat16"], probs["float32"])  # really computed in bf16
+    assert np.abs(probs["bfloat16"] - probs["float32"]).max() <= BF16_PROB_TOLERANCE
+    agree = (probs["bfloat16"].argmax(-1) == probs["float32"].argmax(-1)).mean()
     assert agree >= 0.95, agree

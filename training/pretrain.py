@@ -294,13 +294,11 @@ def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
 
     target = os.path.join(cfg.output_dir, "model")
     spm = cfg.spm_model or None
-    info = {"precision": model.dtype_policy.name}  # `albert-tf export --precision auto` reads it
     if "://" not in target:
-        return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length,
-                               extra_info=info)
+        return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
     with tempfile.TemporaryDirectory() as local:
         save_checkpoint(model, os.path.join(local, "model"), spm_model=spm,
-                        seq_length=seq_length, extra_info=info)
+                        seq_length=seq_length)
         tf.io.gfile.makedirs(target)
         for name in os.listdir(os.path.join(local, "model")):
             tf.io.gfile.copy(os.path.join(local, "model", name), os.path.join(target, name),
