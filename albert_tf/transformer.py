@@ -22,6 +22,33 @@ def attention_bias_from_mask(input_mask, dtype):
     return ops.expand_dims(ops.expand_dims((1.0 - mask) * -10000.0, 1), 1)
 
 
+def fused_attention(q, k, v, attention_bias, scale: float):
+    """Scaled dot-product attention through the backend's fused op, where it has one.
+
+    `q, k, v` [B,T,N,D], `attention_bias` [B,1,1,T] (see `attention_bias_from_mask`)
+    -> context [B,T,N,D]. `keras.ops.dot_product_attention` runs the softmax in
+    float32 and dispatches to cuDNN / TPU flash kernels under JAX; on CPU it is the
+    same einsum-softmax-einsum as `einsum_attention` (measured equal in
+    benchmarks/bench_model.py).
+    """
+    return ops.dot_product_attention(q, k, v, bias=attention_bias, scale=scale)
+
+
+def einsum_attention(q, k, v, attention_bias, scale: float, dropout=None):
+    """The same attention written out, with optional dropout on the probabilities.
+
+    Used in training when attention dropout is on (the fused op has none). Shapes as
+    `fused_attention`; `dropout` is a `keras.layers.Dropout` applied in training mode.
+    """
+    scores = ops.einsum("btnd,bsnd->bnts", q, k)  # [B,N,T,T]
+    # Softmax in float32: under float16 the -10000 bias and large scores overflow.
+    scores = ops.cast(scores, "float32") * scale + ops.cast(attention_bias, "float32")
+    probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
+    if dropout is not None:
+        probs = dropout(probs, training=True)
+    return ops.einsum("bnts,bsnd->btnd", probs, v)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AttentionSublayer(keras.layers.Layer):
     """Multi-head self-attention, output projection, dropout, residual and LayerNorm.
@@ -75,12 +102,11 @@ class AttentionSublayer(keras.layers.Layer):
         q = self._split_heads(self.query(x), batch, seq)
         k = self._split_heads(self.key(x), batch, seq)
         v = self._split_heads(self.value(x), batch, seq)
-        scores = ops.einsum("btnd,bsnd->bnts", q, k) * (1.0 / math.sqrt(self.head_size))
-        # Softmax in float32: under float16 the -10000 bias and large scores overflow.
-        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")  # [B,N,T,T]
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = self.attention_dropout(probs, training=training)
-        context = ops.einsum("bnts,bsnd->btnd", probs, v)
+        scale = 1.0 / math.sqrt(self.head_size)
+        if training and self.attention_dropout_rate > 0:  # the fused op has no dropout
+            context = einsum_attention(q, k, v, attention_bias, scale, self.attention_dropout)
+        else:
+            context = fused_attention(q, k, v, attention_bias, scale)
         context = ops.reshape(context, (batch, seq, self.hidden_size))  # [B,T,H]
         out = self.output_dropout(self.output_dense(context), training=training)
         return self.layer_norm(out + x)

@@ -7,6 +7,13 @@ matmul peak used for model-FLOPs utilisation is measured in the same run.
     python benchmarks/bench_model.py                 # the full table (~15 min on 2 cores)
     python benchmarks/bench_model.py --quick         # fewer steps, seq 128 only
     python benchmarks/bench_model.py --one '{"impl": "ours", ...}'   # one row, JSON out
+    python benchmarks/bench_model.py --compare attention   # fused vs einsum attention
+    python benchmarks/bench_model.py --compare precision   # float32 vs mixed_bfloat16
+    python benchmarks/bench_model.py --profile mixed_bfloat16   # where a train step's time goes
+
+`--compare` builds every variant in one process and times them interleaved
+(A, B, A, B, ...; medians over --repeats), which keeps ratios honest on a busy
+machine; `--compare precision` also measures both matmul peaks in the same run.
 
 KerasHub rows appear when keras-hub is installed (`pip install -e .[benchmark]`).
 Both sides run the same Keras backend with jit_compile=True, the same optimizer
@@ -17,6 +24,7 @@ differs only in the encoder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -36,6 +44,14 @@ def encoder_flops_per_token(preset: str, seq: int) -> float:
     per_layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h  # projections + QK^T and PV
     projection = 2 * e * h if e != h else 0
     return layers * c.inner_group_num * per_layer + projection + 2 * h * h / seq  # pooler on [CLS]
+
+
+def cpu_flags() -> str:
+    """The CPU's SIMD / matrix flags relevant here (from /proc/cpuinfo)."""
+    from albert_tf.training.distribute import cpu_bf16_features
+
+    features = cpu_bf16_features()
+    return " ".join(sorted(features)) or "no avx512 / amx flags"
 
 
 def build(impl: str, preset: str, precision: str):
@@ -64,7 +80,8 @@ def build(impl: str, preset: str, precision: str):
     return model, names
 
 
-def measure(spec: dict) -> dict:
+def make_step(spec: dict):
+    """(step function, model) for one spec: a compiled train or predict step on fixed inputs."""
     import keras
     import numpy as np
 
@@ -82,6 +99,14 @@ def measure(spec: dict) -> dict:
         step = lambda: model.train_on_batch(x, y)  # noqa: E731
     else:
         step = lambda: model.predict_on_batch(x)  # noqa: E731
+    return step, model
+
+
+def measure(spec: dict) -> dict:
+    import numpy as np
+
+    step, _ = make_step(spec)
+    batch, seq = spec["batch"], spec["seq"]
     for _ in range(spec["warmup"]):
         step()
     times = []
@@ -122,6 +147,25 @@ def matmul_peak(dtype: str, n: int = 2048, repeats: int = 10) -> float:
     return 2 * n**3 * repeats / best / 1e12
 
 
+def matmul_chains(n: int = 1024, repeats: int = 10) -> tuple[dict, float]:
+    """({"matmul DTYPE jit=J": warm callable}, FLOPs per call) for the interleaved peak."""
+    import tensorflow as tf
+
+    chains = {}
+    for dtype in ("float32", "bfloat16"):
+        a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
+        for jit in (True, False):
+            @tf.function(jit_compile=jit, autograph=False)
+            def chain(x, a=a, dtype=dtype):
+                for _ in range(repeats):
+                    x = tf.matmul(x, a) * tf.cast(1.0 / n, dtype)
+                return x
+
+            chain(a).numpy()
+            chains[f"matmul {dtype} jit={jit}"] = lambda chain=chain, a=a: chain(a).numpy()
+    return chains, 2 * n**3 * repeats
+
+
 def run_one(spec: dict) -> dict:
     out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)],
                          capture_output=True, text=True)
@@ -154,13 +198,203 @@ def plan(quick: bool, with_keras_hub: bool) -> list[dict]:
     return specs
 
 
+@contextlib.contextmanager
+def attention_path(name: str):
+    """Traces the model with `einsum` or `fused` attention (swapped while the step traces)."""
+    from albert_tf import transformer
+
+    fused = transformer.fused_attention
+    if name == "einsum":
+        transformer.fused_attention = transformer.einsum_attention
+    try:
+        yield
+    finally:
+        transformer.fused_attention = fused
+
+
+def interleaved(variants: dict[str, dict], repeats: int, warmup: int = 2,
+                extra: dict | None = None) -> dict[str, float]:
+    """Median step seconds of each variant, all built in this process and timed A, B, A, B.
+
+    `extra`: more {name: callable} (already warm) timed in the same rounds.
+    """
+    import numpy as np
+
+    steps = dict(extra or {})
+    for name, spec in variants.items():
+        with attention_path(spec.get("attention", "fused")):
+            step, _ = make_step(spec)
+            for _ in range(warmup):  # traces (and compiles) the step under this path
+                step()
+        steps[name] = step
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def attention_op_times(repeats: int, shape=(8, 128, 12, 64)) -> list[str]:
+    """Forward + backward of the attention op alone, fused vs einsum, alternating calls.
+
+    `shape` is [B,T,N,D] (albert-base heads at seq 128, a quarter of each row padded).
+    Runs on the current Keras backend: TensorFlow with and without XLA, or JAX (jit).
+    """
+    import keras
+    import numpy as np
+    from keras import ops
+
+    from albert_tf.transformer import attention_bias_from_mask, einsum_attention, fused_attention
+
+    backend = keras.backend.backend()
+    rng = np.random.default_rng(0)
+    mask = np.ones(shape[:2], "int32")
+    mask[:, shape[1] * 3 // 4:] = 0
+    scale = 1.0 / np.sqrt(shape[-1])
+    lines = []
+    for dtype in ("float32", "bfloat16"):
+        q, k, v = (ops.cast(rng.normal(size=shape).astype("float32"), dtype) for _ in range(3))
+        bias = attention_bias_from_mask(mask, dtype)
+        fns = {}
+        for name, attend in (("einsum", einsum_attention), ("fused", fused_attention)):
+            for jit in ((False, True) if backend == "tensorflow" else (True,)):
+                fns[name, jit] = _grad_fn(backend, attend, bias, scale, jit)
+        times = {key: [] for key in fns}
+        for fn in fns.values():
+            [np.asarray(g) for g in fn(q, k, v)]
+        for _ in range(repeats):
+            for key, fn in fns.items():
+                start = time.perf_counter()
+                [np.asarray(g) for g in fn(q, k, v)]
+                times[key].append(time.perf_counter() - start)
+        for jit in sorted({j for _, j in fns}):
+            e, f = (float(np.median(times[n, jit])) for n in ("einsum", "fused"))
+            lines.append(f"op {backend} {dtype:<9} fwd+bwd {shape} jit={str(jit):<5} einsum "
+                         f"{e * 1e3:7.1f} ms  fused {f * 1e3:7.1f} ms  fused speed / einsum: "
+                         f"{e / f:.2f}x")
+    return lines
+
+
+def _grad_fn(backend: str, attend, bias, scale: float, jit: bool):
+    """d sum(attend(q, k, v)) / d(q, k, v) as one compiled function of (q, k, v)."""
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        return jax.jit(jax.grad(lambda q, k, v: jnp.sum(
+            attend(q, k, v, bias, scale).astype("float32")), argnums=(0, 1, 2)))
+    import tensorflow as tf
+
+    @tf.function(jit_compile=jit)
+    def grads(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            total = tf.reduce_sum(tf.cast(attend(q, k, v, bias, scale), tf.float32))
+        return tape.gradient(total, [q, k, v])
+    return grads
+
+
+def compare(what: str, preset: str, seq: int, batch: int, repeats: int) -> list[str]:
+    """Side-by-side ratios for `attention` (fused / einsum) or `precision` (bf16 / fp32)."""
+    base = dict(impl="ours", preset=preset, seq=seq, batch=batch)
+    lines = [f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; {preset} seq {seq} x batch "
+             f"{batch}; medians of {repeats} interleaved steps"]
+    if what == "attention":
+        lines += attention_op_times(repeats=15)
+        for precision, mode, jit in (("float32", "forward", True), ("float32", "train", False),
+                                     ("mixed_bfloat16", "train", False)):
+            spec = dict(base, precision=precision, mode=mode, jit=jit)
+            t = interleaved({a: dict(spec, attention=a) for a in ("einsum", "fused")}, repeats)
+            lines.append(f"model {precision:<15} {mode:<8} jit={str(jit):<5} einsum "
+                         f"{t['einsum'] * 1e3:8.1f} ms  fused {t['fused'] * 1e3:8.1f} ms"
+                         f"  fused speed / einsum: {t['einsum'] / t['fused']:.2f}x")
+        return lines
+    chains, chain_flops = matmul_chains()
+    variants = {f"{p} jit={j}": dict(base, precision=p, mode="train", jit=j)
+                for p in ("float32", "mixed_bfloat16") for j in (True, False)}
+    t = interleaved(variants, repeats, extra=chains)
+    peak = {dtype: max(chain_flops / t.pop(name) / 1e12 for name in list(t)
+                       if name.startswith(f"matmul {dtype}")) for dtype in ("float32", "bfloat16")}
+    lines.append(f"matmul peak (1024^3 chains, best of XLA and oneDNN, timed in the same rounds):"
+                 f" float32 {peak['float32']:.3f}, bfloat16 {peak['bfloat16']:.3f} TFLOP/s: "
+                 f"bf16 / fp32 {peak['bfloat16'] / peak['float32']:.2f}x")
+    flops = encoder_flops_per_token(preset, seq) * 3 * batch * seq
+    for name, seconds in t.items():
+        dtype = "bfloat16" if "bfloat16" in name else "float32"
+        lines.append(f"train step {name:<22} {seconds * 1e3:8.1f} ms  "
+                     f"{flops / seconds / 1e12:.3f} TFLOP/s = {flops / seconds / 1e12 / peak[dtype]:.0%}"
+                     f" of the {dtype} matmul peak")
+    fp32 = min(v for k, v in t.items() if k.startswith("float32"))
+    bf16 = min(v for k, v in t.items() if k.startswith("mixed"))
+    lines.append(f"best mixed_bfloat16 / best float32 train step speed: {fp32 / bf16:.2f}x")
+    return lines
+
+
+def profile(precision: str, preset: str, seq: int, batch: int, steps: int, top: int = 18):
+    """Per-op-type share of a train step (TensorFlow's kernels, no XLA), from the profiler.
+
+    Returns lines "op type  ms/step  share". Op names show which kernels ran: _Mkl* and
+    _Fused* are oneDNN's; Cast ops are the mixed-precision conversions.
+    """
+    import collections
+    import glob
+    import tempfile
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    step, _ = make_step(dict(impl="ours", preset=preset, seq=seq, batch=batch,
+                             precision=precision, mode="train", jit=False))
+    step(), step()
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(steps):
+            step()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    totals = collections.Counter()
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                op_type = name.rsplit(":", 1)[-1] if ":" in name else ""
+                # "Process" / "Run" are the executor's spans around many ops, not ops.
+                if (op_type[:1].isupper() or op_type.startswith("_")) and \
+                        op_type not in ("Process", "Run"):
+                    totals[op_type] += event.duration_ps / 1e9  # ms
+    total = sum(totals.values())
+    lines = [f"{precision} train step profile ({preset} seq {seq} x {batch}, TensorFlow kernels"
+             f", cpu flags: {cpu_flags()}): {total / steps:.1f} ms of op time per step"]
+    for op_type, ms in totals.most_common(top):
+        lines.append(f"  {op_type:<36} {ms / steps:9.1f} ms/step {ms / total:6.1%}")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--one", help="measure one spec (JSON) and print JSON")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--compare", choices=("attention", "precision"))
+    parser.add_argument("--profile", choices=("float32", "mixed_bfloat16"))
+    parser.add_argument("--preset", default="albert-base", help="for --compare / --profile")
+    parser.add_argument("--seq", type=int, default=128, help="for --compare / --profile")
+    parser.add_argument("--batch", type=int, default=4, help="for --compare / --profile")
+    parser.add_argument("--repeats", type=int, default=7, help="for --compare / --profile")
     args = parser.parse_args(argv)
+    if args.compare:
+        print("\n".join(compare(args.compare, args.preset, args.seq, args.batch, args.repeats)))
+        return 0
+    if args.profile:
+        print("\n".join(profile(args.profile, args.preset, args.seq, args.batch, args.repeats)))
+        return 0
     if args.one:
         print(json.dumps(measure(json.loads(args.one))))
         return 0

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice",
          "token_classification", "masked_lm", "span_beam")
+EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
 
 
 class ExportError(UserError):
@@ -109,6 +110,32 @@ def save_module(module, directory: str, model_name: str, token_ids_only: bool = 
     warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
 
 
+def serving_precision(precision: str, trained: str | None) -> str:
+    """float32 or bfloat16 for `--precision`; "auto" serves in bfloat16 when `trained` (the
+    task record's training precision, None when it has none) is (mixed_)bfloat16."""
+    if precision not in EXPORT_PRECISIONS:
+        raise ExportError(f"--precision {precision!r}: expected one of "
+                          f"{', '.join(EXPORT_PRECISIONS)}")
+    if precision == "auto":
+        return "bfloat16" if "bfloat16" in (trained or "") else "float32"
+    return precision
+
+
+def cast_model(model, dtype: str):
+    """A copy of `model` whose variables and compute are `dtype` ("float32" returns `model`).
+
+    Heads return float32 logits and LayerNorm and the attention softmax compute in
+    float32 whatever the policy, so the signatures' outputs keep their dtypes.
+    """
+    if dtype == "float32":
+        return model
+    config = model.get_config()
+    config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
+    clone = type(model).from_config(config)
+    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
+    return clone
+
+
 def custom_ops(directory: str) -> list[str]:
     """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
     import tensorflow as tf
@@ -123,7 +150,8 @@ def custom_ops(directory: str) -> list[str]:
 
 def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
            seq_length: int | None = None, spm_model: str | None = None,
-           pad_multiple: int | None = 16, token_ids_only: bool = False) -> str:
+           pad_multiple: int | None = 16, token_ids_only: bool = False,
+           precision: str = "float32") -> str:
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
@@ -140,11 +168,13 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
         (spiece.model, or the one *.model file beside a TF1 checkpoint).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
       token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
+      precision: float32, bfloat16 (variables and matmuls; inputs and outputs of the
+        signatures unchanged) or auto (bfloat16 if the task record says the model was
+        trained in bfloat16).
     """
     from albert_tf import checkpoint as ckpt
     from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
     from albert_tf.serving import layout, warmup
-    from albert_tf.task_record import TaskRecord
     from albert_tf.tokenizer import AlbertPreprocessor
 
     # The checkpoint first (any format; a foreign one serves its head): a directory
@@ -156,6 +186,7 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
                           "*.model); pass --spm-model")
     warmup.require_serving_api()
     record = ckpt.task_record(checkpoint, task)  # the one source of the task's settings
+    dtype = serving_precision(precision, getattr(record, "precision", None))
     model = ckpt.load_checkpoint(checkpoint, task)
     limit = model.config.max_position_embeddings
     if seq_length is None:
@@ -169,13 +200,13 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
-    module = build_module(model, preprocessor, task, record, pad_multiple)
+    module = build_module(cast_model(model, dtype), preprocessor, task, record, pad_multiple)
     version, path = layout.resolve_version(output, version)
     with layout.staged_directory(path) as staging:
         save_module(module, staging, os.path.basename(os.path.normpath(output)), token_ids_only)
         needed = custom_ops(staging)
-    logger.info("exported %s (%s, seq_length %d) to %s", checkpoint, task or model.task,
-                seq_length, path)
+    logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
+                seq_length, dtype, path)
     logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "
                 "links tensorflow-text's; use a release >= this TensorFlow, %s)",
                 ", ".join(needed) or "none", tf_version())
@@ -201,6 +232,9 @@ def _parser() -> argparse.ArgumentParser:
                    "none (spiece.model or a single *.model)")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
+    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="float32",
+                   help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
+                   "AMX); auto: as the task record says the model was trained")
     return p
 
 
@@ -211,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isdir(args.checkpoint):
         raise ExportError(f"--checkpoint {args.checkpoint} is not a directory")
     path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
-                  args.spm_model, token_ids_only=args.token_ids_only)
+                  args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision)
     print(path)
     return 0
 

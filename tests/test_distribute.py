@@ -62,15 +62,17 @@ def test_create_strategy_names_and_errors(monkeypatch):
         distribute.create_strategy("multi_worker")
 
 
-def test_precision_policy_selection():
+def test_precision_policy_selection(monkeypatch):
     import keras
     import tensorflow as tf
 
     from albert_tf.training import distribute
 
     default = tf.distribute.get_strategy()
+    # No GPU, and a CPU without bf16 instructions (tests/test_precision.py covers those).
+    monkeypatch.setattr(distribute, "cpu_bf16_features", frozenset)
     try:
-        # This machine has no GPU: "auto" keeps float32.
+        # "auto" keeps float32.
         assert distribute.set_precision("auto", default) == "float32"
         assert distribute.set_precision("bf16", default) == "mixed_bfloat16"
         assert keras.config.dtype_policy().name == "mixed_bfloat16"

@@ -134,11 +134,34 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return not has_chief and resolver.task_type == "worker" and resolver.task_id == 0
 
 
+def cpu_bf16_features(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU flags that decide bfloat16 speed on this machine (empty off Linux).
+
+    `avx512_bf16` converts and dot-products bf16 in AVX-512 registers; `amx_bf16` /
+    `amx_tile` are the matrix tiles that make oneDNN's bf16 matmuls several times
+    faster than float32. The one place that reads them.
+    """
+    wanted = {"avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"}
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(wanted.intersection(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return frozenset()
+
+
 def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     """Sets the global Keras dtype policy and returns its name.
 
     "auto" is mixed_bfloat16 on TPU, mixed_float16 on GPU (the LossScaleOptimizer is
-    added by `compile`), float32 on CPU. Aliases: float16/fp16, bfloat16/bf16, fp32.
+    added by `compile`) and float32 on CPU. bf16 on CPU stays opt-in ("mixed_bfloat16"):
+    on an AVX-512 BF16 CPU without AMX its train step measured 1.2-2.2x float32 with
+    TensorFlow's (oneDNN) kernels and about 1x under XLA, short of the 2.5x at which
+    "auto" would switch (benchmarks/bench_model.py --compare precision prints the ratio
+    and `cpu_bf16_features()`; README, Benchmarks).
+    Aliases: float16/fp16, bfloat16/bf16, fp32.
     Call it before the model is built.
     """
     policy = _PRECISION_ALIASES.get(precision, precision)
