@@ -34,6 +34,7 @@ setup(
         "safetensors>=0.4",
         "h5py",
         "tqdm",
+        "matplotlib",
     ],
     extras_require={
         "test": ["pytest>=8", "jax"],

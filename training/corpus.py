@@ -65,13 +65,6 @@ def _document(text: str) -> list[str]:
     return sentences
 
 
-def _reference_topics() -> Iterator[list[str]]:
-    from pydoc_data import topics  # data only: a dict of strings
-
-    for name in sorted(topics.topics):
-        yield _document(topics.topics[name])
-
-
 def _module_docstrings(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -98,25 +91,44 @@ def _stdlib_sources() -> list[str]:
     return paths
 
 
+REFERENCE_PREFIX = "reference/"  # a topic of the language reference (pydoc_data.topics)
+LIBRARY_PREFIX = "library/"      # a standard-library source file, by its path in the stdlib
+
+
+def embedded_sources() -> Iterator[tuple[str, list[str]]]:
+    """Yields `(name, sentences)` per document of the embedded corpus, in a fixed order.
+
+    The name says where the text came from: "reference/TOPIC" for a topic of the
+    language reference, "library/PATH" for the docstrings of one standard-library
+    file (PATH relative to the stdlib, "/"-separated, e.g. "library/email/message.py").
+    Documents with fewer than two sentences are left out: they cannot form a
+    sentence-order pair.
+    """
+    from pydoc_data import topics  # data only: a dict of strings
+
+    for name in sorted(topics.topics):
+        doc = _document(topics.topics[name])
+        if len(doc) >= _MIN_SENTENCES:
+            yield REFERENCE_PREFIX + name, doc
+    root = sysconfig.get_paths()["stdlib"]
+    for path in _stdlib_sources():
+        doc = _module_docstrings(path)
+        if len(doc) >= _MIN_SENTENCES:
+            yield LIBRARY_PREFIX + os.path.relpath(path, root).replace(os.sep, "/"), doc
+
+
 def embedded_documents(max_documents: int | None = None) -> Iterator[list[str]]:
     """Yields the embedded corpus as documents (lists of sentences), in a fixed order.
 
-    Documents with fewer than two sentences are left out: they cannot form a
-    sentence-order pair.
+    The sentences of `embedded_sources`, without their names.
 
     Args:
       max_documents: stop after this many documents (None: all, about 480).
     """
-    count = 0
-    sources = (_reference_topics(), (_module_docstrings(p) for p in _stdlib_sources()))
-    for source in sources:
-        for doc in source:
-            if len(doc) < _MIN_SENTENCES:
-                continue
-            yield doc
-            count += 1
-            if max_documents is not None and count >= max_documents:
-                return
+    for count, (_, doc) in enumerate(embedded_sources(), start=1):
+        yield doc
+        if max_documents is not None and count >= max_documents:
+            return
 
 
 def write_corpus_file(path: str, documents: Iterator[list[str]]) -> dict[str, int]:

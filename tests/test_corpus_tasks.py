@@ -1,0 +1,148 @@
+"""The split by document and the source-labelled classification task (corpus_tasks.py)."""
+
+import json
+import random
+
+import pytest
+
+from albert_tf.training import corpus, corpus_tasks
+from albert_tf.training.corpus_tasks import NamedDocument
+
+
+def _docs(n, groups=("a", "b", "c")):
+    return [NamedDocument(f"doc-{i}", [f"Sentence {i} one.", f"Sentence {i} two."],
+                          groups[i % len(groups)]) for i in range(n)]
+
+
+def test_split_is_by_document_disjoint_and_order_independent():
+    docs = _docs(60)
+    train, held = corpus_tasks.split_documents(docs, 0.2)
+    names_train, names_held = {d.name for d in train}, {d.name for d in held}
+    assert not names_train & names_held
+    assert names_train | names_held == {d.name for d in docs}
+    assert len(held) == 12  # round(0.2 * 20) per group of 20
+    for group in "abc":
+        assert sum(d.group == group for d in held) == 4
+    shuffled = docs[:]
+    random.Random(3).shuffle(shuffled)
+    _, held_again = corpus_tasks.split_documents(shuffled, 0.2)
+    assert {d.name for d in held_again} == names_held
+    _, held_other_seed = corpus_tasks.split_documents(docs, 0.2, seed="another")
+    assert {d.name for d in held_other_seed} != names_held
+
+
+def test_split_holds_out_one_of_a_small_group_and_never_all():
+    docs = [NamedDocument("x", ["a b c.", "d e f."], "rare"),
+            NamedDocument("y", ["a b c.", "d e f."], "rare"),
+            NamedDocument("z", ["a b c.", "d e f."], "alone")]
+    train, held = corpus_tasks.split_documents(docs, 0.1)
+    assert sum(d.group == "rare" for d in held) == 1
+    assert [d.name for d in train if d.group == "alone"] == ["z"]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5])
+def test_split_refuses_bad_fraction(fraction):
+    with pytest.raises(ValueError, match="fraction"):
+        corpus_tasks.split_documents(_docs(4), fraction)
+
+
+def test_split_refuses_duplicate_names():
+    docs = _docs(3) + [NamedDocument("doc-1", ["a b c.", "d e f."])]
+    with pytest.raises(ValueError, match="'doc-1'"):
+        corpus_tasks.split_documents(docs)
+
+
+@pytest.mark.parametrize("name,label", [
+    ("reference/assert", "language"),
+    ("library/email/message.py", "email"),
+    ("library/asyncio/events.py", "asyncio"),
+    ("library/urllib/request.py", "internet"),
+    ("library/http/client.py", "internet"),
+    ("library/xml/dom/minidom.py", "xml"),
+    ("library/importlib/abc.py", "importlib"),
+    ("library/os.py", None),          # a top-level module is in no class
+    ("library/json/decoder.py", None),
+    ("corpus.txt#3", None),
+])
+def test_source_label_comes_from_the_name(name, label):
+    assert corpus_tasks.source_label(name) == label
+
+
+@pytest.fixture(scope="module")
+def embedded_split(tmp_path_factory):
+    out = tmp_path_factory.mktemp("split")
+    return corpus_tasks.prepare_corpus_split("embedded", str(out)), out
+
+
+def _read_corpus(path):
+    documents, current = [], []
+    for line in open(path, encoding="utf-8"):
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            documents.append(current)
+            current = []
+    return documents
+
+
+def test_embedded_split_writes_disjoint_documents(embedded_split):
+    split, out = embedded_split
+    sources = dict(corpus.embedded_sources())
+    train, held = _read_corpus(split.train_text), _read_corpus(split.heldout_text)
+    assert len(train) + len(held) == len(sources)
+    assert len(held) == len(split.heldout_documents)
+    assert 0.07 < len(held) / len(sources) < 0.15
+    assert held == [sources[name] for name in sorted(split.heldout_documents,
+                                                     key=list(sources).index)]
+    recorded = json.loads((out / "split.json").read_text())
+    assert recorded["heldout_documents"] == split.heldout_documents
+
+
+def test_classify_labels_are_where_the_sentence_was_written(embedded_split):
+    split, _ = embedded_split
+    sources = dict(corpus.embedded_sources())
+    rows = {name: [json.loads(line) for line in open(getattr(split, f"classify_{name}"))]
+            for name in ("train", "heldout")}
+    held_docs = set(split.heldout_documents)
+    for name, items in rows.items():
+        for row in items:
+            assert row["text"] in sources[row["document"]]
+            assert corpus_tasks.source_label(row["document"]) == row["label"]
+            assert (row["document"] in held_docs) == (name == "heldout")
+    assert not {r["text"] for r in rows["train"]} & {r["text"] for r in rows["heldout"]}
+    for name, items in rows.items():
+        counts = corpus_tasks.label_counts(items)
+        assert set(counts) == set(corpus_tasks.LABELS)
+        assert min(counts.values()) > 0, (name, counts)
+    train_counts = corpus_tasks.label_counts(rows["train"]).values()
+    assert max(train_counts) <= 2 * min(train_counts)  # reasonably balanced
+
+
+def test_classify_files_are_what_finetune_reads(embedded_split):
+    from albert_tf.training.finetune.files import read_text_file
+
+    split, _ = embedded_split
+    train, names = read_text_file(split.classify_train, ["text"], "label")
+    held, _ = read_text_file(split.classify_heldout, ["text"], "label", label_names=names)
+    assert sorted(names) == sorted(corpus_tasks.LABELS)
+    assert len(train.labels) > 1000 and len(held.labels) > 200
+
+
+def test_text_file_corpus_split_has_no_task(tmp_path, corpus_documents):
+    path = str(tmp_path / "docs.txt")
+    corpus.write_corpus_file(path, iter(corpus_documents[:20]))
+    split = corpus_tasks.prepare_corpus_split(path, str(tmp_path / "split"), fraction=0.25)
+    assert split.classify_train is None and split.classify_heldout is None
+    assert all(name.startswith(path + "#") for name in split.heldout_documents)
+    held, train = _read_corpus(split.heldout_text), _read_corpus(split.train_text)
+    assert len(held) == len(split.heldout_documents) and len(held) + len(train) == 20
+    # Held out until a quarter of the sentences is reached, overshooting by < one document.
+    total = sum(map(len, corpus_documents[:20]))
+    share = sum(map(len, held)) / total
+    assert 0.25 <= share < 0.25 + max(map(len, corpus_documents[:20])) / total
+
+
+def test_majority_baseline():
+    result = corpus_tasks.majority_baseline(["a", "a", "b"], ["b", "b", "a", "c"])
+    assert result == {"train_majority": "a", "train_majority_accuracy": 0.25,
+                      "best_constant_accuracy": 0.5}
