@@ -334,6 +334,14 @@ def test_ablate_command_end_to_end_and_resume(tmp_path, monkeypatch, labelled_sl
     assert len(stamps) == 3
     assert ablate.main(argv) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")} == stamps
+    # --report-only trains nothing and marks what has not finished.
+    removed = next(iter(stamps))
+    removed.unlink()
+    assert ablate.main(argv + ["--report-only"]) == 0
+    assert removed.parent.name in json.loads((out / "results.json").read_text())["pending"]
+    assert "(not run yet)" in (out / "results.md").read_text()
+    assert not removed.exists()
+    assert ablate.main(["--output", str(tmp_path / "empty"), "--report-only"]) == 2
     # Other settings in the same directory are refused, naming what differs.
     assert ablate.main(argv[:-1] + ["3"]) == 2
     assert "finetune_steps" in capsys.readouterr().err

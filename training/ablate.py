@@ -178,13 +178,11 @@ def pretrain(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationDa
 
 def count_parameters(model_dir: str) -> tuple[int, int, Any]:
     """(encoder weights as built, the formula's count, the model) of a pretrained checkpoint."""
-    import math as _math
-
     from albert_tf import load_checkpoint
     from albert_tf.training.params import encoder_parameters
 
     model = load_checkpoint(model_dir)
-    built = sum(_math.prod(w.shape) for w in model.encoder.weights)
+    built = sum(math.prod(w.shape) for w in model.encoder.weights)
     return built, encoder_parameters(model.config), model
 
 
@@ -206,8 +204,7 @@ def downstream(opts: AblateOptions, data: AblationData, model_dir: str, out: str
                          buckets=[])  # one padded shape: one trace, the same for every model
     summary = finetune(task, model_dir, config)
     final = summary["history"][-1]  # the last evaluation, not the best: no choice made on held-out
-    return {"accuracy": float(final["eval_accuracy"] if "eval_accuracy" in final
-                              else final["accuracy"]),
+    return {"accuracy": float(final["accuracy"]), "best_epoch_accuracy": summary["best"]["accuracy"],
             "examples": len(task.train), "steps": opts.finetune_steps}
 
 
@@ -253,40 +250,54 @@ def run_configuration(opts: AblateOptions, setting: ablate_grid.Setting, data: A
 
 
 # ---------------------------------------------------------------- the grid
-def run_ablation(opts: AblateOptions) -> dict:
-    """Runs (or resumes) every configuration of the grid; writes results.json/.md and plots."""
+def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
+    """Runs (or resumes) every configuration of the grid; writes results.json/.md and plots.
+
+    The report is rewritten after each configuration, so a long run shows its
+    finished tables while it goes on. `report_only`: train nothing, report what
+    has finished.
+    """
     from albert_tf.training import ablate_report
 
+    if report_only and not os.path.exists(os.path.join(opts.output, CONFIG_FILE)):
+        raise ValueError(f"{opts.output} holds no ablation run ({CONFIG_FILE} is missing)")
     _prepare_output(opts)
     sizes = embedding_sizes(opts)
     settings = ablate_grid.grid_settings(opts.grid, base_setting(opts), sizes)
-    objectives = sorted({s.objective for s in settings})
     data_opts = DataOptions(opts.corpus, opts.vocab_size, opts.seq_length,
                             math.ceil(opts.seq_length * 0.15), opts.dupe_factor,
                             HELDOUT_DUPE_FACTOR, opts.seed)
-    data = prepare_data(data_opts, opts.output, objectives)
+    data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))
+
+    def report():
+        return ablate_report.write_report(opts.output, opts.grid, settings, results, data,
+                                          base_setting(opts), sizes)
+
     results: dict[str, dict] = {}
-    timings: list[float] = []
-    for i, setting in enumerate(settings, start=1):
-        out = os.path.join(opts.output, "runs", setting.name)
-        path = os.path.join(out, RESULT_FILE)
+    for setting in settings:
+        path = os.path.join(opts.output, "runs", setting.name, RESULT_FILE)
         if os.path.exists(path):
             results[setting.name] = _read_json(path)
-            logger.info("[%d/%d] %s: done already, skipped", i, len(settings), setting.name)
+    timings: list[float] = []
+    for i, setting in enumerate(settings, start=1):
+        if setting.name in results or report_only:
+            state = "done already, skipped" if setting.name in results else "not run"
+            logger.info("[%d/%d] %s: %s", i, len(settings), setting.name, state)
             continue
         logger.info("[%d/%d] %s: pretraining %d steps%s", i, len(settings), setting.name,
                     opts.steps, _eta(timings, len(settings) - i + 1))
+        out = os.path.join(opts.output, "runs", setting.name)
         os.makedirs(out, exist_ok=True)
         result = run_configuration(opts, setting, data, out)
-        _write_json(path, result)
+        _write_json(os.path.join(out, RESULT_FILE), result)
         results[setting.name] = result
         timings.append(result["wall_s"])
         logger.info("[%d/%d] %s: %.0f s, %.1f examples/s, MLM %.3f, SOP %.3f, NSP %.3f, "
                     "downstream %s", i, len(settings), setting.name, result["wall_s"],
                     result["examples_per_sec"], result["mlm_accuracy"], result["sop_accuracy"],
                     result["nsp_accuracy"], _fmt(result["downstream_accuracy"]))
-    return ablate_report.write_report(opts.output, opts.grid, settings, results, data,
-                                      base_setting(opts), sizes)
+        report()
+    return report()
 
 
 def _eta(timings: list[float], remaining: int) -> str:
@@ -310,7 +321,7 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def parse_args(argv: list[str]) -> AblateOptions:
+def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
     d = AblateOptions(output="")
     p = _Parser(prog="albert-tf ablate", description=__doc__.split("\n\n")[0])
     p.add_argument("--output", required=True, help="where the data, runs, tables and plots go")
@@ -333,6 +344,8 @@ def parse_args(argv: list[str]) -> AblateOptions:
     p.add_argument("--finetune-steps", type=int, default=d.finetune_steps,
                    help="downstream fine-tuning steps per model (default %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: write the tables and plots of the finished configurations")
     args = p.parse_args(argv)
     try:
         sizes = (tuple(int(x) for x in args.embedding_sizes.split(","))
@@ -350,15 +363,15 @@ def parse_args(argv: list[str]) -> AblateOptions:
     return AblateOptions(output=args.output, grid=args.grid, corpus=corpus, preset=args.preset,
                          steps=args.steps, batch_size=args.batch_size,
                          seq_length=args.seq_length, vocab_size=args.vocab_size,
-                         embedding_sizes=sizes,
-                         finetune_steps=args.finetune_steps, seed=args.seed)
+                         embedding_sizes=sizes, finetune_steps=args.finetune_steps,
+                         seed=args.seed), args.report_only
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
-        opts = parse_args(argv)
-        report = run_ablation(opts)
+        opts, report_only = parse_args(argv)
+        report = run_ablation(opts, report_only)
     except (_UsageError, ValueError, FileNotFoundError) as e:  # ConfigError is a ValueError
         logger.debug("ablate failed", exc_info=True)
         print(f"albert-tf ablate: {e}", file=sys.stderr)

@@ -36,7 +36,7 @@ def _cell(value: Any, kind: str) -> str:
     if value is None:
         return "-"
     if kind == "params":
-        return f"{value / 1e6:.2f}M"
+        return f"{value / 1e6:.3g}M"
     if kind == "pct":
         return f"{100 * value:.1f}"
     return f"{value:.1f}"
