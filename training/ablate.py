@@ -205,7 +205,8 @@ def downstream(opts: AblateOptions, data: AblationData, model_dir: str, out: str
     summary = finetune(task, model_dir, config)
     final = summary["history"][-1]  # the last evaluation, not the best: no choice made on held-out
     return {"accuracy": float(final["accuracy"]), "best_epoch_accuracy": summary["best"]["accuracy"],
-            "examples": len(task.train), "steps": opts.finetune_steps}
+            "examples": len(task.train), "heldout_examples": len(task.evals["eval"]),
+            "steps": opts.finetune_steps}
 
 
 def run_configuration(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationData,
@@ -239,6 +240,7 @@ def run_configuration(opts: AblateOptions, setting: ablate_grid.Setting, data: A
         "sop_accuracy": scores["sop"]["sop_accuracy"],
         "nsp_accuracy": scores["nsp"]["sop_accuracy"],
         "heldout_examples": {k: v["examples"] for k, v in scores.items()},
+        "heldout_masked_tokens": scores["sop"]["masked_tokens"],
         # Without the first step (tracing): what the architecture costs, not the set-up.
         "examples_per_sec": summary["steady_examples_per_sec"] or summary["examples_per_sec"],
         "downstream_accuracy": task["accuracy"] if task else None,
