@@ -1,5 +1,8 @@
 """albert-tf: ALBERT for TensorFlow and Keras 3."""
 
+import os
+import re
+
 from setuptools import setup
 
 # `training/` and `serving/` are installed as subpackages of `albert_tf` so that
@@ -14,6 +17,14 @@ PACKAGES = {
 
 TF_VERSION = "2.21"
 
+
+def _keras_requirement() -> str:
+    """The tested Keras range, declared once in albert_tf/keras_compat.py."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "albert_tf", "keras_compat.py")
+    with open(path, encoding="utf-8") as f:
+        return re.search(r'^KERAS_REQUIREMENT = "([^"]+)"', f.read(), re.M).group(1)
+
+
 setup(
     name="albert-tf",
     version="0.1.0",
@@ -27,7 +38,11 @@ setup(
     install_requires=[
         f"tensorflow=={TF_VERSION}.*",
         f"tensorflow-text=={TF_VERSION}.*",
-        "keras>=3.10",
+        _keras_requirement(),
+        # Export writes TF Serving warmup requests (PredictionLog protos) and the
+        # gRPC client speaks its API: part of the core job, not an extra. It needs
+        # nothing TensorFlow does not already pull in (grpcio, protobuf).
+        f"tensorflow-serving-api=={TF_VERSION}.*",
         "sentencepiece>=0.2",
         "tensorflow-datasets>=4.9",
         f"tensorboard=={TF_VERSION}.*",
@@ -38,7 +53,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "jax"],
-        "serving": [f"tensorflow-serving-api=={TF_VERSION}.*", "requests"],
+        "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],
         "benchmark": ["keras-hub"],

@@ -227,6 +227,26 @@ def detect_format(path: str | os.PathLike) -> str:
         f"{' or '.join(HF_WEIGHT_FILES)} (Hugging Face), or model.ckpt-*.index (TF1)")
 
 
+def read_config(path: str | os.PathLike) -> AlbertConfig:
+    """The model config of any checkpoint `load_checkpoint` reads, without its weights."""
+    path = os.fspath(path)
+    kind = detect_format(path)
+    if kind == "albert_tf":
+        return AlbertConfig.from_json_file(os.path.join(path, CONFIG_FILE))
+    prefix = tf1_prefix(path) if kind == "tf1" else None
+    return AlbertConfig.from_json_file(os.path.join(os.path.dirname(prefix), CONFIG_FILE)
+                                       if prefix else os.path.join(path, HF_CONFIG_FILE))
+
+
+def check_seq_length(checkpoint: str | os.PathLike, seq_length: int) -> None:
+    """Raises ConfigError unless `seq_length` fits the position table of `checkpoint`.
+
+    Cheap (reads the config only): call it before reading data or building models.
+    """
+    read_config(checkpoint).check_sequence_length(seq_length,
+                                                  where=f"checkpoint {os.fspath(checkpoint)}")
+
+
 def _read_config(path: str) -> AlbertConfig:
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: not found (the checkpoint's model config)")
@@ -279,8 +299,10 @@ def _ensure_built(model) -> None:
     if model.built:
         return
     shape = (1, 1, 2) if model.task == "multiple_choice" else (1, 2)
-    inputs = {name: np.zeros(shape, np.int32) for name in ("input_word_ids", "input_type_ids")}
-    inputs["input_mask"] = np.ones(shape, np.int32)
+    from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+
+    inputs = {name: np.zeros(shape, np.int32) for name in (INPUT_WORD_IDS, INPUT_TYPE_IDS)}
+    inputs[INPUT_MASK] = np.ones(shape, np.int32)
     if model.task == "pretraining":
         inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
     model(inputs)
@@ -334,11 +356,11 @@ def _weights_file_problems(model, weights: str) -> list[str]:
 def _save_model_weights(model, path: str) -> None:
     """`model.save_weights` without the optimizer's state: a checkpoint holds the model
     (resumable training state lives in the training run's own checkpoints)."""
-    from keras.src.saving import saving_lib
+    from albert_tf import keras_compat
 
     optimizer = getattr(model, "optimizer", None)
-    saving_lib.save_weights_only(model, path,
-                                 objects_to_skip=[optimizer] if optimizer is not None else None)
+    keras_compat.save_weights_only(model, path,
+                                   objects_to_skip=[optimizer] if optimizer is not None else None)
 
 
 def load_checkpoint(path: str | os.PathLike):

@@ -23,8 +23,10 @@ from typing import Callable
 
 import numpy as np
 
+from albert_tf.runio import UserError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(UserError):
     """A checkpoint that cannot be read or does not fit the model."""
 
 

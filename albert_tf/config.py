@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any
+
+from albert_tf.runio import UserError, atomic_write_json
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -44,7 +47,7 @@ HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh":
                   "linear": "linear"}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """An invalid or unreadable model configuration."""
 
 
@@ -99,9 +102,14 @@ class AlbertConfig:
             raise ConfigError(
                 f"num_hidden_groups={self.num_hidden_groups} exceeds "
                 f"num_hidden_layers={self.num_hidden_layers}{where}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"):
+            value = getattr(self, name)  # NaN fails every comparison below: refuse it first
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value):
+                raise ConfigError(f"{name}={value!r} must be a finite number{where}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}={value!r} must be in [0, 1){where}")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
             raise ConfigError(f"initializer_range={self.initializer_range!r} must be > 0{where}")
@@ -129,6 +137,9 @@ class AlbertConfig:
     def from_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
         """Builds a config from albert_config.json-style keys; unknown keys are an error."""
         where = f" in {source}" if source else ""
+        if not isinstance(values, dict):
+            raise ConfigError(f"expected a dict of config fields{where}, got "
+                              f"{type(values).__name__}")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - fields - IGNORED_ORIGINAL_KEYS)
         if unknown:
@@ -184,11 +195,7 @@ class AlbertConfig:
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes albert_config.json (atomically: a temporary file, then a rename)."""
         path = os.fspath(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        atomic_write_json(path, self.to_dict(), sort_keys=True)
 
     def replace(self, **changes: Any) -> "AlbertConfig":
         return dataclasses.replace(self, **changes)
@@ -200,6 +207,35 @@ class AlbertConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
+
+    @classmethod
+    def from_preset_or_file(cls, spec: str) -> "AlbertConfig":
+        """A preset name (albert-base, ...) or the path of a config JSON file.
+
+        Something that is neither is reported as an unknown preset listing the
+        presets, unless it looks like a path (a separator or .json), which is
+        reported as a missing file.
+        """
+        if spec in PRESETS:
+            return cls.from_preset(spec)
+        if os.path.exists(spec) or os.sep in spec or spec.endswith(".json"):
+            return cls.from_json_file(spec)
+        raise ConfigError(f"unknown preset {spec!r}; presets: {', '.join(PRESETS)} "
+                          "(or give the path of an albert_config.json)")
+
+    def check_sequence_length(self, seq_length: int, what: str = "seq_length",
+                              where: str = "") -> None:
+        """Raises ConfigError unless sequences of `seq_length` fit the position table.
+
+        A longer sequence would index past max_position_embeddings: an error on
+        CPU, a silent read of zeros on GPU. Call it before any training step.
+        """
+        where = f" ({where})" if where else ""
+        if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 1:
+            raise ConfigError(f"{what}={seq_length!r} must be a positive integer{where}")
+        if seq_length > self.max_position_embeddings:
+            raise ConfigError(f"{what}={seq_length} exceeds the model's "
+                              f"max_position_embeddings={self.max_position_embeddings}{where}")
 
     @classmethod
     def preset_names(cls) -> tuple[str, ...]:

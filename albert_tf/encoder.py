@@ -11,8 +11,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
 from albert_tf.transformer import (AttentionSublayer, FeedForwardSublayer, TransformerBlock,
                                    attention_bias_from_mask)
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.inputs import INPUT_NAMES
 
 
 def as_config(config: AlbertConfig | dict[str, Any]) -> AlbertConfig:

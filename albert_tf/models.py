@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import keras
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution
+from albert_tf.keras_compat import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import INPUT_NAMES, AlbertEncoder, as_config

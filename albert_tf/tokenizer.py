@@ -38,6 +38,9 @@ from typing import Sequence
 
 import sentencepiece as spm
 
+from albert_tf.inputs import INPUT_NAMES as MODEL_INPUT_NAMES  # one home for the names
+from albert_tf.runio import UserError
+
 SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE = "<pad>"
 UNK_PIECE = "<unk>"
@@ -46,7 +49,6 @@ CONTROL_SYMBOLS = (CLS_PIECE, SEP_PIECE, MASK_PIECE)
 # `--user_defined_symbols` of the original spm_train command (ALBERT README):
 # always segmented as pieces of their own.
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
-MODEL_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 MIN_SEQ_LENGTH = 3  # [CLS] [SEP] [SEP]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -106,7 +108,7 @@ def check_seq_length(seq_length: int) -> int:
     if isinstance(seq_length, bool) or not isinstance(seq_length, int):
         raise TypeError(f"seq_length must be an int, got {seq_length!r}")
     if seq_length < MIN_SEQ_LENGTH:
-        raise ValueError(f"seq_length={seq_length} is too small: packing needs at least "
+        raise UserError(f"seq_length={seq_length} is too small: packing needs at least "
                          f"{MIN_SEQ_LENGTH} positions for [CLS] A [SEP] B [SEP]")
     return seq_length
 
@@ -124,7 +126,7 @@ def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.Senten
             raise RuntimeError("the file is empty")
         processor.LoadFromSerializedProto(proto)
     except (RuntimeError, OSError) as err:
-        raise ValueError(f"{path} is not a valid SentencePiece model: {err}") from None
+        raise UserError(f"{path} is not a valid SentencePiece model: {err}") from None
     return proto, processor
 
 
@@ -160,7 +162,7 @@ class AlbertTokenizer:
     def _special_id(self, piece: str) -> int:
         piece_id = self.sp_model.piece_to_id(piece)
         if piece_id == self.unk_id and piece != UNK_PIECE:
-            raise ValueError(f"{self.spm_model_path} has no {piece!r} piece; an ALBERT "
+            raise UserError(f"{self.spm_model_path} has no {piece!r} piece; an ALBERT "
                              f"vocabulary needs {PAD_PIECE!r} and {', '.join(CONTROL_SYMBOLS)} "
                              f"(train one with `albert-tf vocab`)")
         return piece_id

@@ -277,16 +277,27 @@ class AlbertPreprocessor(keras.layers.Layer):
         # One normalise + tokenize pass over all segments, then split back.
         ids = self.tokenize(tf.concat(segments, axis=0))
         ids = [ids[i * batch:(i + 1) * batch] for i in range(len(segments))]
-        trimmed = tf_text.RoundRobinTrimmer(self.seq_length - 1 - len(ids)).trim(ids)
+        return self.pack(ids)[0]
+
+    def pack(self, segments: list[tf.RaggedTensor]) -> tuple[dict[str, tf.Tensor], list]:
+        """`[CLS] A [SEP] (B [SEP])` packing of one or two token-id segments [B, (n)].
+
+        The one packing function: `call` and the serving signatures (which
+        tokenize their segments themselves) both use it. Segments are trimmed
+        round-robin to fit `seq_length`, as `AlbertTokenizer.encode_pair` does.
+
+        Returns:
+          (features: {input_word_ids, input_mask, input_type_ids} int32
+          [B, seq_length], trimmed: the segments as kept after truncation).
+        """
+        tok = self.tokenizer
+        trimmed = tf_text.RoundRobinTrimmer(self.seq_length - 1 - len(segments)).trim(segments)
         word_ids, type_ids = tf_text.combine_segments(
-            trimmed, start_of_sequence_id=self.tokenizer.cls_id,
-            end_of_segment_id=self.tokenizer.sep_id)
-        word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length,
-                                                  pad_value=self.tokenizer.pad_id)
+            trimmed, start_of_sequence_id=tok.cls_id, end_of_segment_id=tok.sep_id)
+        word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, pad_value=tok.pad_id)
         type_ids, _ = tf_text.pad_model_inputs(type_ids, self.seq_length, pad_value=0)
-        return {"input_word_ids": tf.cast(word_ids, tf.int32),
-                "input_mask": tf.cast(mask, tf.int32),
-                "input_type_ids": tf.cast(type_ids, tf.int32)}
+        values = (word_ids, mask, type_ids)
+        return {name: tf.cast(v, tf.int32) for name, v in zip(MODEL_INPUT_NAMES, values)}, trimmed
 
     def _segments(self, inputs) -> list[tf.Tensor]:
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]

@@ -14,11 +14,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from albert_tf.runio import UserError
+
 from albert_tf.serving import requests as rq
 
 
-class ServerError(RuntimeError):
-    """The server could not be reached or refused a request (one-line message)."""
+class ServerError(UserError, RuntimeError):
+    """The server could not be reached or refused a request (one-line message, exit 1)."""
+
+    exit_status = 1
 
 
 class RestBackend:
@@ -38,7 +42,7 @@ class RestBackend:
                                          headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
+                raw = response.read()
         except urllib.error.HTTPError as e:  # TF Serving puts {"error": ...} in the body
             detail = e.read().decode("utf-8", errors="replace")
             try:
@@ -48,6 +52,15 @@ class RestBackend:
             raise ServerError(f"{url}: HTTP {e.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as e:
             raise ServerError(f"{url}: {getattr(e, 'reason', e)}") from None
+        try:
+            reply = json.loads(raw)
+        except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+            shown = raw[:60].decode("utf-8", errors="replace")
+            raise ServerError(f"{url}: the reply is not JSON ({e}); it starts {shown!r}; is "
+                              "this a TF Serving REST port?") from None
+        if not isinstance(reply, dict):
+            raise ServerError(f"{url}: the reply is a JSON {type(reply).__name__}, not an object")
+        return reply
 
     def signatures(self) -> dict[str, dict]:
         if self._signatures is None:

@@ -21,6 +21,9 @@ import os
 import sys
 from typing import Any, Iterator, Mapping, Sequence
 
+from albert_tf import runio
+from albert_tf.runio import UserError
+
 
 from albert_tf.serving.requests import (DEFAULT_SIGNATURE, REST_FORMATS, RequestError,
                                         columns_from_rows)
@@ -28,7 +31,7 @@ from albert_tf.serving.requests import (DEFAULT_SIGNATURE, REST_FORMATS, Request
 logger = logging.getLogger(__name__)
 
 
-class ClientError(RuntimeError):
+class ClientError(UserError, RuntimeError):
     """A failure talking to the server or reading the inputs, with one clear message."""
 
 
@@ -125,7 +128,12 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
             except RequestError as e:
                 raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: {e}") \
                     from None
-            for row in backend.predict(signature, columns):
+            rows = backend.predict(signature, columns)
+            if len(rows) != len(batch):  # a short reply must not pass as complete output
+                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: the "
+                                  f"server returned {len(rows)} predictions for {len(batch)} "
+                                  "inputs; no output was kept")
+            for row in rows:
                 output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
             progress.update(len(batch))
@@ -138,14 +146,8 @@ def _open_output(path: str):
     if path == "-":
         yield sys.stdout
         return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as stream:
-            yield stream
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with runio.atomic_write(path) as stream:
+        yield stream
 
 
 # ----------------------------------------------------------------------- CLI
@@ -160,7 +162,7 @@ def _latest_version(path: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="albert-tf predict", description=__doc__.split("\n")[0])
+    p = runio.ArgumentParser(prog="albert-tf predict", description=__doc__.split("\n")[0])
     route = p.add_mutually_exclusive_group(required=True)
     route.add_argument("--server", help="TF Serving REST address, e.g. http://localhost:8501")
     route.add_argument("--grpc", help="TF Serving gRPC address, e.g. localhost:8500")
@@ -180,33 +182,23 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@runio.command("predict")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    runio.require_positive("--batch-size", args.batch_size)
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
     if args.saved_model:
         args.saved_model = _latest_version(args.saved_model)
         if not os.path.isfile(os.path.join(args.saved_model, "saved_model.pb")):
-            print(f"albert-tf predict: {args.saved_model} is not a SavedModel directory "
-                  "(no saved_model.pb)", file=sys.stderr)
-            return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from albert_tf.serving.backends import ServerError
-
-    try:
-        backend = make_backend(args)
-        with _open_output(args.output) as stream:
-            count = predict_file(backend, args.signature, args.input, stream,
-                                 args.batch_size, jsonl)
-    except (ClientError, RequestError) as e:
-        print(f"albert-tf predict: {e}", file=sys.stderr)
-        return 2
-    except ServerError as e:
-        print(f"albert-tf predict: {e}", file=sys.stderr)
-        return 1
+            raise ClientError(f"--saved-model {args.saved_model} is not a SavedModel "
+                              "directory (no saved_model.pb)")
+    runio.setup_logging()
+    backend = make_backend(args)
+    with _open_output(args.output) as stream:
+        count = predict_file(backend, args.signature, args.input, stream,
+                             args.batch_size, jsonl)
     logger.info("wrote %d predictions to %s", count, args.output)
     return 0
 

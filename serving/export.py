@@ -19,12 +19,15 @@ import os
 import sys
 from typing import Sequence
 
+from albert_tf import runio
+from albert_tf.runio import UserError
+
 logger = logging.getLogger(__name__)
 
 TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice")
 
 
-class ExportError(ValueError):
+class ExportError(UserError):
     """A checkpoint/task/option combination that cannot be exported (one-line message)."""
 
 
@@ -121,17 +124,27 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
       token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
     """
     from albert_tf import checkpoint as ckpt
-    from albert_tf.serving import layout
+    from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
+    from albert_tf.serving import layout, warmup
     from albert_tf.tokenizer import AlbertPreprocessor
 
-    spm_model = spm_model or os.path.join(checkpoint, ckpt.SPM_FILE)
-    if not os.path.isfile(spm_model):
-        raise ExportError(f"no SentencePiece model: {spm_model} does not exist (pass --spm-model)")
+    # The checkpoint first: a directory that is not one gets that answer, not a
+    # question about its vocabulary.
+    if ckpt.detect_format(checkpoint) != "albert_tf":
+        raise ExportError(f"{checkpoint} is a {ckpt.detect_format(checkpoint)} checkpoint; "
+                          f"convert it first: albert-tf convert {checkpoint} DST")
+    spm_model = checkpoint_tokenizer(checkpoint, spm_model).spm_model
+    if spm_model is None:
+        raise ExportError(f"no SentencePiece model in {checkpoint} (no {ckpt.SPM_FILE}); "
+                          "pass --spm-model")
+    warmup.require_serving_api()
     info = ckpt.read_task_info(checkpoint)
     model = ckpt.load_checkpoint(checkpoint)
     limit = model.config.max_position_embeddings
-    seq_length = seq_length or info.get("seq_length") or limit
-    if not 3 <= seq_length <= limit:
+    if seq_length is None:
+        seq_length = info.get("seq_length") or limit
+    if isinstance(seq_length, bool) or not isinstance(seq_length, int) or \
+            not 3 <= seq_length <= limit:
         raise ExportError(f"--seq-length {seq_length} must be in [3, {limit}] "
                           f"(max_position_embeddings of {checkpoint})")
     preprocessor = AlbertPreprocessor(spm_model, seq_length,
@@ -160,7 +173,7 @@ def tf_version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
+    p = runio.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True, help="albert-tf checkpoint directory")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
@@ -173,18 +186,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@runio.command("export")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    runio.setup_logging()
     if not os.path.isdir(args.checkpoint):
-        print(f"albert-tf export: {args.checkpoint} is not a directory", file=sys.stderr)
-        return 2
-    try:
-        path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
-                      args.spm_model, token_ids_only=args.token_ids_only)
-    except (ValueError, OSError) as e:  # ExportError, LayoutError, CheckpointError, ConfigError
-        print(f"albert-tf export: {e}", file=sys.stderr)
-        return 2
+        raise ExportError(f"--checkpoint {args.checkpoint} is not a directory")
+    path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
+                  args.spm_model, token_ids_only=args.token_ids_only)
     print(path)
     return 0
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
-import tempfile
 from typing import Iterator
+
+from albert_tf import runio
+from albert_tf.runio import UserError
 
 logger = logging.getLogger(__name__)
 
 
-class LayoutError(ValueError):
+class LayoutError(UserError):
     """A model directory or version that cannot be used."""
 
 
@@ -64,16 +65,8 @@ def staged_directory(final_path: str) -> Iterator[str]:
     The staging directory sits beside `final_path` (same file system, so the rename
     is atomic) under a dot-name TF Serving ignores; it is removed if the block fails.
     """
-    parent = os.path.dirname(os.path.abspath(final_path))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(final_path)}.tmp-", dir=parent)
-    os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide it from a server run as another user
-    try:
+    # 0755, not mkdtemp's 0700, which would hide it from a server run as another user.
+    # A failure also removes BASE/NAME when this export created it.
+    with runio.staged_directory(final_path, mode=0o755) as staging:
         yield staging
-        if os.path.exists(final_path):
-            raise LayoutError(f"{final_path} appeared while exporting; not overwriting it")
-        os.rename(staging, final_path)
-        logger.info("wrote %s", final_path)
-    finally:
-        if os.path.exists(staging):
-            shutil.rmtree(staging, ignore_errors=True)
+    logger.info("wrote %s", final_path)

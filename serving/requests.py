@@ -22,6 +22,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from albert_tf.runio import UserError
+
 REST_FORMATS = ("instances", "inputs")
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -30,7 +32,7 @@ _DTYPES = {"DT_STRING": object, "DT_INT32": np.int32, "DT_INT64": np.int64,
            "DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_BOOL": np.bool_}
 
 
-class RequestError(ValueError):
+class RequestError(UserError):
     """A request or response that does not fit the signature or the API's format."""
 
 

@@ -1,7 +1,7 @@
 """In-graph text handling the serving signatures add on top of `AlbertPreprocessor`.
 
-* `pack`: `[CLS] A [SEP] (B [SEP])` packing of token-id segments, the same steps
-  as `AlbertPreprocessor.call`, for segments the serving graph tokenizes itself;
+* `pack`: `[CLS] A [SEP] (B [SEP])` packing of token-id segments the serving graph
+  tokenizes itself: `AlbertPreprocessor.pack`, the one packing function;
 * `trim_padding`: dynamic padding, so short requests do not pay for seq_length;
 * `tokenize_with_masks`: "[MASK]" written in raw text becomes the [MASK] id
   (SentencePiece never produces a control symbol from text).
@@ -14,9 +14,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.inputs import INPUT_NAMES  # noqa: F401  (re-exported to the signatures)
 from albert_tf.tokenizer import MASK_PIECE
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def sanitize(texts: tf.Tensor) -> tf.Tensor:
@@ -26,22 +25,13 @@ def sanitize(texts: tf.Tensor) -> tf.Tensor:
 
 
 def pack(pre, segments: list[tf.RaggedTensor]):
-    """Packs one or two id segments [B, (n)] like `AlbertPreprocessor.call`.
+    """Packs one or two id segments [B, (n)] with `pre`'s special ids and length.
 
     Returns:
       (features: the three int32 [B, seq_length] inputs, trimmed: the segments as
-      kept after truncation).
+      kept after truncation); see `AlbertPreprocessor.pack`.
     """
-    tok = pre.tokenizer
-    trimmed = tf_text.RoundRobinTrimmer(pre.seq_length - 1 - len(segments)).trim(segments)
-    word_ids, type_ids = tf_text.combine_segments(
-        trimmed, start_of_sequence_id=tok.cls_id, end_of_segment_id=tok.sep_id)
-    word_ids, mask = tf_text.pad_model_inputs(word_ids, pre.seq_length, pad_value=tok.pad_id)
-    type_ids, _ = tf_text.pad_model_inputs(type_ids, pre.seq_length, pad_value=0)
-    features = {"input_word_ids": tf.cast(word_ids, tf.int32),
-                "input_mask": tf.cast(mask, tf.int32),
-                "input_type_ids": tf.cast(type_ids, tf.int32)}
-    return features, trimmed
+    return pre.pack(segments)
 
 
 def trim_padding(features: dict[str, tf.Tensor], multiple: int | None) -> dict[str, tf.Tensor]:

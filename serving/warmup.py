@@ -1,7 +1,7 @@
 """TF Serving warmup records: `assets.extra/tf_serving_warmup_requests`.
 
 TF Serving replays the records of this TFRecord file (PredictionLog protos from
-tensorflow-serving-api) when it loads a version, before marking it available, so
+tensorflow-serving-api, a core dependency of albert-tf) when it loads a version, before marking it available, so
 the first real request does not pay for graph initialisation. We write a few real
 requests per signature, built with the same `predict_request` the gRPC client uses.
 """
@@ -14,8 +14,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
+from albert_tf import runio
 from albert_tf.serving.requests import predict_request
 
 WARMUP_DIR = "assets.extra"
@@ -26,20 +26,35 @@ MAX_WARMUP_RECORDS = 1000
 logger = logging.getLogger(__name__)
 
 
+def require_serving_api() -> None:
+    """Raises UserError (before anything is written) when tensorflow-serving-api is missing.
+
+    It is an install requirement; this catches an environment installed without
+    dependencies (pip --no-deps) with one line instead of a failure mid-export.
+    """
+    try:
+        import tensorflow_serving.apis.prediction_log_pb2  # noqa: F401
+    except ImportError as e:
+        raise runio.UserError(
+            f"export writes TF Serving warmup requests and needs tensorflow-serving-api "
+            f"(a dependency of albert-tf; {e}); pip install "
+            f"'tensorflow-serving-api=={tf.__version__.rsplit('.', 1)[0]}.*'") from None
+
+
 def warmup_path(saved_model_dir: str) -> str:
     return os.path.join(saved_model_dir, WARMUP_DIR, WARMUP_FILE)
 
 
 def warmup_requests(model_name: str,
                     examples: Mapping[str, Sequence[Mapping[str, np.ndarray]]]
-                    ) -> list[predict_pb2.PredictRequest]:
+                    ) -> list:
     """PredictRequests for `examples`: {signature name: [input arrays, ...]}."""
     return [predict_request(model_name, signature, inputs)
             for signature, batches in examples.items() for inputs in batches]
 
 
 def write_warmup(saved_model_dir: str,
-                 requests: Iterable[predict_pb2.PredictRequest]) -> str:
+                 requests: Iterable) -> str:
     """Writes the requests as PredictionLog records into the SavedModel's assets.extra/.
 
     The file is written under a temporary name and renamed when complete.
@@ -47,6 +62,8 @@ def write_warmup(saved_model_dir: str,
     Returns:
       The path of the warmup file.
     """
+    from tensorflow_serving.apis import prediction_log_pb2
+
     records = [prediction_log_pb2.PredictionLog(
         predict_log=prediction_log_pb2.PredictLog(request=request)) for request in requests]
     if not records or len(records) > MAX_WARMUP_RECORDS:
@@ -54,16 +71,14 @@ def write_warmup(saved_model_dir: str,
                          f"{MAX_WARMUP_RECORDS}")
     path = warmup_path(saved_model_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.TFRecordWriter(tmp) as writer:
+    with runio.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for record in records:
             writer.write(record.SerializeToString())
-    os.replace(tmp, path)
     logger.info("wrote %d warmup requests to %s", len(records), path)
     return path
 
 
-def read_warmup(saved_model_dir: str) -> list[predict_pb2.PredictRequest]:
+def read_warmup(saved_model_dir: str) -> list:
     """The PredictRequests stored in a SavedModel's warmup file, in order.
 
     Raises:
@@ -71,6 +86,8 @@ def read_warmup(saved_model_dir: str) -> list[predict_pb2.PredictRequest]:
         message names the file and the record number).
     """
     path = warmup_path(saved_model_dir)
+    from tensorflow_serving.apis import prediction_log_pb2
+
     requests = []
     for index, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
         log = prediction_log_pb2.PredictionLog()

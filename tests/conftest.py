@@ -98,3 +98,22 @@ def digit_comma_spm_model_path(tmp_path_factory, _vocab_corpus_file) -> str:
     trigger the original digit-comma rule. For tests of that rule."""
     numbers = _numbers_file(tmp_path_factory.mktemp("numbers") / "numbers.txt")
     return _train(tmp_path_factory, "numbers", [_vocab_corpus_file, numbers])
+
+
+@pytest.fixture(scope="session")
+def spm_41_path(tmp_path_factory) -> str:
+    """A 41-piece ALBERT-convention SentencePiece model: the vocabulary size of the
+    tiny TF1 / Hugging Face checkpoints in tests/fixtures (their tokenizer's stand-in),
+    trained on lines of 23 short words (deterministic, under a second)."""
+    rng = random.Random(0)
+    words = ["abc", "bad", "cab", "dab", "face", "bead", "fed", "deaf", "ace", "bee", "add",
+             "gag", "hag", "egg", "jig", "kid", "lime", "mild", "nine", "open", "pole",
+             "quiz", "rope"]
+    path = tmp_path_factory.mktemp("spm41") / "words.txt"
+    path.write_text("\n".join(" ".join(rng.choice(words) for _ in range(8))
+                              for _ in range(400)) + "\n", encoding="utf-8")
+    from albert_tf.training.vocab import train_vocab
+
+    model_path, _ = train_vocab([str(path)], str(path.parent / "spm41"), 41,
+                                input_sentence_size=0, num_threads=1)
+    return model_path

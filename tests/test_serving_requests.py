@@ -197,7 +197,8 @@ def test_staged_directory_appears_only_when_complete(tmp_path):
             open(os.path.join(staging, "half_written"), "w").close()
             assert not os.path.exists(final)
             raise RuntimeError("export failed")
-    assert os.listdir(tmp_path / "m") == []  # staging removed, nothing published
+    # Staging removed, nothing published, and BASE/NAME (created by it) removed too.
+    assert os.listdir(tmp_path) == []
     with layout.staged_directory(final) as staging:
         open(os.path.join(staging, "saved_model.pb"), "w").close()
     assert os.listdir(final) == ["saved_model.pb"]

@@ -20,7 +20,6 @@ export its text to files first).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import sys
@@ -35,6 +34,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from albert_tf.training import corpus as corpus_lib
 from albert_tf.training import pretraining_data, sop
 from albert_tf.training.data_stats import DataStats, summarize
+from albert_tf import runio
+from albert_tf.runio import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -132,16 +133,12 @@ class MergeReports(beam.CombineFn):
 
 def _write_summary(stats: dict, report: dict, output_dir: str, name: str,
                    options: sop.GenerationOptions, start: float, num_shards: int) -> None:
-    import tensorflow as tf
-
     reader = corpus_lib.CorpusReport()
     reader.merge(report)
     summary = summarize(name, {0: stats}, reader, options, time.time() - start)
     summary["shards"] = num_shards
     path = os.path.join(output_dir, pretraining_data.SUMMARY_FILE)
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(summary, indent=2) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    runio.atomic_write_json(path, summary)  # tf.io.gfile for remote paths
 
 
 def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, spm_model: str,
@@ -159,12 +156,12 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
         choose it to make shards of about 100 MB.
     """
     if num_shards < 1:
-        raise ValueError(f"num_shards={num_shards} must be at least 1")
+        raise UserError(f"num_shards={num_shards} must be at least 1")
     if options.objective == "nsp":
         # NSP negatives come from the other documents of a shard; this pipeline
         # handles each document alone.
-        raise ValueError("objective=nsp is made by `albert-tf create-data` only (its negatives "
-                         "come from other documents of a shard); the pipeline makes sop and none")
+        raise UserError("objective=nsp is made by `albert-tf create-data` only (its negatives "
+                        "come from other documents of a shard); the pipeline makes sop and none")
     import tensorflow as tf
 
     with tf.io.gfile.GFile(spm_model, "rb") as f:

@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from albert_tf import runio
+
 COMMANDS = {
     # name: (module, one-line help)
     "demo": ("albert_tf.training.demo", "the whole job on the embedded corpus: vocab -> data -> pretrain -> export -> answers"),
@@ -30,12 +32,16 @@ def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = ["usage: albert-tf COMMAND [options]", "", "commands:"]
     lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "Run 'albert-tf COMMAND --help' for a command's options."]
+    lines += ["", "Run 'albert-tf COMMAND --help' for a command's options.",
+              "--debug (anywhere): show the traceback of an error instead of one line."]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "--debug" in argv:
+        argv = [a for a in argv if a != "--debug"]
+        runio.set_debug(True)
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
@@ -45,8 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line users.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    module = importlib.import_module(COMMANDS[command][0])
-    return int(module.main(rest) or 0)
+    # Every command reports errors the same way: one line (see runio.command).
+    return runio.command(command)(_run)(COMMANDS[command][0], rest)
+
+
+def _run(module_name: str, argv: list[str]) -> int:
+    return int(importlib.import_module(module_name).main(argv) or 0)
 
 
 if __name__ == "__main__":

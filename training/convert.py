@@ -14,31 +14,18 @@ Example:
 from __future__ import annotations
 
 import argparse
-import glob
-import json
 import logging
 import os
-import sys
 
-from albert_tf.checkpoint import (CheckpointError, SPM_FILE, WEIGHTS_FILE, detect_format,
-                                  load_checkpoint, save_checkpoint)
-from albert_tf.checkpoint_readers import tf1_prefix
-from albert_tf.config import ConfigError
+from albert_tf import runio
+from albert_tf.checkpoint import WEIGHTS_FILE, detect_format, load_checkpoint, save_checkpoint
+from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer, find_spm_model, hf_do_lower_case
 
 logger = logging.getLogger("albert_tf.convert")
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and status 2, not argparse's usage dump
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="albert-tf convert", description=__doc__.splitlines()[0],
+    parser = runio.ArgumentParser(prog="albert-tf convert", description=__doc__.splitlines()[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="\n".join(__doc__.splitlines()[2:]))
     parser.add_argument("src", help="TF1 checkpoint directory or prefix, or a Hugging Face "
@@ -52,42 +39,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def find_spm_model(src: str) -> str | None:
-    """The SentencePiece model shipped with a checkpoint: spiece.model (Hugging Face) or
-    the single *.model file beside a TF1 checkpoint (e.g. 30k-clean.model)."""
-    directory = src if os.path.isdir(src) else os.path.dirname(tf1_prefix(src) or src)
-    named = os.path.join(directory, SPM_FILE)
-    if os.path.isfile(named):
-        return named
-    candidates = sorted(glob.glob(os.path.join(directory, "*.model")))
-    if len(candidates) > 1:
-        logger.warning("several SentencePiece models beside %s (%s); pass --spm-model",
-                       src, ", ".join(candidates))
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def hf_do_lower_case(src: str) -> bool | None:
-    """do_lower_case from a Hugging Face tokenizer_config.json, if there is one."""
-    path = os.path.join(src, "tokenizer_config.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        value = json.load(f).get("do_lower_case")
-    return None if value is None else bool(value)
-
-
 def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = False,
             force: bool = False) -> str:
     """Reads `src` (TF1 or Hugging Face) and writes it to `dst` in albert-tf's format."""
     kind = detect_format(src)
     if os.path.isfile(os.path.join(dst, WEIGHTS_FILE)) and not force:
-        raise FileExistsError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
+        raise runio.UserError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
     if spm_model is not None and not os.path.isfile(spm_model):
-        raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
-    spm_model = spm_model or find_spm_model(src)
-    lower = hf_do_lower_case(src) if kind == "hf" else None
-    do_lower_case = not cased and lower is not False
+        raise runio.UserError(f"--spm-model {spm_model}: no such file")
+    tokenizer = checkpoint_tokenizer(src, spm_model, False if cased else None)
+    spm_model, do_lower_case = tokenizer.spm_model, tokenizer.do_lower_case
     model = load_checkpoint(src)
+    if spm_model is not None:
+        _check_vocab_size(spm_model, model.config.vocab_size, src)
     save_checkpoint(model, dst, spm_model=spm_model, do_lower_case=do_lower_case)
     logger.info("converted %s checkpoint %s -> %s (%d weights, SentencePiece model: %s, "
                 "do_lower_case=%s)", kind, src, dst, len(model.weights),
@@ -95,17 +59,29 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
     return dst
 
 
+def _check_vocab_size(spm_model: str, vocab_size: int, src: str) -> None:
+    """A SentencePiece model whose size is not the embedding table's is the wrong one."""
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    pieces = AlbertTokenizer(spm_model).vocab_size
+    if pieces != vocab_size:
+        raise runio.UserError(f"SentencePiece model {spm_model} has {pieces} pieces but the "
+                              f"checkpoint {src} has vocab_size={vocab_size}; pass the "
+                              "model's own vocabulary with --spm-model")
+
+
+__all__ = ["convert", "main", "find_spm_model", "hf_do_lower_case"]
+
+
+@runio.command("convert")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        args = _parser().parse_args(argv)
-        convert(args.src, args.dst, args.spm_model, args.cased, args.force)
-    except (_UsageError, CheckpointError, ConfigError, FileExistsError,
-            FileNotFoundError) as e:
-        print(f"albert-tf convert: error: {e}", file=sys.stderr)
-        return 2
+    args = _parser().parse_args(argv)
+    runio.setup_logging()
+    convert(args.src, args.dst, args.spm_model, args.cased, args.force)
     return 0
 
 
 if __name__ == "__main__":
+    import sys
+
     sys.exit(main(sys.argv[1:]))

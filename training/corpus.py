@@ -14,9 +14,11 @@ The other readers (`open_corpus` picks one from a spec string):
     or gzip-compressed (`.gz`), local or on any filesystem `tf.io.gfile` knows;
   * a tensorflow-datasets dataset by name, split and text field, its text cut
     into paragraphs at line breaks and into sentences by `split_sentences`.
-Bad input never stops a reader: unreadable files, lines that are not UTF-8
-(the document holding one is dropped), empty and one-sentence documents are
-counted per reason and per file in a `CorpusReport`.
+Bad input inside a corpus never stops a reader: unreadable and binary files,
+lines that are not UTF-8 or longer than `MAX_LINE_BYTES` (the document holding
+one is dropped), empty and one-sentence documents are counted per reason and
+per file in a `CorpusReport`. A file named explicitly (not through a glob) that
+is missing or binary is refused by `open_corpus` before any work.
 """
 
 from __future__ import annotations
@@ -32,12 +34,21 @@ import sys
 import sysconfig
 from typing import Callable, Iterable, Iterator
 
+from albert_tf import runio
+
+from albert_tf.runio import UserError
+
 # Sentence ends: ., ! or ? followed by whitespace and an upper-case letter or quote.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])")
 # Lines that are code, tables or markup rather than prose.
 _NON_PROSE = re.compile(r"^\s*(>>>|\.\.\.|\$ |[-=*~^+|]{3,}|\.\. |::|[{}\[\]()<>]*$)")
 _MIN_WORDS = 3
 _MIN_SENTENCES = 2
+# A "sentence" line longer than this is not prose (a dump, a minified file): its
+# document is skipped and counted as "overlong_line", and the line is never held
+# in memory whole.
+MAX_LINE_BYTES = 1 << 20
+_SNIFF_BYTES = 8192  # a NUL byte among the first 8 KiB marks a binary file (as git does)
 
 
 def split_sentences(paragraph: str) -> list[str]:
@@ -133,9 +144,8 @@ def embedded_documents(max_documents: int | None = None) -> Iterator[list[str]]:
 
 def write_corpus_file(path: str, documents: Iterator[list[str]]) -> dict[str, int]:
     """Writes documents in the original text layout (atomically) and returns counts."""
-    tmp = f"{path}.tmp-{os.getpid()}"
     stats = {"documents": 0, "sentences": 0, "characters": 0}
-    with open(tmp, "w", encoding="utf-8") as f:
+    with runio.atomic_write(path) as f:
         for doc in documents:
             for sentence in doc:
                 f.write(sentence + "\n")
@@ -143,7 +153,6 @@ def write_corpus_file(path: str, documents: Iterator[list[str]]) -> dict[str, in
                 stats["characters"] += len(sentence)
             f.write("\n")
             stats["documents"] += 1
-    os.replace(tmp, path)
     return stats
 
 
@@ -158,8 +167,8 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 class CorpusReport:
     """Counts skipped inputs per reason and per file, with a few examples of each.
 
-    Reasons used by the readers: "unreadable_file", "invalid_utf8",
-    "empty_document", "one_sentence_document"; generation adds its own.
+    Reasons used by the readers: "unreadable_file", "binary_file", "invalid_utf8",
+    "overlong_line", "empty_document", "one_sentence_document"; generation adds its own.
     """
 
     MAX_EXAMPLES = 20
@@ -250,7 +259,7 @@ def expand_patterns(spec: str) -> list[str]:
         else:
             matches = sorted(glob.glob(pattern))
         if not matches:
-            raise ValueError(f"input pattern {pattern!r} matches no files")
+            raise runio.UserError(f"input pattern {pattern!r} matches no files")
         paths.extend(m for m in matches if m not in paths)
     return paths
 
@@ -266,6 +275,37 @@ def _open_lines(path: str, stack) -> Iterable[bytes]:
     if path.endswith(".gz"):
         return stack.enter_context(gzip.GzipFile(fileobj=raw))
     return raw
+
+
+def _lines(stream) -> Iterator[bytes | None]:
+    """The lines of a binary stream; None for a line longer than MAX_LINE_BYTES,
+    which is skipped in pieces rather than read whole (local and gzip streams;
+    tf.io.gfile's remote files read lines whole)."""
+    import io
+
+    if not isinstance(stream, io.BufferedIOBase):
+        yield from stream
+        return
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # the rest of the line, piece by piece
+                raw = stream.readline(MAX_LINE_BYTES)
+            yield None
+        else:
+            yield raw
+
+
+def binary_offset(path: str) -> int | None:
+    """The offset of a NUL byte among the first 8 KiB of the (decompressed) file, or None."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        head = _open_lines(path, stack).read(_SNIFF_BYTES)
+    offset = head.find(b"\0")
+    return None if offset < 0 else offset
 
 
 def _read_errors() -> tuple[type[BaseException], ...]:
@@ -289,10 +329,17 @@ def read_text_file(path: str, report: CorpusReport) -> Iterator[tuple[int, list[
     import contextlib
 
     sentences: list[str] = []
-    first, bad_line, number = 1, 0, 0
+    first, bad_line, number, bad_reason = 1, 0, 0, "invalid_utf8"
     try:
+        offset = binary_offset(path)
+        if offset is not None:
+            report.skip("binary_file", path, f"NUL byte at byte {offset}: not a text file")
+            return
         with contextlib.ExitStack() as stack:
-            for number, raw in enumerate(_open_lines(path, stack), start=1):
+            for number, raw in enumerate(_lines(_open_lines(path, stack)), start=1):
+                if raw is None:
+                    bad_line, bad_reason = bad_line or number, "overlong_line"
+                    continue  # the document stays open until its blank line
                 try:
                     line = raw.decode("utf-8").strip()
                 except UnicodeDecodeError:
@@ -304,15 +351,15 @@ def read_text_file(path: str, report: CorpusReport) -> Iterator[tuple[int, list[
                     sentences.append(line)
                     continue
                 if bad_line:
-                    report.skip("invalid_utf8", path, f"line {bad_line}")
+                    report.skip(bad_reason, path, f"line {bad_line}")
                 elif sentences and _usable(sentences, path, first, report):
                     yield first, sentences
-                sentences, bad_line = [], 0
+                sentences, bad_line, bad_reason = [], 0, "invalid_utf8"
     except _read_errors() as e:
         report.skip("unreadable_file", path, f"after line {number}: {type(e).__name__}: {e}")
         return
     if bad_line:
-        report.skip("invalid_utf8", path, f"line {bad_line}")
+        report.skip(bad_reason, path, f"line {bad_line}")
     elif sentences and _usable(sentences, path, first, report):
         yield first, sentences
 
@@ -326,8 +373,8 @@ def count_text_documents(paths: Iterable[str]) -> int:
         try:
             with contextlib.ExitStack() as stack:
                 in_document = False
-                for raw in _open_lines(path, stack):
-                    blank = not raw.strip()
+                for raw in _lines(_open_lines(path, stack)):
+                    blank = raw is not None and not raw.strip()
                     total += int(in_document and blank)
                     in_document = not blank
                 total += int(in_document)
@@ -358,7 +405,7 @@ def tfds_documents(name: str, split: str, text_field: str, report: CorpusReport,
     builder = tfds.builder(name, data_dir=data_dir)
     builder.download_and_prepare()
     if text_field not in builder.info.features:
-        raise ValueError(f"tfds dataset {name!r} has no feature {text_field!r}; "
+        raise UserError(f"tfds dataset {name!r} has no feature {text_field!r}; "
                          f"it has {sorted(builder.info.features)}")
     file = f"{TFDS_PREFIX}{name}:{split}"
     dataset = builder.as_dataset(split=split, shuffle_files=False)
@@ -394,7 +441,7 @@ class Corpus:
 def _parse_tfds(spec: str) -> tuple[str, str, str]:
     parts = spec[len(TFDS_PREFIX):].split(":")
     if not parts[0] or len(parts) > 3:
-        raise ValueError(f"bad tfds input {spec!r}; expected tfds:NAME[:SPLIT[:TEXT_FIELD]]")
+        raise runio.UserError(f"bad tfds input {spec!r}; expected tfds:NAME[:SPLIT[:TEXT_FIELD]]")
     name, split, field = (parts + ["train", "text"][len(parts) - 1:])[:3]
     return name, split, field
 
@@ -421,9 +468,39 @@ def open_corpus(spec: str | None) -> Corpus:
         return Corpus(spec, lambda report: tfds_documents(name, split, field, report),
                       _tfds_size(name, split), [spec])
     paths = expand_patterns(spec)
+    _check_named_files(spec)
     sizes = [_file_size(p) for p in paths]
     return Corpus(spec, lambda report: text_file_documents(paths, report),
                   count_text_documents(paths), [list(pair) for pair in zip(paths, sizes)])
+
+
+def _check_named_files(spec: str) -> None:
+    """Files named explicitly (not matched by a glob) must exist and hold text.
+
+    Raises:
+      UserError: naming the file (before any work is done).
+    """
+    for path in filter(None, (p.strip() for p in spec.split(","))):
+        if _GLOB_CHARS.search(path):
+            continue  # a glob's matches are checked, and skipped with a count, when read
+        if "://" in path:
+            import tensorflow as tf  # remote filesystems only
+
+            if not tf.io.gfile.exists(path):
+                raise runio.UserError(f"--input {path}: no such file")
+            continue
+        if not os.path.exists(path):
+            raise runio.UserError(f"--input {path}: no such file")
+        if os.path.isdir(path):
+            raise runio.UserError(f"--input {path} is a directory; give files or a glob "
+                                  f"such as {os.path.join(path, '*.txt')}")
+        try:
+            offset = binary_offset(path)
+        except _read_errors():
+            continue  # unreadable (e.g. a corrupt .gz): counted per file by the reader
+        if offset is not None:
+            raise runio.UserError(f"--input {path} is not a text file (NUL byte at byte "
+                                  f"{offset}); give one-sentence-per-line text (.txt or .gz)")
 
 
 def _file_size(path: str) -> int:

@@ -13,7 +13,6 @@ kill) does only what is left.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -21,6 +20,9 @@ import os
 import subprocess
 import sys
 import time
+
+from albert_tf import runio
+from albert_tf.runio import UserError
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -47,7 +49,7 @@ class DemoOptions:
     learning_rate: float = 0.004
 
 
-class DemoError(Exception):
+class DemoError(UserError):
     """Bad input for the demo: reported as one line."""
 
 
@@ -131,10 +133,7 @@ def pretrain_stage(opts: DemoOptions, data: str, spm_model: str) -> tuple[str, d
     final = {k: v[-1] for k, v in summary["history"].items()} if summary["history"] else {}
     result = {"steps": summary["step"], "examples_per_sec": summary["examples_per_sec"],
               "final_metrics": final}
-    tmp = summary_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, summary_path)
+    runio.atomic_write_json(summary_path, result)
     return model_dir, result
 
 
@@ -219,19 +218,12 @@ def run_demo(opts: DemoOptions) -> dict:
 
 
 def _check_output(path: str) -> None:
-    probe = os.path.join(path, f".write-test-{os.getpid()}")
-    try:
-        os.makedirs(path, exist_ok=True)
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise DemoError(f"output directory {path} is not writable: {e.strerror}") from None
+    runio.check_writable_directory(path, "--output")
 
 
 def parse_args(argv: list[str]) -> DemoOptions:
     defaults = DemoOptions()
-    p = argparse.ArgumentParser(prog="albert-tf demo", description=__doc__.split("\n")[0])
+    p = runio.ArgumentParser(prog="albert-tf demo", description=__doc__.split("\n")[0])
     p.add_argument("--output", default=defaults.output, help="where every stage writes")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--corpus", help="text files or globs (one sentence per line, blank "
@@ -255,21 +247,19 @@ def parse_args(argv: list[str]) -> DemoOptions:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
     if not 8 <= args.seq_length <= 512:
         raise DemoError("--seq-length must be in [8, 512]")
+    # Before any stage runs: the sequences must fit the model's position table.
+    model = (AlbertConfig.from_preset(args.preset) if args.preset
+             else AlbertConfig(**DEMO_MODEL))
+    model.check_sequence_length(args.seq_length, "--seq-length")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
                        preset=args.preset, steps=args.steps, batch_size=args.batch_size,
                        seq_length=args.seq_length, vocab_size=args.vocab_size)
 
 
+@runio.command("demo")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    try:
-        opts = parse_args(argv)
-        _check_output(opts.output)
-        run_demo(opts)
-    except (DemoError, ValueError, FileNotFoundError) as e:
-        # Bad input (a corpus that does not exist or is too small, a bad option) is
-        # one line; the traceback is there with --verbose logging for developers.
-        logger.debug("demo failed", exc_info=True)
-        print(f"albert-tf demo: {e}", file=sys.stderr)
-        return 2
+    runio.setup_logging()
+    opts = parse_args(argv)
+    _check_output(opts.output)
+    run_demo(opts)
     return 0

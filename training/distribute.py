@@ -40,8 +40,9 @@ import types
 
 import keras
 import tensorflow as tf
-from keras.src.losses.loss import unscale_loss_for_distribution
-from keras.src.trainers.data_adapters import data_adapter_utils
+
+from albert_tf.keras_compat import unscale_loss_for_distribution
+from albert_tf.runio import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ _PRECISION_ALIASES = {"fp32": "float32", "float16": "mixed_float16",
                       "bf16": "mixed_bfloat16"}
 
 
-class StrategyError(ValueError):
+class StrategyError(UserError):
     """A strategy that cannot be built from the given name or environment."""
 
 
@@ -142,7 +143,7 @@ def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     """
     policy = _PRECISION_ALIASES.get(precision, precision)
     if policy not in PRECISIONS:
-        raise ValueError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
+        raise UserError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
     if policy == "auto":
         if isinstance(strategy, tf.distribute.TPUStrategy):
             policy = "mixed_bfloat16"
@@ -158,7 +159,7 @@ def scale_batch(global_batch_size: int, strategy: tf.distribute.Strategy) -> int
     """The per-replica batch size; the global batch must split evenly across replicas."""
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
-        raise ValueError(f"global batch size {global_batch_size} is not divisible by the "
+        raise UserError(f"global batch size {global_batch_size} is not divisible by the "
                          f"{replicas} replicas of {type(strategy).__name__}")
     return global_batch_size // replicas
 
@@ -224,7 +225,7 @@ def _train_replica_step(model: keras.Model):
                                        reduce_retracing=True)
 
     def step(data):
-        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred, grads = forward_backward(x, y, sample_weight)
         # Outside XLA: the optimizer all-reduces the gradients across replicas.
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables))

@@ -15,9 +15,12 @@ gives a byte offset); records carry their file name into
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import tensorflow as tf
+
+from albert_tf.runio import UserError
 
 from albert_tf.training import tfrecords
 from albert_tf.training.dynamic_masking import DynamicMasking, remask
@@ -33,9 +36,52 @@ def list_files(file_pattern: str | Sequence[str]) -> list[str]:
     for pattern in filter(None, (p.strip() for p in patterns)):
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
-            raise ValueError(f"no TFRecord files match {pattern!r}")
+            raise UserError(f"no TFRecord files match {pattern!r}")
         files.extend(m for m in matches if m not in files)
     return files
+
+
+def check_framing(path: str) -> None:
+    """Walks the TFRecord headers of a local file; UserError naming it if it is truncated.
+
+    Reads 12 bytes per record (its length and that length's CRC) and seeks past
+    the data, so checking is cheap next to training; remote files are checked
+    while they are read (`_read_file`).
+    """
+    if "://" in path:
+        return
+    size = os.path.getsize(path)
+    offset = records = 0
+    with open(path, "rb") as f:
+        while offset < size:
+            header = f.read(12)
+            if len(header) < 12:
+                break
+            length = int.from_bytes(header[:8], "little")
+            offset += _RECORD_OVERHEAD + length
+            records += 1
+            f.seek(offset)
+    if offset != size:
+        raise UserError(f"{path}: corrupt or truncated TFRecord file (record {records} "
+                        f"ends at byte {offset}, the file has {size} bytes); rewrite it "
+                        "(rerun create-data) or leave it out")
+
+
+def check_files(files: Sequence[str], seq_length: int, max_predictions: int) -> None:
+    """Before training: every file's first record has the expected features and lengths
+    (mixed-length shards are refused) and every local file's framing is whole.
+
+    Raises:
+      UserError naming the first bad file.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def check(path):
+        check_file(path, seq_length, max_predictions)
+        check_framing(path)
+
+    with ThreadPoolExecutor(min(8, len(files))) as pool:
+        list(pool.map(check, files))  # re-raises the first failure, in file order
 
 
 def check_file(path: str, seq_length: int, max_predictions: int) -> None:
@@ -48,25 +94,25 @@ def check_file(path: str, seq_length: int, max_predictions: int) -> None:
     try:
         first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
-        raise ValueError(f"{path}: cannot read TFRecords: {e.message}") from None
+        raise UserError(f"{path}: cannot read TFRecords: {e.message}") from None
     if first is None:
-        raise ValueError(f"{path}: holds no records")
+        raise UserError(f"{path}: holds no records")
     try:
         example = tf.train.Example.FromString(first.numpy())
     except Exception as e:  # protobuf's DecodeError: a TFRecord of something else
-        raise ValueError(f"{path}: the first record is not a tf.train.Example ({e})") from None
+        raise UserError(f"{path}: the first record is not a tf.train.Example ({e})") from None
     for name, spec in tfrecords.feature_spec(seq_length, max_predictions).items():
         if name not in example.features.feature:
-            raise ValueError(f"{path}: records lack the feature {name!r}; expected the original ALBERT "
+            raise UserError(f"{path}: records lack the feature {name!r}; expected the original ALBERT "
                              f"features {list(tfrecords.FEATURE_NAMES)}")
         feature = example.features.feature[name]
         kind = "float_list" if spec.dtype == tf.float32 else "int64_list"
         if feature.WhichOneof("kind") != kind:
-            raise ValueError(f"{path}: feature {name!r} is {feature.WhichOneof('kind')}, expected {kind}")
+            raise UserError(f"{path}: feature {name!r} is {feature.WhichOneof('kind')}, expected {kind}")
         size = len(getattr(feature, kind).value)
         if size != spec.shape[0]:
             which = "max_predictions" if name.startswith("masked_lm") else "seq_length"
-            raise ValueError(f"{path}: feature {name!r} has {size} values but {which} is {spec.shape[0]}; "
+            raise UserError(f"{path}: feature {name!r} has {size} values but {which} is {spec.shape[0]}; "
                              f"read it with the {which} it was written with")
 
 

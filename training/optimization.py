@@ -21,6 +21,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from albert_tf.runio import UserError
+
 # Defaults of the original pretraining (run_pretraining.py / optimization.py):
 # lr 0.00176 for a global batch of 4096, 3125 warmup steps, 125k steps, linear decay.
 DEFAULT_LEARNING_RATE = 0.00176
@@ -210,9 +212,9 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                  warmup_steps: int = DEFAULT_WARMUP_STEPS, power: float = 1.0,
                  end_learning_rate: float = 0.0):
         if train_steps < 1:
-            raise ValueError(f"train_steps={train_steps} must be >= 1")
+            raise UserError(f"train_steps={train_steps} must be >= 1")
         if warmup_steps < 0:
-            raise ValueError(f"warmup_steps={warmup_steps} must be >= 0")
+            raise UserError(f"warmup_steps={warmup_steps} must be >= 0")
         self.learning_rate = float(learning_rate)
         self.train_steps = int(train_steps)
         self.warmup_steps = int(warmup_steps)
@@ -251,4 +253,4 @@ def create_optimizer(name: str = "lamb", learning_rate: float = DEFAULT_LEARNING
     if name == "adamw":
         return AdamW(schedule, weight_decay=weight_decay, exclude_patterns=patterns,
                      global_clipnorm=global_clipnorm)
-    raise ValueError(f"optimizer={name!r} is not one of {', '.join(OPTIMIZERS)}")
+    raise UserError(f"optimizer={name!r} is not one of {', '.join(OPTIMIZERS)}")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 
-from albert_tf.config import PAPER_PARAMETERS, AlbertConfig, ConfigError
+from albert_tf import runio
+from albert_tf.config import PAPER_PARAMETERS, AlbertConfig
 
 
 def encoder_parameters(config: AlbertConfig) -> int:
@@ -38,19 +37,16 @@ def parameter_table(build: bool = False) -> list[tuple[str, int, str]]:
     return rows
 
 
+@runio.command("params")
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="albert-tf params", description=__doc__)
+    parser = runio.ArgumentParser(prog="albert-tf params", description=__doc__)
     parser.add_argument("--build", action="store_true",
                         help="build each encoder in Keras and count its weights (slower)")
     parser.add_argument("--config", help="also count an albert_config.json / HF config.json")
     args = parser.parse_args(argv)
     rows = parameter_table(build=args.build)
     if args.config:
-        try:
-            config = AlbertConfig.from_json_file(args.config)
-        except ConfigError as e:
-            print(f"albert-tf params: {e}", file=sys.stderr)
-            return 2
+        config = AlbertConfig.from_preset_or_file(args.config)
         rows.append((args.config, encoder_parameters(config), "-"))
     width = max(len(r[0]) for r in rows)
     print(f"{'model':<{width}}  {'parameters':>13}  {'':>7}  paper")

@@ -24,10 +24,12 @@ import json
 import logging
 import math
 import os
-import sys
 import tempfile
 import typing
 from typing import Any
+
+from albert_tf import runio
+from albert_tf.runio import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +47,8 @@ class PretrainConfig:
     output_dir: str = ""
     spm_model: str = ""               # copied into model/ as spiece.model
     init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
-    seq_length: int = 0               # 0: read from the data
-    max_predictions: int = 0          # 0: read from the data
+    seq_length: typing.Optional[int] = None       # None: read from the data
+    max_predictions: typing.Optional[int] = None  # None: read from the data
     global_batch_size: int = 4096
     train_steps: int = 125_000
     warmup_steps: int = 3125
@@ -76,22 +78,29 @@ class PretrainConfig:
         """Raises ValueError naming the field and value."""
         for name in ("train_data", "output_dir"):
             if not getattr(self, name):
-                raise ValueError(f"{name} is required")
+                raise UserError(f"{name} is required")
         positive = ("global_batch_size", "train_steps", "steps_per_execution",
                     "checkpoint_every", "keep_checkpoints", "eval_steps", "log_every")
         for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+            runio.require_positive(name, getattr(self, name))
+        for name in ("seq_length", "max_predictions"):  # None: from the data; never 0
+            if getattr(self, name) is not None:
+                runio.require_positive(name, getattr(self, name), " (omit it to read it "
+                                       "from the data)")
+        for name in ("learning_rate", "weight_decay", "clipnorm", "poly_power", "dropout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise UserError(f"{name}={value!r} must be a finite number >= 0")
         spe = self.steps_per_execution
         for name in ("train_steps", "checkpoint_every", "eval_steps"):
             if getattr(self, name) % spe:
-                raise ValueError(f"{name}={getattr(self, name)} is not a multiple of "
+                raise UserError(f"{name}={getattr(self, name)} is not a multiple of "
                                  f"steps_per_execution={spe}")
         if self.data_resume not in DATA_RESUME:
-            raise ValueError(f"data_resume={self.data_resume!r} is not one of "
+            raise UserError(f"data_resume={self.data_resume!r} is not one of "
                              f"{', '.join(DATA_RESUME)}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+            raise UserError(f"dropout={self.dropout} must be in [0, 1)")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -105,10 +114,12 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         value = float(value) if ok else value
     elif kind == typing.Optional[bool]:
         ok = value is None or isinstance(value, bool)
+    elif kind == typing.Optional[int]:
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
     else:
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if not ok:
-        raise ValueError(f"{source}: {name}={value!r} is not a {fields[name].type}")
+        raise UserError(f"{source}: {name}={value!r} is not a {fields[name].type}")
     return value
 
 
@@ -126,30 +137,25 @@ def load_config(path: str | None = None, overrides: list[str] = (),
             with open(path, encoding="utf-8") as f:
                 loaded = json.load(f)
         except OSError as e:
-            raise ValueError(f"cannot read config {path}: {e.strerror}") from None
+            raise UserError(f"cannot read config {path}: {e.strerror}") from None
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+            raise UserError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
         if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: expected a JSON object")
+            raise UserError(f"{path}: expected a JSON object")
         unknown = sorted(set(loaded) - known)
         if unknown:
-            raise ValueError(f"{path}: unknown keys {', '.join(unknown)}")
+            raise UserError(f"{path}: unknown keys {', '.join(unknown)}")
         values.update({k: _coerce(k, v, path) for k, v in loaded.items()})
     values.update({k: _coerce(k, v, "option") for k, v in options.items() if v is not None})
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"override {item!r} is not key=value")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
+    for key, raw in runio.parse_overrides(overrides).items():
+        item = f"{key}={raw}"
+        value = runio.json_value(raw)
         if key.startswith("albert."):
             values.setdefault("albert", {})[key[len("albert."):]] = value
         elif key in known:
             values[key] = _coerce(key, value, f"override {item!r}")
         else:
-            raise ValueError(f"override {item!r}: unknown key {key!r}")
+            raise UserError(f"override {item!r}: unknown key {key!r}")
     config = PretrainConfig(**values)
     config.validate()
     return config
@@ -161,8 +167,7 @@ def model_config(cfg: PretrainConfig, vocab_size: int | None):
     from albert_tf import AlbertConfig
 
     from_preset = cfg.model in AlbertConfig.preset_names()
-    base = (AlbertConfig.from_preset(cfg.model) if from_preset
-            else AlbertConfig.from_json_file(cfg.model))
+    base = AlbertConfig.from_preset_or_file(cfg.model)
     changes = dict(cfg.albert)
     if vocab_size is not None and "vocab_size" not in changes and from_preset:
         changes["vocab_size"] = vocab_size  # a preset adopts the vocabulary's size
@@ -204,7 +209,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
     else:
         config = model_config(cfg, vocab_size)
     if vocab_size is not None and config.vocab_size != vocab_size:
-        raise ValueError(f"vocab_size={config.vocab_size} of "
+        raise UserError(f"vocab_size={config.vocab_size} of "
                          f"{cfg.init_checkpoint or cfg.model} differs from the {vocab_size} "
                          f"pieces of {cfg.spm_model}")
     jit = distribute.resolve_jit_compile(cfg.jit_compile)
@@ -237,13 +242,19 @@ def data_shapes(file_pattern: str) -> tuple[int, int]:
     from albert_tf.training import input_pipeline
 
     path = input_pipeline.list_files(file_pattern)[0]
-    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as e:
+        raise UserError(f"{path}: cannot read TFRecords: {e.message}") from None
     if record is None:
-        raise ValueError(f"{path}: holds no records")
-    feature = tf.train.Example.FromString(record.numpy()).features.feature
+        raise UserError(f"{path}: holds no records")
+    try:
+        feature = tf.train.Example.FromString(record.numpy()).features.feature
+    except Exception as e:  # protobuf's DecodeError: a TFRecord of something else
+        raise UserError(f"{path}: the first record is not a tf.train.Example ({e})") from None
     for name in ("input_ids", "masked_lm_positions"):
         if name not in feature:
-            raise ValueError(f"{path}: records lack the feature {name!r}")
+            raise UserError(f"{path}: records lack the feature {name!r}")
     return (len(feature["input_ids"].int64_list.value),
             len(feature["masked_lm_positions"].int64_list.value))
 
@@ -294,12 +305,7 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
 
 # -------------------------------------------------------------------- the run
 def _write_json(path: str, data: dict) -> None:
-    import tensorflow as tf
-
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    runio.atomic_write_json(path, data, sort_keys=True)
 
 
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
@@ -342,16 +348,23 @@ def run(cfg: PretrainConfig) -> dict:
     strategy = distribute.create_strategy(cfg.strategy)
     policy = distribute.set_precision(cfg.precision, strategy)
     distribute.scale_batch(cfg.global_batch_size, strategy)
+    from albert_tf.training.input_pipeline import check_files, list_files
+
     shapes = data_shapes(cfg.train_data)
     cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
-    seq_length = cfg.seq_length or shapes[0]
-    max_predictions = cfg.max_predictions or shapes[1]
+    seq_length = shapes[0] if cfg.seq_length is None else cfg.seq_length
+    max_predictions = shapes[1] if cfg.max_predictions is None else cfg.max_predictions
+    # Before any step: every shard readable, whole and of the same shapes.
+    for pattern in filter(None, (cfg.train_data, cfg.eval_data)):
+        check_files(list_files(pattern), seq_length, max_predictions)
+    runio.check_writable_directory(cfg.output_dir, "output_dir")
     vocab_size = None
     if cfg.spm_model:
         from albert_tf.tokenizer import AlbertTokenizer
         vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
     chief = distribute.is_chief(strategy)
     model = build_model(cfg, strategy, vocab_size)
+    model.config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
     checkpoints = Checkpoints(model, os.path.join(cfg.output_dir, "checkpoints"),
                               cfg.keep_checkpoints, chief)
     start = checkpoints.restore()
@@ -374,11 +387,14 @@ def run(cfg: PretrainConfig) -> dict:
     if start < cfg.train_steps:
         initial_epoch = start // cfg.checkpoint_every
         epochs = initial_epoch + math.ceil((cfg.train_steps - start) / cfg.checkpoint_every)
-        history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
-                            initial_epoch=initial_epoch, validation_data=evaluation,
-                            validation_steps=cfg.eval_steps if evaluation else None,
-                            callbacks=[progress], shuffle=False,
-                            verbose=1 if chief else 0).history
+        try:
+            history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
+                                initial_epoch=initial_epoch, validation_data=evaluation,
+                                validation_steps=cfg.eval_steps if evaluation else None,
+                                callbacks=[progress], shuffle=False,
+                                verbose=1 if chief else 0).history
+        except tf.errors.InvalidArgumentError as e:
+            raise _data_error(e) from e
     else:
         logger.info("checkpoint is at step %d >= train_steps=%d: nothing to train",
                     start, cfg.train_steps)
@@ -390,18 +406,20 @@ def run(cfg: PretrainConfig) -> dict:
             "history": {k: [float(x) for x in v] for k, v in history.items()}}
 
 
+def _data_error(e) -> Exception:
+    """The input pipeline's "corrupt or truncated TFRecord file" assertion as one line."""
+    import re
+
+    match = re.search(r"corrupt or truncated TFRecord file\]\s*\[([^\]]+)\]", e.message)
+    if match is None:
+        return e
+    return UserError(f"{match.group(1)}: corrupt or truncated TFRecord file (found while "
+                     "training; the latest checkpoint is kept): rewrite it or leave it out")
+
+
 # ------------------------------------------------------------------------ CLI
-class _ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr, exit status 2 (see main)
-        raise _ArgumentError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="albert-tf pretrain", description=(
+    parser = runio.ArgumentParser(prog="albert-tf pretrain", description=(
         "Pretrain ALBERT (MLM + SOP) with model.fit. Options override --config; "
         "KEY=VALUE overrides any PretrainConfig field (albert.FIELD=VALUE: the model config)."))
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
@@ -420,20 +438,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@runio.command("pretrain")
 def main(argv: list[str]) -> int:
     """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
-    try:
-        args = _parser().parse_intermixed_args(argv)
-        options = {k: v for k, v in vars(args).items() if k not in ("config", "overrides")}
-        cfg = load_config(args.config, args.overrides, **options)
-    except (_ArgumentError, ValueError) as e:
-        print(f"albert-tf pretrain: {e}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        summary = run(cfg)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"albert-tf pretrain: {e}", file=sys.stderr)
-        return 2
+    args = _parser().parse_intermixed_args(argv)
+    options = {k: v for k, v in vars(args).items() if k not in ("config", "overrides")}
+    cfg = load_config(args.config, args.overrides, **options)
+    runio.setup_logging()
+    summary = run(cfg)
     logger.info("pretraining done: %s", json.dumps(summary))
     return 0

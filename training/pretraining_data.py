@@ -29,12 +29,12 @@ import json
 import logging
 import multiprocessing
 import os
-import sys
 import time
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from albert_tf import runio
 from albert_tf.training import sop
 from albert_tf.training.corpus import Corpus, CorpusReport, Document, open_corpus
 from albert_tf.training.data_stats import DataStats, summarize
@@ -95,11 +95,44 @@ def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
 _WORKER: dict = {}  # per-process tokenizer and vocabulary, set by `_init_worker`
 
 
-def _init_worker(spm_model: str, do_lower_case: bool) -> None:
+def _init_worker(spm_model: str, do_lower_case: bool, parent: int | None = None) -> None:
     from albert_tf.tokenizer import AlbertTokenizer
 
+    if parent is not None:
+        die_with_parent(parent)
     tokenizer = AlbertTokenizer(spm_model, do_lower_case=do_lower_case)
     _WORKER.update(tokenizer=tokenizer, vocab=sop.Vocabulary.from_tokenizer(tokenizer))
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int, poll_seconds: float = 1.0) -> None:
+    """Ends this worker process when process `parent` dies, even by SIGKILL.
+
+    Linux: the kernel sends SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG).
+    Everywhere, a daemon thread also polls the parent id, which covers other
+    systems and the parent dying before the prctl call.
+    """
+    import signal
+    import threading
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the watchdog alone
+        pass
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def shard_path(output_dir: str, shard: int) -> str:
@@ -111,13 +144,7 @@ def stats_path(output_dir: str, shard: int) -> str:
 
 
 def _write_json(path: str, data: dict) -> None:
-    from albert_tf.training.tfrecords import temporary_path
-
-    tmp = temporary_path(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    runio.atomic_write_json(path, data)
 
 
 def make_shard(shard: int, documents: list[Document], output_dir: str,
@@ -157,21 +184,32 @@ def _blocks(documents: Iterable[Document], size: int) -> Iterator[list[Document]
 
 
 def _prepare_output(output_dir: str, config: dict) -> None:
-    """Creates the directory, or checks that a previous run used the same configuration."""
+    """Creates the directory, or checks that a previous run used the same configuration.
+
+    The configuration binds a directory only once it holds a finished shard: a
+    run that failed before writing one (a bad input, a kill) does not stop a
+    corrected rerun.
+    """
+    runio.check_writable_directory(output_dir, "--output-dir")
     os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
     path = os.path.join(output_dir, CONFIG_FILE)
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
+    has_shards = any(name.startswith("pretrain-") and name.endswith(".tfrecord")
+                     for name in os.listdir(output_dir))
+    if os.path.exists(path) and has_shards:
+        try:
+            with open(path, encoding="utf-8") as f:
+                previous = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise runio.UserError(f"{path}: unreadable ({e}); use a new --output-dir") from None
         if previous != config:
             changed = sorted(k for k in set(config) | set(previous) if config.get(k) != previous.get(k))
-            raise ValueError(f"{output_dir} holds data made with other settings ({', '.join(changed)} "
+            raise runio.UserError(f"{output_dir} holds data made with other settings ({', '.join(changed)} "
                              f"differ, see {CONFIG_FILE}); use a new --output-dir")
     else:
         _write_json(path, config)
     for directory in (output_dir, os.path.join(output_dir, STATS_DIR)):
         for name in os.listdir(directory):  # temporaries of a killed run
-            if name.startswith(".") and ".tmp-" in name:
+            if runio.is_temporary(name):
                 os.remove(os.path.join(directory, name))
 
 
@@ -211,7 +249,7 @@ def _executor(processes: int, spm_model: str, do_lower_case: bool) -> concurrent
     # spawn, not fork: the parent has TensorFlow loaded, whose threads do not survive a fork.
     return concurrent.futures.ProcessPoolExecutor(
         processes, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker, initargs=(spm_model, do_lower_case))
+        initializer=_init_worker, initargs=(spm_model, do_lower_case, os.getpid()))
 
 
 def _generate(corpus: Corpus, report: CorpusReport, output_dir: str, options: sop.GenerationOptions,
@@ -286,13 +324,8 @@ class _InlineExecutor(concurrent.futures.Executor):
 # ---------------------------------------------------------------------------
 # Command line.
 
-class CommandLineError(Exception):
-    pass
-
-
-class CommandLineParser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr and exit status 2, no usage dump
-        raise CommandLineError(message)
+CommandLineError = runio.UsageError
+CommandLineParser = runio.ArgumentParser
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -328,6 +361,7 @@ def options_from_args(args: argparse.Namespace) -> sop.GenerationOptions:
         dupe_factor=args.dupe_factor, seed=args.seed, objective=args.objective)
 
 
+@runio.command("create-data")
 def main(argv: list[str]) -> int:
     parser = CommandLineParser(prog="albert-tf create-data", description=__doc__.split("\n\n")[0])
     add_generation_arguments(parser)
@@ -335,30 +369,31 @@ def main(argv: list[str]) -> int:
                         help="documents per output shard (default %(default)s)")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes (default: all cores)")
-    try:
-        args = parser.parse_args(argv)
-        options = options_from_args(args)
-        if args.documents_per_shard < 1:
-            raise ValueError(f"documents-per-shard={args.documents_per_shard} must be at least 1")
-        if not os.path.isfile(args.spm_model):
-            raise ValueError(f"spm-model {args.spm_model} is not a file")
-        corpus = open_corpus(args.input)
-    except (CommandLineError, ValueError) as e:
-        print(f"albert-tf create-data: {e}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        summary = create_pretraining_data(
-            corpus, args.output_dir, args.spm_model, options, do_lower_case=not args.cased,
-            documents_per_shard=args.documents_per_shard, processes=args.processes)
-    except ValueError as e:
-        print(f"albert-tf create-data: {e}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    options = options_from_args(args)
+    runio.require_positive("--documents-per-shard", args.documents_per_shard)
+    if args.processes is not None:
+        runio.require_positive("--processes", args.processes, " (omit it to use all cores)")
+    if not os.path.isfile(args.spm_model):
+        raise runio.UserError(f"--spm-model {args.spm_model} is not a file")
+    corpus = open_corpus(args.input)  # explicitly named inputs are checked here, before work
+    runio.setup_logging()
+    summary = create_pretraining_data(
+        corpus, args.output_dir, args.spm_model, options, do_lower_case=not args.cased,
+        documents_per_shard=args.documents_per_shard, processes=args.processes)
     logger.info("wrote %d instances from %d documents in %d shards to %s (%.1f s); summary: %s",
                 summary["instances"], summary["documents"], summary["shards"], args.output_dir,
                 summary["wall_time_s"], os.path.join(args.output_dir, SUMMARY_FILE))
+    _warn_skipped(summary)
     if summary["instances"] == 0:
-        print(f"albert-tf create-data: no instances were made; see {SUMMARY_FILE} for skipped inputs",
-              file=sys.stderr)
-        return 2
+        raise runio.UserError(f"no instances were made; see "
+                              f"{os.path.join(args.output_dir, SUMMARY_FILE)} for skipped inputs")
     return 0
+
+
+def _warn_skipped(summary: dict) -> None:
+    """One warning per whole input file left out (binary, unreadable) or skipped line kind."""
+    for reason, entry in summary.get("skipped", {}).items():
+        if reason in ("binary_file", "unreadable_file", "overlong_line"):
+            for file, count in entry["files"].items():
+                logger.warning("skipped %s: %s (%d)", reason.replace("_", " "), file, count)

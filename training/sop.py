@@ -37,6 +37,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from albert_tf.training import masking
+from albert_tf.runio import UserError
 
 # Stream tags in the Generator seeds, so that differently used streams never coincide.
 DOCUMENT_STREAM, SHARD_STREAM = 0, 1
@@ -91,7 +92,7 @@ class GenerationOptions:
         ]
         for name, ok, need in checks:
             if not ok:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be {need}")
+                raise UserError(f"{name}={getattr(self, name)!r} must be {need}")
 
 
 @dataclasses.dataclass(frozen=True)

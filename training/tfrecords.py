@@ -19,11 +19,12 @@ ours are read by the original run_pretraining.py.
 
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
 import numpy as np
 import tensorflow as tf
+
+from albert_tf import runio
 
 from albert_tf.training.sop import Instance
 
@@ -90,8 +91,7 @@ def parse_record(record: bytes) -> dict[str, np.ndarray]:
 
 def temporary_path(path: str) -> str:
     """Where `path` is written before it is renamed: hidden, and unique to this process."""
-    directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    return runio.temporary_path(path)
 
 
 def write_records(path: str, records: Iterable[bytes]) -> int:
@@ -100,13 +100,11 @@ def write_records(path: str, records: Iterable[bytes]) -> int:
     The file appears under its final name only when complete: a killed writer
     leaves a hidden temporary file that no shard pattern matches.
     """
-    tmp = temporary_path(path)
     count = 0
-    with tf.io.TFRecordWriter(tmp) as writer:
+    with runio.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for record in records:
             writer.write(record)
             count += 1
-    tf.io.gfile.rename(tmp, path, overwrite=True)
     return count
 
 
@@ -115,4 +113,4 @@ def read_records(path: str) -> list[bytes]:
     try:
         return [r.numpy() for r in tf.data.TFRecordDataset(path)]
     except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
-        raise ValueError(f"{path}: cannot read TFRecords: {e.message}") from None
+        raise runio.UserError(f"{path}: cannot read TFRecords: {e.message}") from None

@@ -21,12 +21,14 @@ import io
 import itertools
 import logging
 import os
-import sys
 import time
 from typing import Iterator, Sequence
 
 import sentencepiece as spm
 from tqdm import tqdm
+
+from albert_tf import runio
+from albert_tf.runio import UserError
 
 from albert_tf.tokenizer import (CONTROL_SYMBOLS, PAD_PIECE, UNK_PIECE, USER_DEFINED_SYMBOLS,
                                  AlbertTokenizer, normalize_text)
@@ -38,7 +40,7 @@ DEFAULT_INPUT_SENTENCE_SIZE = 10_000_000
 _NUM_META_PIECES = 2 + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
 
 
-class VocabError(ValueError):
+class VocabError(UserError):
     """A bad input path, an empty corpus or impossible training options."""
 
 
@@ -128,7 +130,7 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
         raise VocabError(f"the corpus is empty: no non-blank line in {', '.join(files)}")
     out_dir = os.path.dirname(os.path.abspath(output_prefix))
     os.makedirs(out_dir, exist_ok=True)
-    tmp_prefix = os.path.join(out_dir, f".{os.path.basename(output_prefix)}.tmp-{os.getpid()}")
+    tmp_prefix = runio.temporary_path(os.path.join(out_dir, os.path.basename(output_prefix)))
     start = time.monotonic()
     try:
         _run_trainer(itertools.chain([first], sentences), tmp_prefix, vocab_size,
@@ -182,17 +184,8 @@ def _check_conventions(model_path: str) -> None:
         raise RuntimeError(f"trained model breaks ALBERT's id conventions: {got}")
 
 
-class _ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line on stderr, no usage dump
-        raise _ArgumentError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="albert-tf vocab", description=__doc__.split("\n\n")[0])
+    p = runio.ArgumentParser(prog="albert-tf vocab", description=__doc__.split("\n\n")[0])
     p.add_argument("--input", action="append", required=True, metavar="GLOB",
                    help="text file(s), one sentence per line; plain or .gz; repeatable")
     p.add_argument("--output", required=True, metavar="PREFIX",
@@ -210,23 +203,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@runio.command("vocab")
 def main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
-    except _ArgumentError as err:
-        print(f"albert-tf vocab: {err}", file=sys.stderr)
-        return 2
     except SystemExit as exit_:  # --help
         return int(exit_.code or 0)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        model_path, vocab_path = train_vocab(
-            args.input, args.output, args.vocab_size, do_lower_case=args.do_lower_case,
-            keep_accents=args.keep_accents, character_coverage=args.character_coverage,
-            input_sentence_size=args.input_sentence_size, num_threads=args.num_threads)
-    except VocabError as err:
-        print(f"albert-tf vocab: {err}", file=sys.stderr)
-        return 2
+    if args.num_threads is not None:
+        runio.require_positive("--num-threads", args.num_threads, " (omit it to use all CPUs)")
+    runio.setup_logging()
+    model_path, vocab_path = train_vocab(
+        args.input, args.output, args.vocab_size, do_lower_case=args.do_lower_case,
+        keep_accents=args.keep_accents, character_coverage=args.character_coverage,
+        input_sentence_size=args.input_sentence_size, num_threads=args.num_threads)
     logger.info("wrote %s and %s", model_path, vocab_path)
     return 0

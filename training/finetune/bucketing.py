@@ -17,7 +17,8 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.inputs import INPUT_NAMES  # re-exported to the tasks
+
 INDEX_KEY = "example_index"
 
 

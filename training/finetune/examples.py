@@ -9,12 +9,14 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from albert_tf.runio import UserError
+
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 
 logger = logging.getLogger(__name__)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Unusable input data; the message names the file, line and field."""
 
 

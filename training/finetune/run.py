@@ -30,8 +30,8 @@ import logging
 import os
 import sys
 
-from albert_tf.checkpoint import CheckpointError, detect_format, read_task_info
-from albert_tf.config import ConfigError
+from albert_tf import runio
+from albert_tf.checkpoint import check_seq_length
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -48,8 +48,7 @@ TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
 RUN_KEYS = {"spm_model": str, "do_lower_case": "bool"}
 
 
-class UsageError(Exception):
-    """A bad command line; printed as one line."""
+UsageError = runio.UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,10 +106,7 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     train_types = {f.name: f.type for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("output_dir", "verbose", *RUN_KEYS)}
     train, task, run = {}, {}, {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+    for key, text in runio.parse_overrides(items, "--set").items():
         for table, kinds in ((train, train_types), (task, TASK_KEYS), (run, RUN_KEYS)):
             if key in kinds:
                 table[key] = _convert(key, text, kinds[key])
@@ -203,21 +199,14 @@ def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, optio
 
 
 def _tokenizer(checkpoint: str, run: dict):
+    from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
     from albert_tf.tokenizer import AlbertTokenizer
-    from albert_tf.training.convert import find_spm_model, hf_do_lower_case
 
-    spm_model = run.get("spm_model") or find_spm_model(checkpoint)
-    if not spm_model:
+    files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"))
+    if not files.spm_model:
         raise UsageError(f"no SentencePiece model found beside {checkpoint}; "
                          "pass --set spm_model=PATH")
-    lower = run.get("do_lower_case")
-    if lower is None:
-        kind = detect_format(checkpoint)
-        if kind == "albert_tf":
-            lower = bool(read_task_info(checkpoint).get("do_lower_case", True))
-        else:
-            lower = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
-    return AlbertTokenizer(spm_model, do_lower_case=lower), spm_model
+    return AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case), files.spm_model
 
 
 def run(args) -> dict:
@@ -233,6 +222,7 @@ def run(args) -> dict:
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count
+    check_seq_length(args.checkpoint, settings["seq_length"])  # before any data is read
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
     tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
@@ -243,18 +233,10 @@ def run(args) -> dict:
     return finetune(task, args.checkpoint, config, strategy)
 
 
+@runio.command("finetune")
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from albert_tf.training.distribute import StrategyError
-    from albert_tf.training.finetune.examples import DataError
-
-    try:
-        args = _parser().parse_args(argv)
-        summary = run(args)
-    except (UsageError, DataError, CheckpointError, ConfigError, StrategyError,
-            FileNotFoundError) as e:
-        print(f"albert-tf finetune: error: {e}", file=sys.stderr)
-        return 2
+    runio.setup_logging()
+    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (runio.command)
     best = summary["best"]
     if best:
         logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))

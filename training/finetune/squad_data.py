@@ -26,6 +26,7 @@ import numpy as np
 from albert_tf.tokenizer import SPIECE_UNDERLINE
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 from albert_tf.training.finetune.examples import DataError, progress
+from albert_tf.runio import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ def _answer_target(example: SquadExample, pieces: ContextPieces) -> tuple[int, i
 def _spans(num_pieces: int, room: int, doc_stride: int, seq_length: int) -> list[tuple[int, int]]:
     """(first piece, count) of each window: `room` pieces, every `doc_stride`, to the end."""
     if room < 1:
-        raise ValueError(f"seq_length={seq_length} leaves no room for the context after the "
+        raise UserError(f"seq_length={seq_length} leaves no room for the context after the "
                          "question; raise it or lower max_query_length")
     spans, first = [], 0
     while True:
