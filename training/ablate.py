@@ -36,6 +36,7 @@ import sys
 import time
 from typing import Any
 
+from albert_tf import runio
 from albert_tf.training import ablate_grid
 from albert_tf.training.ablate_data import AblationData, DataOptions, prepare_data
 
@@ -91,16 +92,6 @@ class AblateOptions:
 
 
 # ------------------------------------------------------------------ helpers
-def _write_json(path: str, data: Any) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -150,7 +141,7 @@ def _prepare_output(opts: AblateOptions) -> None:
             raise ValueError(f"{opts.output} holds an ablation run with other settings "
                              f"({', '.join(changed)} differ, see {path}); use another --output")
     else:
-        _write_json(path, budget)
+        runio.atomic_write_json(path, budget)
 
 
 # -------------------------------------------------------- one configuration
@@ -222,7 +213,7 @@ def run_configuration(opts: AblateOptions, setting: ablate_grid.Setting, data: A
         summary = _read_json(summary_path)
     else:
         summary = pretrain(opts, setting, data, os.path.join(out, "pretrain"))
-        _write_json(summary_path, summary)
+        runio.atomic_write_json(summary_path, summary)
     model_dir = summary["exported"]
     parameters, formula, model = count_parameters(model_dir)
     scores = {objective: evaluate_pretraining(model, pattern, batch_size=EVAL_BATCH_SIZE)
@@ -291,7 +282,7 @@ def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
         out = os.path.join(opts.output, "runs", setting.name)
         os.makedirs(out, exist_ok=True)
         result = run_configuration(opts, setting, data, out)
-        _write_json(os.path.join(out, RESULT_FILE), result)
+        runio.atomic_write_json(os.path.join(out, RESULT_FILE), result)
         results[setting.name] = result
         timings.append(result["wall_s"])
         logger.info("[%d/%d] %s: %.0f s, %.1f examples/s, MLM %.3f, SOP %.3f, NSP %.3f, "

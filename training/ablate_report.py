@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Sequence
 
+from albert_tf import runio
 from albert_tf.training import ablate_grid
 from albert_tf.training.ablate_grid import Setting
 
@@ -156,19 +156,9 @@ def _plot_objectives(path: str, rows: list[dict], majority: dict[str, float]) ->
 def _save(fig, path: str) -> None:
     import matplotlib.pyplot as plt
 
-    tmp = f"{os.path.splitext(path)[0]}.tmp-{os.getpid()}.png"
-    fig.savefig(tmp, dpi=110)
+    with runio.atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
-    os.replace(tmp, path)
-
-
-def _write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def majority_rates(data) -> dict[str, float]:
@@ -211,10 +201,11 @@ def write_report(output: str, grid: str, settings: Sequence[Setting], results: d
         path = os.path.join(output, name)
         if draw(path):
             paths[name] = path
-    _write_text(paths["results_md"], markdown(rows, header) + "\n")
+    with runio.atomic_write(paths["results_md"]) as f:
+        f.write(markdown(rows, header) + "\n")
     document = {"grid": grid, "finished": done,
                 "pending": [s.name for s in settings if s.name not in results],
                 "tables": rows, "results": results, "data": data.summaries if data else None}
-    _write_text(paths["results_json"], json.dumps(document, indent=2) + "\n")
+    runio.atomic_write_json(paths["results_json"], document)
     lines = [markdown(rows, header[:1]), "Written:"] + [f"  {p}" for p in paths.values()]
     return {"paths": paths, "lines": lines, "finished": done}
