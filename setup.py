@@ -45,6 +45,8 @@ setup(
         f"tensorflow-serving-api=={TF_VERSION}.*",
         "sentencepiece>=0.2",
         "tensorflow-datasets>=4.9",
+        # tensorflow-datasets imports it when it builds a dataset but does not declare it.
+        "importlib_resources",
         f"tensorboard=={TF_VERSION}.*",
         "safetensors>=0.4",
         "h5py",
@@ -52,7 +54,7 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        "test": ["pytest>=8", "jax"],
+        "test": ["pytest>=8", "jax", "scikit-learn", "scipy"],  # independent metric checks
         "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],

@@ -19,7 +19,6 @@ reported in one `CheckpointError` that lists every problem.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -32,15 +31,15 @@ import numpy as np
 from albert_tf.checkpoint_readers import (HF_CONFIG_FILE, HF_WEIGHT_FILES, CheckpointError,
                                           TensorSource, h5_shapes, read_hf, read_tf1, tf1_prefix)
 from albert_tf.config import AlbertConfig
+from albert_tf.task_record import TASK_FILE, TaskRecord, TaskRecordError
 
 __all__ = ["load_checkpoint", "save_checkpoint", "detect_format", "read_task_info",
-           "CheckpointError", "NAME_TABLE"]
+           "task_record_of", "CheckpointError", "NAME_TABLE"]
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "albert_config.json"
 WEIGHTS_FILE = "model.weights.h5"
-TASK_FILE = "albert_task.json"
 SPM_FILE = "spiece.model"
 
 
@@ -275,19 +274,12 @@ def _load_foreign(path: str, kind: str):
 
 
 def read_task_info(directory: str | os.PathLike) -> dict[str, Any]:
-    """albert_task.json of one of our checkpoint directories (pretraining if absent)."""
-    path = os.path.join(os.fspath(directory), TASK_FILE)
-    if not os.path.isfile(path):
-        return {"task": "pretraining", "num_classes": None, "label_names": None,
-                "do_lower_case": True, "seq_length": None}
-    try:
-        with open(path, encoding="utf-8") as f:
-            info = json.load(f)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
-    if not isinstance(info, dict) or "task" not in info:
-        raise CheckpointError(f"{path}: expected a JSON object with a 'task' field")
-    return info
+    """albert_task.json of one of our checkpoint directories, validated, as a dict.
+
+    `TaskRecord.read(directory).to_dict()`: the fields of the checkpoint's task,
+    defaults filled in for older files (pretraining if the file is absent).
+    """
+    return TaskRecord.read(directory).to_dict()
 
 
 def _ensure_built(model) -> None:
@@ -312,16 +304,16 @@ def _load_ours(directory: str):
     from albert_tf.models import TASK_MODELS
 
     config = AlbertConfig.from_json_file(os.path.join(directory, CONFIG_FILE))
-    info = read_task_info(directory)
-    task = info["task"]
+    record = TaskRecord.read(directory)
+    task = record.task
     if task not in TASK_MODELS:
         raise CheckpointError(f"{os.path.join(directory, TASK_FILE)}: task={task!r} is not one "
                               f"of {', '.join(TASK_MODELS)}")
     kwargs = {}
     if task in ("classification", "token_classification"):
-        kwargs["num_classes"] = info.get("num_classes")
+        kwargs["num_classes"] = record.num_classes
     elif task == "span":
-        kwargs["answerability"] = bool(info.get("answerability", False))
+        kwargs["answerability"] = record.answerability
     model = TASK_MODELS[task](config, **kwargs)
     _ensure_built(model)
     weights = os.path.join(directory, WEIGHTS_FILE)
@@ -394,6 +386,7 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
 
     The files are written in a temporary directory next to `directory` and moved in
     only when complete, so a crash never leaves a partial checkpoint behind.
+    albert_task.json is the model's `TaskRecord`, validated before anything is written.
 
     Args:
       model: an `AlbertPretrainer` or a fine-tuning model from `albert_tf.models`.
@@ -402,28 +395,22 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
       label_names: class names, one per class, for classification tasks.
       do_lower_case: whether the tokenizer lower-cases (recorded for serving).
       seq_length: the sequence length the model was fine-tuned with, if any.
-      extra_info: more albert_task.json fields for serving (e.g. SQuAD 2.0's tuned
-        "no_answer_threshold"); they may not replace the fields above.
+      extra_info: more `TaskRecord` fields (e.g. a span model's "max_query_length"
+        or SQuAD 2.0's tuned "no_answer_threshold"); they may not replace the
+        fields above, and fields they leave out take `task_record`'s defaults.
 
     Returns:
       `directory`.
+
+    Raises:
+      TaskRecordError: a field that is unknown, invalid or does not apply to the task.
     """
     directory = os.path.abspath(os.fspath(directory))
-    num_classes = getattr(model, "num_classes", None)
-    if label_names is not None and num_classes is not None and len(label_names) != num_classes:
-        raise ValueError(f"{len(label_names)} label_names for a model with "
-                         f"num_classes={num_classes}")
+    record = task_record_of(model, label_names=label_names, do_lower_case=do_lower_case,
+                            seq_length=seq_length, extra_info=extra_info,
+                            source=os.path.join(directory, TASK_FILE))
     if spm_model is not None and not os.path.isfile(spm_model):
         raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
-    info = {"task": model.task, "num_classes": num_classes,
-            "label_names": list(label_names) if label_names is not None else None,
-            "do_lower_case": bool(do_lower_case), "seq_length": seq_length}
-    if model.task == "span":
-        info["answerability"] = bool(model.answerability)
-    clashes = sorted(set(extra_info or {}) & set(info))
-    if clashes:
-        raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")
-    info.update(extra_info or {})
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
     # A unique sibling (not mkdtemp, whose 0700 mode would survive the rename).
@@ -435,9 +422,7 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
         _save_model_weights(model, os.path.join(tmp, WEIGHTS_FILE))
         if spm_model is not None:
             shutil.copyfile(spm_model, os.path.join(tmp, SPM_FILE))
-        with open(os.path.join(tmp, TASK_FILE), "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=2)
-            f.write("\n")
+        record.write(tmp)
         if not os.path.exists(directory):
             os.replace(tmp, directory)
             return directory
@@ -447,3 +432,27 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
+
+
+def task_record_of(model, label_names: list[str] | None = None, do_lower_case: bool = True,
+                   seq_length: int | None = None, extra_info: dict | None = None,
+                   source: str | None = None) -> TaskRecord:
+    """The `TaskRecord` of `model` with these settings (what `save_checkpoint` writes).
+
+    Raises:
+      TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
+        field the model or the other arguments decide.
+    """
+    decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length}
+    if model.task in ("classification", "token_classification"):
+        decided["num_classes"] = model.num_classes
+        decided["label_names"] = list(label_names) if label_names is not None else None
+    elif label_names is not None:
+        raise TaskRecordError(f"label_names given for a {model.task} model")
+    if model.task == "span":
+        decided["answerability"] = bool(model.answerability)
+    clashes = sorted(set(extra_info or {}) & (set(decided) | {"num_classes", "label_names"}))
+    if clashes:
+        raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")
+    fields = {k: v for k, v in decided.items() if k != "task"}
+    return TaskRecord.create(model.task, source=source, **fields, **(extra_info or {}))

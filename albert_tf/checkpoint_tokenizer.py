@@ -1,10 +1,10 @@
-"""Which tokenizer goes with a checkpoint: its SentencePiece model and lower-casing.
+"""Which tokenizer goes with a checkpoint: its SentencePiece model, lower-casing and accents.
 
 One function, `checkpoint_tokenizer`, answers it for every command that starts
 from a checkpoint (fine-tuning, export, convert): an explicit choice wins, else
 what ships with the checkpoint.
 
-  albert-tf checkpoint  spiece.model; do_lower_case from albert_task.json
+  albert-tf checkpoint  spiece.model; do_lower_case, keep_accents from albert_task.json
   Hugging Face          spiece.model; do_lower_case from tokenizer_config.json
   TF1 (google-research) the single *.model beside model.ckpt-* (e.g. 30k-clean.model);
                         lower-cased (the released models are uncased)
@@ -34,6 +34,7 @@ class TokenizerFiles:
 
     spm_model: str | None
     do_lower_case: bool
+    keep_accents: bool = False
 
 
 def find_spm_model(src: str) -> str | None:
@@ -67,21 +68,26 @@ def hf_do_lower_case(src: str) -> bool | None:
 
 
 def checkpoint_tokenizer(checkpoint: str, spm_model: str | None = None,
-                         do_lower_case: bool | None = None) -> TokenizerFiles:
-    """The tokenizer settings for `checkpoint`; explicit `spm_model` / `do_lower_case` win.
+                         do_lower_case: bool | None = None,
+                         keep_accents: bool | None = None) -> TokenizerFiles:
+    """The tokenizer settings for `checkpoint`; explicit `spm_model` / `do_lower_case` /
+    `keep_accents` win (accents: the task record of ours, else stripped as the original).
 
     Raises:
       UserError: an explicit `spm_model` that is not a file (checked first, by name).
       CheckpointError: `checkpoint` is not a checkpoint of any known format.
     """
-    from albert_tf.checkpoint import detect_format, read_task_info
+    from albert_tf.checkpoint import detect_format
+    from albert_tf.task_record import TaskRecord
 
     if spm_model is not None and not os.path.isfile(spm_model):
         raise UserError(f"SentencePiece model {spm_model} does not exist")
     kind = detect_format(checkpoint)
-    if do_lower_case is None:
-        if kind == "albert_tf":
-            do_lower_case = bool(read_task_info(checkpoint).get("do_lower_case", True))
-        else:
-            do_lower_case = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
-    return TokenizerFiles(spm_model or find_spm_model(checkpoint), bool(do_lower_case))
+    if kind == "albert_tf":  # the checkpoint's task record says how its tokenizer normalises
+        record = TaskRecord.read(checkpoint)
+        do_lower_case = record.do_lower_case if do_lower_case is None else do_lower_case
+        keep_accents = record.keep_accents if keep_accents is None else keep_accents
+    elif do_lower_case is None:
+        do_lower_case = (hf_do_lower_case(checkpoint) if kind == "hf" else None) is not False
+    return TokenizerFiles(spm_model or find_spm_model(checkpoint), bool(do_lower_case),
+                          bool(keep_accents))

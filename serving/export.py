@@ -31,22 +31,25 @@ class ExportError(UserError):
     """A checkpoint/task/option combination that cannot be exported (one-line message)."""
 
 
-def build_module(model, preprocessor, task: str | None = None, label_names=None,
-                 no_answer_threshold: float = 0.5, pad_multiple: int | None = 16):
+def build_module(model, preprocessor, task: str | None = None, record=None,
+                 pad_multiple: int | None = 16):
     """The serving tf.Module for `model` (an `albert_tf.models` model).
 
     Args:
       model: the Keras model; its `.task` picks the module unless `task` is given.
       preprocessor: `AlbertPreprocessor` with the serving sequence length.
       task: one of TASKS; "encoder" serves any model's encoder features.
-      label_names: class names for classification.
-      no_answer_threshold: SQuAD 2.0 threshold on the no-answer probability.
+      record: the model's `TaskRecord`, the only source of label names, problem
+        type, query / answer / option lengths, n_best and the no-answer threshold
+        (default: `task_record_of(model)`, i.e. the defaults).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
     """
+    from albert_tf.checkpoint import task_record_of
     from albert_tf.serving import signatures
     from albert_tf.serving.span import SpanModule
 
     task = task or model.task
+    record = record if record is not None else task_record_of(model)
     if task == "encoder":
         return signatures.PretrainedModule(model.encoder, preprocessor, pad_multiple)
     if task not in TASKS:
@@ -58,12 +61,12 @@ def build_module(model, preprocessor, task: str | None = None, label_names=None,
     if task == "pretraining":
         return signatures.PretrainedModule(model, preprocessor, pad_multiple)
     if task == "classification":
-        return signatures.ClassifierModule(model, preprocessor, label_names, pad_multiple)
+        return signatures.ClassifierModule(model, preprocessor, record, pad_multiple)
     if task == "regression":
         return signatures.RegressorModule(model, preprocessor, pad_multiple)
     if task == "span":
-        return SpanModule(model, preprocessor, no_answer_threshold, pad_multiple)
-    return signatures.MultipleChoiceModule(model, preprocessor, pad_multiple)
+        return SpanModule(model, preprocessor, record, pad_multiple)
+    return signatures.MultipleChoiceModule(model, preprocessor, record, pad_multiple)
 
 
 def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
@@ -126,6 +129,7 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     from albert_tf import checkpoint as ckpt
     from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
     from albert_tf.serving import layout, warmup
+    from albert_tf.task_record import TaskRecord
     from albert_tf.tokenizer import AlbertPreprocessor
 
     # The checkpoint first: a directory that is not one gets that answer, not a
@@ -138,22 +142,21 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
         raise ExportError(f"no SentencePiece model in {checkpoint} (no {ckpt.SPM_FILE}); "
                           "pass --spm-model")
     warmup.require_serving_api()
-    info = ckpt.read_task_info(checkpoint)
+    record = TaskRecord.read(checkpoint)  # the one source of the task's settings
     model = ckpt.load_checkpoint(checkpoint)
     limit = model.config.max_position_embeddings
     if seq_length is None:
-        seq_length = info.get("seq_length") or limit
+        seq_length = record.seq_length or limit
     if isinstance(seq_length, bool) or not isinstance(seq_length, int) or \
             not 3 <= seq_length <= limit:
         raise ExportError(f"--seq-length {seq_length} must be in [3, {limit}] "
                           f"(max_position_embeddings of {checkpoint})")
-    preprocessor = AlbertPreprocessor(spm_model, seq_length,
-                                      do_lower_case=info.get("do_lower_case", True))
+    preprocessor = AlbertPreprocessor(spm_model, seq_length, do_lower_case=record.do_lower_case,
+                                      keep_accents=record.keep_accents)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
-    module = build_module(model, preprocessor, task, info.get("label_names"),
-                          info.get("no_answer_threshold", 0.5), pad_multiple)
+    module = build_module(model, preprocessor, task, record, pad_multiple)
     version, path = layout.resolve_version(output, version)
     with layout.staged_directory(path) as staging:
         save_module(module, staging, os.path.basename(os.path.normpath(output)), token_ids_only)

@@ -28,7 +28,6 @@ from albert_tf.serving.base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingMod
 from albert_tf.serving.text_graph import INPUT_NAMES
 
 TOP_K = 5  # fill_mask candidates per [MASK]
-MAX_QA_LENGTH = 128  # RACE: tokens kept of each option (question + answer), as fine-tuning
 
 
 class PretrainedModule(ServingModule):
@@ -103,19 +102,26 @@ class PretrainedModule(ServingModule):
 
 
 class ClassifierModule(ServingModule):
-    """Probabilities, predicted label id and label name for texts and pairs."""
+    """Probabilities, predicted label id and label name for texts and pairs.
 
-    def __init__(self, model, preprocessor, label_names=None, pad_multiple=PAD_MULTIPLE):
+    The record's `problem_type` picks softmax (single_label) or per-class sigmoid
+    (multi_label) probabilities; `label_names` name the classes (default "0", "1", ...).
+    """
+
+    def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
-        names = list(label_names) if label_names else [str(i) for i in range(model.num_classes)]
-        if len(names) != model.num_classes:
-            raise ValueError(f"{len(names)} label names for {model.num_classes} classes")
+        if record.task != "classification" or record.num_classes != model.num_classes:
+            raise ValueError(f"a classifier of {model.num_classes} classes needs a "
+                             f"classification record of as many, not {record}")
+        names = list(record.label_names or [str(i) for i in range(model.num_classes)])
         self.label_names = tf.constant(names)
+        self.multi_label = record.problem_type == "multi_label"
 
     def _classify(self, features):
         logits = self.model(features, training=False)["logits"]
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
+        probabilities = tf.sigmoid(logits) if self.multi_label else tf.nn.softmax(logits, axis=-1)
+        return {"probabilities": probabilities, "label_id": label_id,
                 "label": tf.gather(self.label_names, label_id)}
 
     @tf.function(input_signature=[TEXT_SPEC])
@@ -166,8 +172,17 @@ class MultipleChoiceModule(ServingModule):
     """Probabilities over K options, each packed as `[CLS] context [SEP] option [SEP]`.
 
     RACE-style models put the article in `context` and the question with the
-    option (its blank filled, or appended after a space) in each option.
+    option (its blank filled, or appended after a space) in each option. As RACE
+    fine-tuning packs it, each option keeps its last `max_qa_length` tokens (from
+    the model's task record) and the context is cut to fill the rest.
     """
+
+    def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
+        super().__init__(model, preprocessor, pad_multiple)
+        if record.task != "multiple_choice":
+            raise ValueError(f"a multiple-choice model needs a multiple_choice record, "
+                             f"not {record.task!r}")
+        self.max_qa_length = min(record.max_qa_length, preprocessor.seq_length - 3)
 
     def _choose(self, features):
         logits = self.model(features, training=False)["logits"]  # [B, K]
@@ -176,12 +191,10 @@ class MultipleChoiceModule(ServingModule):
 
     @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
     def choose(self, context, options):
-        # As RACE fine-tuning packs it: the option keeps its last MAX_QA_LENGTH
-        # tokens and the context is cut to fill the rest.
         pre = self.preprocessor
         shape = tf.shape(options, tf.int64)  # [B, K]
         qa = text_graph.keep_last(pre.tokenize(tf.reshape(options, [-1])),
-                                  min(MAX_QA_LENGTH, pre.seq_length - 3))  # [B*K, (m)]
+                                  self.max_qa_length)  # [B*K, (m)]
         contexts = tf.gather(pre.tokenize(context), tf.repeat(tf.range(shape[0]), shape[1]))
         contexts = text_graph.keep_first(contexts, pre.seq_length - 3 - qa.row_lengths())
         flat, _ = text_graph.pack(pre, [contexts, qa])  # [B*K, T]

@@ -1,8 +1,11 @@
 """In-graph span decoding for extractive QA: best token span -> answer text and offsets.
 
 The model scores each token as an answer start and end; the answer is the span
-(start <= end < start + max_answer_length, both inside the context) with the
-highest start + end logit, as in the original SQuAD post-processing. The span's
+(start <= end < start + max_answer_length, both inside the context, the start among
+the n_best highest start logits and the end among the n_best highest end logits)
+with the highest start + end logit, as in the original SQuAD post-processing and
+fine-tuning's decoding. Every such setting comes from the model's task record
+(`albert_tf.task_record`), the one source fine-tuning wrote them to. The span's
 pieces carry byte offsets into the raw context, which become the answer text (a
 substring of the context, ignorable characters trimmed) and character offsets.
 """
@@ -16,19 +19,22 @@ from albert_tf.serving.base import (IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, WARMUP_TE
                                     ServingModule, strings)
 from albert_tf.serving.offsets import IGNORABLE
 
-# Longest answer in tokens, as the original run_squad (--max_answer_length=30).
-MAX_ANSWER_LENGTH = 30
 TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 
 
 def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tensor,
-               max_answer_length: int = MAX_ANSWER_LENGTH):
+               max_answer_length: int, n_best: int | None = None, pool: tf.Tensor | None = None):
     """The highest-scoring span per row.
 
     Args:
       start_logits, end_logits: float32 [B, T].
       allowed: bool [B, T], the tokens an answer may start or end on (the context).
       max_answer_length: longest span in tokens.
+      n_best: if given, a span starts among the row's `n_best` highest start logits
+        and ends among its `n_best` highest end logits, of the tokens in `pool`.
+      pool: bool [B, T], the tokens the n_best are drawn from (default: `allowed`;
+        fine-tuning draws them from every context token, then drops spans with no
+        visible text).
 
     Returns:
       (start [B] int32, end [B] int32 inclusive, score [B] float32 = start + end
@@ -40,7 +46,12 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
     index = tf.range(length)
     width = index[None, :] - index[:, None]  # [T,T] end - start
     band = (width >= 0) & (width < max_answer_length)
-    valid = band[None] & allowed[:, :, None] & allowed[:, None, :]  # [B,T,T]
+    starts, ends = allowed, allowed
+    if n_best is not None:
+        pool = allowed if pool is None else pool
+        starts = allowed & _top_n(start_logits, pool, n_best)
+        ends = allowed & _top_n(end_logits, pool, n_best)
+    valid = band[None] & starts[:, :, None] & ends[:, None, :]  # [B,T,T]
     scores = tf.where(valid, pair, tf.fill(tf.shape(pair), float("-inf")))
     flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [B,T*T]
     best = tf.argmax(flat, axis=1, output_type=tf.int32)
@@ -48,6 +59,14 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
     start = tf.where(found, best // length, -1)
     end = tf.where(found, best % length, -1)
     return start, end, tf.reduce_max(flat, axis=1), found
+
+
+def _top_n(logits: tf.Tensor, allowed: tf.Tensor, n: int) -> tf.Tensor:
+    """bool [B, T]: logits at least the row's n-th highest allowed logit."""
+    masked = tf.where(allowed, logits, tf.fill(tf.shape(logits), float("-inf")))
+    k = tf.minimum(n, tf.shape(logits)[1])
+    kth = tf.math.top_k(masked, k=k).values[:, -1:]  # [B, 1]
+    return masked >= kth
 
 
 def span_offsets(piece_starts: tf.RaggedTensor, piece_ends: tf.RaggedTensor,
@@ -109,10 +128,6 @@ def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
 
 
 # ------------------------------------------------------------------ the module
-MAX_QUERY_LENGTH = 64  # question tokens kept, as SQuAD fine-tuning (max_query_length)
-NO_ANSWER_THRESHOLD = 0.5  # SQuAD 2.0: "" when P(no answer) exceeds this
-
-
 def _gather_rows(values: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
     """values [B, (n)] at index [B, T] (out-of-row indices give False)."""
     dense = tf.concat([values.to_tensor(False), tf.zeros_like(index[:, :1], tf.bool)], axis=1)
@@ -125,22 +140,30 @@ class SpanModule(ServingModule):
     """Extractive QA: the answer's text and character offsets in the raw context.
 
     Packs `[CLS] question [SEP] context [SEP]` as SQuAD fine-tuning does (the
-    question cut to MAX_QUERY_LENGTH tokens, the context to the rest; one
-    window: text past `seq_length` is not searched). Answers start and end on
-    pieces with visible text and are at most MAX_ANSWER_LENGTH pieces long.
-    With an answerability head (SQuAD 2.0) the answer is "" when
-    no_answer_probability > no_answer_threshold.
+    question cut to the record's max_query_length tokens, the context to the rest;
+    one window: text past `seq_length` is not searched). Answers start and end on
+    pieces with visible text, among the n_best best starts and ends, and are at
+    most max_answer_length pieces long. With an answerability head (SQuAD 2.0) the
+    answer is "" when no_answer_probability > the record's no_answer_threshold.
+
+    Args:
+      model: an `AlbertSpanExtractor`.
+      preprocessor: `AlbertPreprocessor` with the serving sequence length.
+      record: the model's `TaskRecord` (task "span"), the source of every setting.
+      pad_multiple: dynamic padding granularity.
     """
 
-    def __init__(self, model, preprocessor, no_answer_threshold=NO_ANSWER_THRESHOLD,
-                 pad_multiple=PAD_MULTIPLE):
+    def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
-        self.no_answer_threshold = float(no_answer_threshold)
+        if record.task != "span":
+            raise ValueError(f"a span model needs a span task record, not {record.task!r}")
+        self.record = record
+        self.no_answer_threshold = float(record.no_answer_threshold)
 
     def _tokenize(self, question, context):
         pre = self.preprocessor
         query = text_graph.keep_first(pre.tokenize(question), tf.fill(
-            tf.shape(question), min(MAX_QUERY_LENGTH, pre.seq_length - 4)))
+            tf.shape(question), min(self.record.max_query_length, pre.seq_length - 4)))
         pieces = offsets.tokenize_with_offsets(pre, context)
         room = pre.seq_length - 3 - query.row_lengths()
         ids, starts, ends, visible = (text_graph.keep_first(x, room) for x in pieces)
@@ -157,7 +180,9 @@ class SpanModule(ServingModule):
         piece = tf.range(tf.shape(features["input_mask"], tf.int64)[1])[None] - first[:, None]
         in_context = (piece >= 0) & (piece < ids.row_lengths()[:, None])  # [B, T]
         start, end, score, found = best_spans(out["start_logits"], out["end_logits"],
-                                              in_context & _gather_rows(visible, piece))
+                                              in_context & _gather_rows(visible, piece),
+                                              self.record.max_answer_length, self.record.n_best,
+                                              pool=in_context)
         outputs = {"score": tf.where(found, score, 0.0)}
         if "answerable_logits" in out:
             no_answer = tf.sigmoid(-out["answerable_logits"])

@@ -146,3 +146,12 @@ def test_majority_baseline():
     result = corpus_tasks.majority_baseline(["a", "a", "b"], ["b", "b", "a", "c"])
     assert result == {"train_majority": "a", "train_majority_accuracy": 0.25,
                       "best_constant_accuracy": 0.5}
+
+
+def test_dev_rows_come_from_other_documents(embedded_split):
+    split, _ = embedded_split
+    rows = corpus_tasks.read_rows(split.classify_train)
+    fit, dev = corpus_tasks.split_rows_by_document(rows, 0.15)
+    assert len(fit) + len(dev) == len(rows)
+    assert not {r["document"] for r in fit} & {r["document"] for r in dev}
+    assert all(n > 0 for n in corpus_tasks.label_counts(dev).values())

@@ -1,9 +1,11 @@
-"""GLUE and SQuAD metrics against hand-computed values and independent formulas."""
+"""GLUE and SQuAD metrics against hand-computed values, scikit-learn and scipy."""
 
 import itertools
 
 import numpy as np
 import pytest
+from scipy import stats
+from sklearn import metrics as sklearn_metrics
 
 from albert_tf.training.finetune import metrics
 
@@ -51,6 +53,34 @@ def test_pearson_matches_numpy_and_spearman_by_hand():
     # Monotone but non-linear: Spearman 1, Pearson below 1.
     assert metrics.spearman(x, np.exp(3 * x)) == pytest.approx(1.0)
     assert metrics.pearson(x, np.exp(3 * x)) < 0.95
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_glue_metrics_equal_scikit_learn_and_scipy(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 200))
+    classes = 2 + seed % 3  # binary, 3-way (MNLI), 4-way
+    labels, preds = rng.integers(0, classes, n), rng.integers(0, classes, n)
+    agree = rng.random(n) < 0.6  # better than chance, as a trained model
+    preds[agree] = labels[agree]
+    assert metrics.accuracy(labels, preds) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds))
+    assert metrics.matthews_corrcoef(labels, preds) == pytest.approx(
+        sklearn_metrics.matthews_corrcoef(labels, preds), abs=1e-12)
+    binary_labels, binary_preds = labels % 2, preds % 2
+    assert metrics.f1_binary(binary_labels, binary_preds) == pytest.approx(
+        sklearn_metrics.f1_score(binary_labels, binary_preds, zero_division=0.0))
+    # STS-B-like scores on a 0..5 grid of fifths: many ties for Spearman.
+    x = np.round(rng.uniform(0, 5, n) * 5) / 5
+    y = x + rng.normal(0, 1.5, n)
+    y[: n // 3] = np.round(y[: n // 3])
+    assert metrics.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-12)
+    assert metrics.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-12)
+
+
+def test_degenerate_cases_match_scikit_learn():
+    for labels, preds in [([0, 1, 1], [1, 1, 1]), ([0, 0, 0], [0, 0, 0]), ([1, 0], [0, 1])]:
+        assert metrics.matthews_corrcoef(labels, preds) == sklearn_metrics.matthews_corrcoef(labels, preds)
+        assert metrics.f1_binary(labels, preds) == sklearn_metrics.f1_score(labels, preds, zero_division=0.0)
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -126,5 +126,17 @@ def test_cli_race_end_to_end(tokenizer, spm_model_path, tmp_path):
     assert {"accuracy", "accuracy_middle", "accuracy_high"} <= set(test["results"])
     assert len(test["predictions"]) == 8 and set(test["predictions"].values()) <= set("ABCD")
     with open(os.path.join(out, "eval_results.json")) as f:
-        assert len(json.load(f)["history"]) == 2
+        results = json.load(f)
+    assert len(results["history"]) == 2
     assert read_task_info(out)["task"] == "multiple_choice"
+    # Dev predictions: one row per dev question; the reported accuracies recompute from them.
+    with open(os.path.join(out, "predictions_dev.tsv"), encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    assert rows[0] == ["id", "level", "label", "prediction"] and len(rows) == 9
+    dev = read_race(find_split(str(root), "dev"))
+    assert [r[0] for r in rows[1:]] == [e.qid for e in dev]
+    assert [r[2] for r in rows[1:]] == ["ABCD"[e.label] for e in dev]
+    for level in (None, "middle", "high"):
+        chosen = [r for r in rows[1:] if level in (None, r[1])]
+        key = "accuracy" + (f"_{level}" if level else "")
+        assert results["best"][key] == pytest.approx(np.mean([r[2] == r[3] for r in chosen]))

@@ -139,7 +139,8 @@ def test_decoding_across_windows_uses_max_context_and_original_text(tokenizer):
     o = windows[other]
     outputs["start_logits"][other][o.offset + first - o.first] = 9.0
     outputs["end_logits"][other][o.offset + first + 1 - o.first] = 9.0
-    best, nbest, no_answer = decode_answers([example], windows, contexts, outputs, n_best=5)
+    best, nbest, no_answer = decode_answers([example], windows, contexts, outputs, n_best=5,
+                                             max_answer_length=30)
     assert best["q1"] == "Ünïcode (1990)"
     entries = nbest["q1"]
     assert entries[0]["text"] == "Ünïcode (1990)"
@@ -282,3 +283,24 @@ def test_cli_squad_v2_from_official_json(tokenizer, spm_model_path, tmp_path):
         best = json.load(f)["best"]
     # The tuned threshold travels with the model, for `albert-tf export`.
     assert info["no_answer_threshold"] == best["best_f1_threshold"]
+
+
+def test_task_record_holds_the_settings_and_a_threshold_that_is_a_probability():
+    from types import SimpleNamespace
+
+    tok = SimpleNamespace(do_lower_case=False, keep_accents=True)
+    task = SquadTask("v2.0", None, None, tok, 64, max_query_length=9, n_best=3)
+    record = task.record
+    assert (record.seq_length, record.doc_stride, record.max_query_length, record.n_best,
+            record.max_answer_length, record.no_answer_threshold) == (64, 128, 9, 3, 30, 0.5)
+    assert (record.do_lower_case, record.keep_accents, record.answerability) == (False, True, True)
+    assert task.tune_threshold and task.main_metric == "best_f1"
+    # Answering nothing is best here: the sweep's "below every probability" is saved as 0.
+    task.gold = {"a": [], "b": []}
+    score, threshold = task._best_threshold({"a": "x", "b": "y"}, {"a": 0.3, "b": 0.6})
+    assert (score, threshold) == (100.0, 0.0)
+    fixed = SquadTask("v2.0", None, None, tok, 64, no_answer_threshold=0.7)
+    assert not fixed.tune_threshold and fixed.main_metric == "f1"
+    assert fixed.checkpoint_info()["no_answer_threshold"] == 0.7
+    with pytest.raises(ValueError, match="max_query_length=61 exceeds seq_length=64 - 4"):
+        SquadTask("v1.1", None, None, tok, 64, max_query_length=61)

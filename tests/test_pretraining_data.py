@@ -332,15 +332,18 @@ def test_bad_input_is_counted_with_file_names(tmp_path, corpus_documents, spm_mo
     (tmp_path / "short.txt").write_text("Only one line here.\n\n\n\nTwo lines now.\nYes two.\n")
     (tmp_path / "broken.gz").write_bytes(b"\x1f\x8b\x08\x00garbage that is not deflate")
     out = tmp_path / "out"
-    argv = ["--input", f"{good},{tmp_path}/latin1.txt,{tmp_path}/short.txt,{tmp_path}/broken.gz,"
-            f"{tmp_path}/missing.txt", "--output-dir", str(out), "--spm-model", spm_model_path,
+    argv = ["--input", f"{good},{tmp_path}/latin1.txt,{tmp_path}/short.txt,{tmp_path}/broken.gz",
+            "--output-dir", str(out), "--spm-model", spm_model_path,
             "--max-seq-length", "64", "--dupe-factor", "1", "--processes", "1"]
+    # A file named explicitly that does not exist is refused before any work.
+    missing = [a if a != argv[1] else f"{argv[1]},{tmp_path}/missing.txt" for a in argv]
+    assert pretraining_data.main(missing) == 2 and not out.exists()
     assert pretraining_data.main(argv) == 0
     skipped = json.load(open(out / "summary.json"))["skipped"]
     assert skipped["invalid_utf8"]["files"] == {f"{tmp_path}/latin1.txt": 1}
     assert skipped["invalid_utf8"]["examples"] == [f"{tmp_path}/latin1.txt: line 1"]
     assert skipped["one_sentence_document"]["files"] == {f"{tmp_path}/short.txt": 1}
-    assert set(skipped["unreadable_file"]["files"]) == {f"{tmp_path}/broken.gz", f"{tmp_path}/missing.txt"}
+    assert set(skipped["unreadable_file"]["files"]) == {f"{tmp_path}/broken.gz"}
     summary = json.load(open(out / "summary.json"))
     assert summary["documents"] == 5  # 3 good + latin1's second + short's second
 

@@ -20,6 +20,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertSequenceClassifier, AlbertSpanExtractor
+from albert_tf.checkpoint import task_record_of
 from albert_tf.serving import client, export
 from albert_tf.serving import requests as rq
 from albert_tf.tokenizer import AlbertPreprocessor
@@ -42,7 +43,8 @@ def models(tmp_path_factory, spm_model_path):
     for name, model, labels in [("albert_cls", AlbertSequenceClassifier(config, 2), LABELS),
                                 ("albert_qa", AlbertSpanExtractor(config), None)]:
         path = str(root / name / "1")
-        export.save_module(export.build_module(model, pre, label_names=labels), path, name)
+        record = task_record_of(model, label_names=labels)
+        export.save_module(export.build_module(model, pre, record=record), path, name)
         out[name] = (path, tf.saved_model.load(path))
     return out
 

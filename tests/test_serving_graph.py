@@ -197,6 +197,30 @@ def test_best_spans_match_a_brute_force_search():
         assert got[2][b] == pytest.approx(score, abs=1e-6)
 
 
+def test_best_spans_with_n_best_match_fine_tuning_candidates():
+    """With n_best, starts and ends come from the n best logits of the pool (fine-tuning's
+    `window_candidates`), and only allowed tokens may begin or end the span."""
+    rng = np.random.default_rng(1)
+    batch, length, longest, n_best = 8, 15, 5, 3
+    start = rng.normal(size=(batch, length)).astype(np.float32)
+    end = rng.normal(size=(batch, length)).astype(np.float32)
+    pool = rng.random((batch, length)) < 0.8
+    allowed = pool & (rng.random((batch, length)) < 0.8)
+    got = [t.numpy() for t in span.best_spans(start, end, allowed, longest, n_best, pool=pool)]
+    for b in range(batch):
+        where = np.nonzero(pool[b])[0]
+        starts = where[np.argsort(-start[b, where], kind="stable")[:n_best]]
+        ends = where[np.argsort(-end[b, where], kind="stable")[:n_best]]
+        candidates = [(start[b, i] + end[b, j], i, j) for i in starts for j in ends
+                      if i <= j < i + longest and allowed[b, i] and allowed[b, j]]
+        if not candidates:
+            assert (got[0][b], got[1][b], bool(got[3][b])) == (-1, -1, False)
+            continue
+        score, i, j = max(candidates)
+        assert (got[0][b], got[1][b], bool(got[3][b])) == (i, j, True)
+        assert got[2][b] == pytest.approx(score, abs=1e-6)
+
+
 def test_answer_text_and_character_offsets_in_unicode_context():
     context = "Le caf\u00e9  M\u00fcller\U0001F600 est \u00e0 Z\u00fcrich."
     raw = context.encode("utf-8")
@@ -210,3 +234,21 @@ def test_answer_text_and_character_offsets_in_unicode_context():
     assert context[first.numpy()[0]:last.numpy()[0]] == text
     assert first.numpy()[0] == context.index(text)
     assert (answer.numpy()[1], first.numpy()[1], last.numpy()[1]) == (b"", -1, -1)
+
+
+def test_fine_tuning_decoder_ignores_the_same_characters_as_the_graph():
+    """SQuAD fine-tuning's `is_ignorable` and serving's IGNORABLE regex agree on every
+    code point of the Basic Multilingual Plane and a sample above it (those Python's
+    Unicode database assigns: RE2's tables may be a version newer)."""
+    import unicodedata
+
+    from albert_tf.serving.offsets import IGNORABLE
+    from albert_tf.training.finetune.squad import is_ignorable
+
+    codes = [c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF
+             and unicodedata.category(chr(c)) != "Cn"]
+    codes += list(range(0x1F300, 0x1F700)) + list(range(0xE0000, 0xE0080))
+    chars = [chr(c) for c in codes]
+    graph = tf.strings.regex_full_match(tf.constant([c.encode() for c in chars]), IGNORABLE).numpy()
+    differ = [hex(ord(c)) for c, g in zip(chars, graph) if bool(g) != is_ignorable(c)]
+    assert not differ, differ[:20]

@@ -34,6 +34,7 @@ import json
 import os
 from typing import Iterable, Sequence
 
+from albert_tf import runio
 from albert_tf.training import corpus
 
 HELD_OUT_FRACTION = 0.1
@@ -186,17 +187,9 @@ def classification_examples(documents: Sequence[NamedDocument], max_per_class: i
     return kept
 
 
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _write_jsonl(path: str, rows: list[dict]) -> None:
-    _write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    with runio.atomic_write(path) as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def label_counts(rows: Iterable[dict]) -> dict[str, int]:
@@ -244,9 +237,9 @@ def prepare_corpus_split(spec: str | None, out_dir: str,
             counts[f"classify_{name}"] = label_counts(rows)
     split = CorpusSplit(paths["train"], paths["heldout"], classify["train"],
                         classify["heldout"], sorted(d.name for d in held), counts)
-    _write_atomic(os.path.join(out_dir, "split.json"),
-                  json.dumps({"corpus": spec or corpus.EMBEDDED, "fraction": fraction,
-                              "seed": seed, **dataclasses.asdict(split)}, indent=2) + "\n")
+    runio.atomic_write_json(os.path.join(out_dir, "split.json"),
+                            {"corpus": spec or corpus.EMBEDDED, "fraction": fraction,
+                             "seed": seed, **dataclasses.asdict(split)})
     return split
 
 
@@ -264,3 +257,32 @@ def majority_baseline(train_labels: Sequence[str], heldout_labels: Sequence[str]
     return {"train_majority": train_top,
             "train_majority_accuracy": held.get(train_top, 0) / len(heldout_labels),
             "best_constant_accuracy": max(held.values()) / len(heldout_labels)}
+
+
+def split_rows_by_document(rows: Sequence[dict[str, str]], fraction: float,
+                           seed: str = SPLIT_SEED) -> tuple[list[dict], list[dict]]:
+    """Splits labelled rows into (fit, dev) by their "document", stratified by label.
+
+    For choosing a fine-tuning epoch on documents that are neither trained on nor
+    the held-out test documents. Documents are weighted by their number of rows.
+    """
+    by_doc: dict[str, list[dict]] = collections.defaultdict(list)
+    for row in rows:
+        by_doc[row[DOCUMENT_COLUMN]].append(row)
+    docs = [NamedDocument(name, [r[TEXT_COLUMN] for r in items], items[0][LABEL_COLUMN])
+            for name, items in by_doc.items()]
+    _, dev_docs = split_documents(docs, fraction, seed + "-dev")
+    dev_names = {d.name for d in dev_docs}
+    return ([r for r in rows if r[DOCUMENT_COLUMN] not in dev_names],
+            [r for r in rows if r[DOCUMENT_COLUMN] in dev_names])
+
+
+def read_rows(path: str) -> list[dict[str, str]]:
+    """The rows of a classify-*.jsonl file written by `prepare_corpus_split`."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_rows(path: str, rows: Sequence[dict]) -> None:
+    """Writes rows as JSON lines, atomically (what `albert-tf finetune --task classify` reads)."""
+    _write_jsonl(path, list(rows))

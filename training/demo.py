@@ -1,14 +1,19 @@
 """`albert-tf demo`: the whole job, end to end, on real text with no download.
 
-    corpus -> SentencePiece vocabulary -> SOP + n-gram-masked TFRecords -> LAMB
-    pretraining -> SavedModel with in-graph tokenization -> answers from a fresh process
+    corpus split by document -> SentencePiece vocabulary -> SOP + n-gram-masked
+    TFRecords -> LAMB pretraining (held-out MLM / SOP accuracy) -> a fine-tuned
+    classifier -> SavedModels with in-graph tokenization -> answers from a fresh process
+    -> training curves (PNG) and OUTPUT/demo_report.json
 
 With no arguments it uses the embedded corpus (Python's own documentation) and a
-small ALBERT that pretrains in a few minutes on two CPU cores. The same command
-scales to real runs: `--corpus`/`--tfds` for the text, `--preset` for the model,
-`--steps`/`--batch-size` for the budget. Every stage writes into `--output` and is
-skipped when its result is already complete, so a rerun (or a resume after a
-kill) does only what is left.
+small ALBERT whose recipe was chosen by benchmarks/bench_demo_recipe.py to learn
+most in a few minutes on two CPU cores. The classifier learns where a sentence
+of the documentation was written (the language reference, asyncio, email,
+importlib, internet protocols, xml), labels that come from the corpus itself.
+`--corpus`/`--tfds` pretrain on your text (no classifier: it has no labels),
+`--preset` picks a paper-sized model, `--steps`/`--batch-size` the budget. Every
+stage writes into `--output` and is skipped when its result is already complete,
+so a rerun (or a resume after a kill) does only what is left.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ from albert_tf.runio import UserError
 
 logger = logging.getLogger("albert_tf.demo")
 
-# A small ALBERT for two CPU cores: the paper's shape (E=128, heads = H/64, FFN = 4H,
-# all layers shared), narrower and shallower.
+# The recipe measured best for a few minutes on 2 CPU cores (see the sweep table in
+# README.md, benchmarks/bench_demo_recipe.py): the paper's shape (E < H, all layers
+# shared, heads = H/64, FFN = 4H), short sequences and a small vocabulary.
 DEMO_MODEL = {"embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 4,
               "num_attention_heads": 4, "intermediate_size": 1024,
-              "max_position_embeddings": 128}
-
+              "max_position_embeddings": 64}
+STAGES = 8
 ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_answers.py")
+ENCODER_NAME, CLASSIFIER_NAME = "albert_demo", "albert_demo_classifier"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +48,15 @@ class DemoOptions:
     corpus: str | None = None       # text files/globs; None: the embedded corpus
     tfds: str | None = None         # NAME[:SPLIT[:FIELD]] of a tensorflow-datasets corpus
     preset: str | None = None       # None: the small demo model
-    steps: int = 600
-    batch_size: int = 32
-    seq_length: int = 128
-    vocab_size: int = 5000
+    steps: int = 1200
+    batch_size: int = 64
+    seq_length: int = 64
+    vocab_size: int = 2000
     dupe_factor: int = 3
-    learning_rate: float = 0.004
+    learning_rate: float = 0.01
+    classifier_epochs: int = 3
+    classifier_learning_rate: float = 2e-4
+    questions: str | None = None    # JSON [{"text", "answer"}] of fill-mask questions to score
 
 
 class DemoError(UserError):
@@ -56,64 +66,66 @@ class DemoError(UserError):
 # ------------------------------------------------------------------- stages
 def _stage(number: int, name: str, done: bool) -> bool:
     state = "done already, skipped" if done else "running"
-    logger.info("[%d/6] %s: %s", number, name, state)
+    logger.info("[%d/%d] %s: %s", number, STAGES, name, state)
     return done
 
 
-def corpus_stage(opts: DemoOptions) -> tuple[str, list[str]]:
-    """Returns the corpus spec for create-data and the text files for vocabulary training."""
-    from albert_tf.training import corpus
+def corpus_stage(opts: DemoOptions) -> dict:
+    """Splits the corpus by document; returns split.json (paths, held-out documents, counts)."""
+    from albert_tf.training import corpus, corpus_tasks
 
-    if opts.corpus:
+    spec = opts.corpus or (f"{corpus.TFDS_PREFIX}{opts.tfds}" if opts.tfds else corpus.EMBEDDED)
+    out = os.path.join(opts.output, "corpus")
+    path = os.path.join(out, "split.json")
+    if not _stage(1, f"corpus {spec} split by document -> {out}", os.path.exists(path)):
         try:
-            paths = corpus.expand_patterns(opts.corpus)
+            split = corpus_tasks.prepare_corpus_split(spec, out)
         except ValueError as e:
             raise DemoError(str(e)) from None
-        _stage(1, f"corpus: {len(paths)} file(s) from --corpus", True)
-        return opts.corpus, paths
-    spec = f"tfds:{opts.tfds}" if opts.tfds else corpus.EMBEDDED
-    path = os.path.join(opts.output, "corpus", "corpus.txt")
-    if not _stage(1, f"corpus: {spec} -> {path}", os.path.exists(path)):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        source = corpus.open_corpus(spec)
-        report = corpus.CorpusReport()
-        stats = corpus.write_corpus_file(path, (d.sentences for d in source.read(report)))
-        logger.info("corpus: %d documents, %d sentences, %d characters", stats["documents"],
-                    stats["sentences"], stats["characters"])
-    return path, [path]
+        logger.info("corpus: %d training and %d held-out documents (%d / %d sentences)",
+                    split.counts["train"]["documents"], split.counts["heldout"]["documents"],
+                    split.counts["train"]["sentences"], split.counts["heldout"]["sentences"])
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
-def vocab_stage(opts: DemoOptions, texts: list[str]) -> str:
+def vocab_stage(opts: DemoOptions, split: dict) -> str:
     from albert_tf.training.vocab import train_vocab
 
     prefix = os.path.join(opts.output, "vocab", "spiece")
     if not _stage(2, f"vocabulary ({opts.vocab_size} pieces) -> {prefix}.model",
                   os.path.exists(prefix + ".model")):
-        train_vocab(texts, prefix, opts.vocab_size)
+        train_vocab([split["train_text"]], prefix, opts.vocab_size)
     return prefix + ".model"
 
 
-def data_stage(opts: DemoOptions, corpus_spec: str, spm_model: str) -> str:
+def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]:
+    """TFRecords of the training and of the held-out documents."""
     from albert_tf.training import corpus, sop
     from albert_tf.training.pretraining_data import SUMMARY_FILE, create_pretraining_data
 
     out = os.path.join(opts.output, "data")
-    summary_path = os.path.join(out, SUMMARY_FILE)
-    if not _stage(3, f"pretraining data (SOP + n-gram masking) -> {out}",
-                  os.path.exists(summary_path)):
-        options = sop.GenerationOptions(max_seq_length=opts.seq_length,
-                                        max_predictions_per_seq=20,
-                                        dupe_factor=opts.dupe_factor)
-        summary = create_pretraining_data(corpus.open_corpus(corpus_spec), out, spm_model,
-                                          options)
-        logger.info("data: %d instances, masked fraction %.3f, SOP swapped %.3f",
+    done = all(os.path.exists(os.path.join(out, n, SUMMARY_FILE)) for n in ("train", "heldout"))
+    records = {n: os.path.join(out, n, "pretrain-*.tfrecord") for n in ("train", "heldout")}
+    if _stage(3, f"pretraining data (SOP + n-gram masking) -> {out}", done):
+        return records
+    for name in ("train", "heldout"):
+        options = sop.GenerationOptions(
+            max_seq_length=opts.seq_length,
+            max_predictions_per_seq=max(2, round(opts.seq_length * 0.15) + 1),
+            dupe_factor=opts.dupe_factor if name == "train" else 1)
+        summary = create_pretraining_data(corpus.open_corpus(split[f"{name}_text"]),
+                                          os.path.join(out, name), spm_model, options)
+        logger.info("data %s: %d instances, masked fraction %.3f, SOP swapped %.3f", name,
                     summary["instances"], summary["masked_fraction"],
                     summary["sop"]["swapped_fraction"])
-    return os.path.join(out, "pretrain-*.tfrecord")
+    return records
 
 
-def pretrain_stage(opts: DemoOptions, data: str, spm_model: str) -> tuple[str, dict]:
+def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[str, dict]:
+    """Pretrains (evaluating on held-out documents as it goes); returns model/ and a summary."""
     from albert_tf.training.pretrain import PretrainConfig, run
+    from albert_tf.training.pretrain_eval import evaluate_pretraining
 
     out = os.path.join(opts.output, "pretrain")
     model_dir = os.path.join(out, "model")
@@ -122,80 +134,105 @@ def pretrain_stage(opts: DemoOptions, data: str, spm_model: str) -> tuple[str, d
               os.path.exists(summary_path)):
         with open(summary_path, encoding="utf-8") as f:
             return model_dir, json.load(f)
+    every = max(1, opts.steps // 12)
     cfg = PretrainConfig(
-        model=opts.preset or "albert-base", albert={} if opts.preset else DEMO_MODEL,
-        train_data=data, output_dir=out, spm_model=spm_model,
-        global_batch_size=opts.batch_size, train_steps=opts.steps,
+        model=opts.preset or "albert-base",
+        albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
+        train_data=records["train"], eval_data=records["heldout"], output_dir=out,
+        spm_model=spm_model, global_batch_size=opts.batch_size, train_steps=opts.steps,
         warmup_steps=max(1, opts.steps // 10), learning_rate=opts.learning_rate,
-        checkpoint_every=max(1, min(100, opts.steps)), log_every=10, keep_checkpoints=2,
-        shuffle_buffer=2000)
+        checkpoint_every=every, eval_steps=4, log_every=max(1, min(10, every)),
+        keep_checkpoints=2, shuffle_buffer=2000, jit_compile=True)
+    start = time.monotonic()
     summary = run(cfg)
-    final = {k: v[-1] for k, v in summary["history"].items()} if summary["history"] else {}
-    result = {"steps": summary["step"], "examples_per_sec": summary["examples_per_sec"],
-              "final_metrics": final}
+    wall = time.monotonic() - start
+    heldout = evaluate_pretraining(model_dir, records["heldout"], batch_size=64)
+    logger.info("held-out documents: MLM accuracy %.3f, SOP accuracy %.3f (%d examples)",
+                heldout["mlm_accuracy"], heldout["sop_accuracy"], heldout["examples"])
+    history = summary["history"]
+    result = {"steps": summary["step"], "start_step": summary["start_step"],
+              "curve_every": every, "examples_per_sec": summary["examples_per_sec"],
+              "train_wall_s": wall, "history": history, "heldout": heldout,
+              "final_train": {k: v[-1] for k, v in history.items() if not k.startswith("val_")}}
     runio.atomic_write_json(summary_path, result)
     return model_dir, result
 
 
-def export_stage(opts: DemoOptions, model_dir: str) -> str:
-    from albert_tf.serving.export import export
+def classifier_stage(opts: DemoOptions, split: dict, model_dir: str) -> dict | None:
+    """Fine-tunes the source classifier with `albert-tf finetune --task classify`."""
+    from albert_tf.training import corpus_tasks
+    from albert_tf.training.finetune import run as finetune_cli
 
-    base = os.path.join(opts.output, "export", "albert_demo")
-    version = os.path.join(base, "1")
-    if not _stage(5, f"SavedModel with in-graph tokenization -> {version}",
-                  os.path.exists(os.path.join(version, "saved_model.pb"))):
-        export(model_dir, base, version=1)
-    return version
+    if not split.get("classify_train"):
+        _stage(5, "classifier: the corpus has no source labels, nothing to fine-tune", True)
+        return None
+    out = os.path.join(opts.output, "classifier")
+    model = os.path.join(out, "model")
+    results = os.path.join(model, "eval_results.json")
+    if not _stage(5, f"classifier on the corpus's source labels -> {model}",
+                  os.path.exists(results)):
+        rows = corpus_tasks.read_rows(split["classify_train"])
+        fit, dev = corpus_tasks.split_rows_by_document(rows, 0.15)
+        paths = [os.path.join(out, "fit.jsonl"), os.path.join(out, "dev.jsonl")]
+        os.makedirs(out, exist_ok=True)
+        for path, part in zip(paths, (fit, dev)):
+            corpus_tasks.write_rows(path, part)
+        code = finetune_cli.main([
+            "--task", "classify", "--checkpoint", model_dir, "--output", model,
+            "--data", *paths, "--columns", "text:label",
+            "--epochs", str(opts.classifier_epochs), "--batch-size", "32",
+            "--learning-rate", str(opts.classifier_learning_rate),
+            "--seq-length", str(opts.seq_length)])
+        if code != 0:
+            raise RuntimeError(f"fine-tuning the classifier failed (exit {code})")
+    with open(results, encoding="utf-8") as f:
+        evaluation = json.load(f)
+    train_labels = [r["label"] for r in corpus_tasks.read_rows(split["classify_train"])]
+    held_labels = [r["label"] for r in corpus_tasks.read_rows(split["classify_heldout"])]
+    return {"model": model, "dev_history": evaluation["history"],
+            "baseline": corpus_tasks.majority_baseline(train_labels, held_labels),
+            "heldout_file": split["classify_heldout"]}
 
 
-def answers_stage(saved_model: str) -> dict:
-    """Runs the exported model in a fresh process that imports only TF and tensorflow-text."""
-    _stage(6, "answers from the SavedModel in a fresh process", False)
+def export_stage(opts: DemoOptions, model_dir: str, classifier: dict | None) -> dict:
+    """SavedModels with raw-text signatures, written by `albert-tf export`."""
+    from albert_tf.serving import export
+
+    sources = {ENCODER_NAME: model_dir}
+    if classifier:
+        sources[CLASSIFIER_NAME] = classifier["model"]
+    paths = {}
+    for name, checkpoint in sources.items():
+        base = os.path.join(opts.output, "export", name)
+        paths[name] = os.path.join(base, "1")
+        if not _stage(6, f"SavedModel {name} with in-graph tokenization -> {paths[name]}",
+                      os.path.exists(os.path.join(paths[name], "saved_model.pb"))):
+            code = export.main(["--checkpoint", checkpoint, "--output", base, "--version", "1"])
+            if code != 0:
+                raise RuntimeError(f"exporting {checkpoint} failed (exit {code})")
+    return paths
+
+
+def answers_stage(opts: DemoOptions, saved: dict, classifier: dict | None) -> dict:
+    """Runs the exported models in a fresh process that imports only TF and tensorflow-text."""
+    _stage(7, "answers from the SavedModels in a fresh process", False)
+    command = [sys.executable, ANSWERS_SCRIPT, "--encoder", saved[ENCODER_NAME]]
+    if classifier:
+        command += ["--classifier", saved[CLASSIFIER_NAME], "--heldout",
+                    classifier["heldout_file"]]
+    if opts.questions:
+        command += ["--questions", opts.questions]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run([sys.executable, ANSWERS_SCRIPT, saved_model], env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"the answers process failed:\n{result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-# ------------------------------------------------------------------- report
-def _report(opts: DemoOptions, spm_model: str, data: str, model_dir: str, saved_model: str,
-            pretrain: dict, answers: dict, timings: dict) -> None:
-    out = os.path.abspath(opts.output)
-    lines = ["", "Fill-mask (top 3 per [MASK]):"]
-    for item in answers["fill_mask"]:
-        guesses = ", ".join(f"{t} ({s:.2f})" for t, s in zip(item["tokens"], item["scores"]))
-        lines.append(f"  {item['text']}\n    -> {guesses}")
-    lines.append("\nSentence similarity (cosine of mean-pooled token embeddings):")
-    for item in answers["similarity"]:
-        lines.append(f"  {item['score']:+.3f}  {item['a']!r} ~ {item['b']!r}")
-    metrics = pretrain.get("final_metrics", {})
-    lines += ["", f"Pretraining: {pretrain.get('steps')} steps, "
-              f"MLM accuracy {metrics.get('mlm_accuracy', float('nan')):.3f}, "
-              f"SOP accuracy {metrics.get('sop_accuracy', float('nan')):.3f}",
-              "Stage wall times: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()),
-              "", "Where everything is:",
-              f"  vocabulary   {os.path.abspath(spm_model)}",
-              f"  TFRecords    {os.path.abspath(data)}",
-              f"  checkpoints  {os.path.join(out, 'pretrain', 'checkpoints')}",
-              f"  TensorBoard  tensorboard --logdir {os.path.join(out, 'pretrain', 'tensorboard')}",
-              f"  model        {os.path.abspath(model_dir)}",
-              f"  SavedModel   {os.path.abspath(saved_model)}",
-              "", "Serve it with TF Serving (REST on 8501, gRPC on 8500):",
-              f"  docker run --rm -p 8501:8501 -p 8500:8500 "
-              f"-v {os.path.dirname(os.path.abspath(saved_model))}:/models/albert_demo "
-              f"-e MODEL_NAME=albert_demo tensorflow/serving",
-              "  echo 'the [MASK] statement is used to define a function.' | albert-tf predict "
-              "--server http://localhost:8501 --model albert_demo --signature fill_mask --input -",
-              "or without a server:",
-              f"  echo 'a list is a mutable [MASK] of items.' | albert-tf predict --saved-model "
-              f"{os.path.dirname(os.path.abspath(saved_model))} --signature fill_mask --input -"]
-    sys.stdout.write("\n".join(lines) + "\n")
-
-
 def run_demo(opts: DemoOptions) -> dict:
-    """Runs (or resumes) every stage; returns the answers and where the artifacts are."""
+    """Runs (or resumes) every stage; returns the report (also in OUTPUT/demo_report.json)."""
+    from albert_tf.training import demo_report
+
     os.makedirs(opts.output, exist_ok=True)
     timings = {}
 
@@ -205,16 +242,24 @@ def run_demo(opts: DemoOptions) -> dict:
         timings[name] = time.monotonic() - start
         return value
 
-    corpus_spec, texts = timed("corpus", corpus_stage, opts)
-    spm_model = timed("vocab", vocab_stage, opts, texts)
-    data = timed("data", data_stage, opts, corpus_spec, spm_model)
-    model_dir, pretrain = timed("pretrain", pretrain_stage, opts, data, spm_model)
-    saved_model = timed("export", export_stage, opts, model_dir)
-    answers = timed("answers", answers_stage, saved_model)
-    _report(opts, spm_model, data, model_dir, saved_model, pretrain, answers, timings)
-    return {"spm_model": spm_model, "data": data, "model_dir": model_dir,
-            "saved_model": saved_model, "pretrain": pretrain, "answers": answers,
-            "timings": timings}
+    split = timed("corpus", corpus_stage, opts)
+    spm_model = timed("vocab", vocab_stage, opts, split)
+    records = timed("data", data_stage, opts, split, spm_model)
+    model_dir, pretrain = timed("pretrain", pretrain_stage, opts, records, spm_model)
+    classifier = timed("classifier", classifier_stage, opts, split, model_dir)
+    saved = timed("export", export_stage, opts, model_dir, classifier)
+    answers = timed("answers", answers_stage, opts, saved, classifier)
+    _stage(8, "report and training curves", False)
+    artifacts = {"corpus split": os.path.join(opts.output, "corpus"),
+                 "vocabulary": spm_model, "TFRecords": os.path.dirname(records["train"]),
+                 "held-out TFRecords": os.path.dirname(records["heldout"]),
+                 "checkpoints": os.path.join(opts.output, "pretrain", "checkpoints"),
+                 "TensorBoard logs": os.path.join(opts.output, "pretrain", "tensorboard"),
+                 "pretrained model": model_dir, **{f"SavedModel {k}": v for k, v in saved.items()}}
+    if classifier:
+        artifacts["classifier"] = classifier["model"]
+    return demo_report.write(opts.output, pretrain, classifier, answers, timings, artifacts,
+                             saved)
 
 
 def _check_output(path: str) -> None:
@@ -236,24 +281,31 @@ def parse_args(argv: list[str]) -> DemoOptions:
     p.add_argument("--batch-size", type=int, default=defaults.batch_size)
     p.add_argument("--seq-length", type=int, default=defaults.seq_length)
     p.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
+    p.add_argument("--classifier-epochs", type=int, default=defaults.classifier_epochs)
+    p.add_argument("--questions", help="JSON list of {\"text\", \"answer\"} fill-mask "
+                   "questions to score (top 5)")
     args = p.parse_args(argv)
     from albert_tf import AlbertConfig
 
     if args.preset and args.preset not in AlbertConfig.preset_names():
         raise DemoError(f"unknown preset {args.preset!r}; choose one of "
                         f"{', '.join(AlbertConfig.preset_names())}")
-    for name in ("steps", "batch_size", "vocab_size"):
+    for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
         if getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
     if not 8 <= args.seq_length <= 512:
         raise DemoError("--seq-length must be in [8, 512]")
-    # Before any stage runs: the sequences must fit the model's position table.
-    model = (AlbertConfig.from_preset(args.preset) if args.preset
-             else AlbertConfig(**DEMO_MODEL))
-    model.check_sequence_length(args.seq_length, "--seq-length")
+    if args.questions and not os.path.isfile(args.questions):
+        raise DemoError(f"--questions {args.questions}: no such file")
+    # Before any stage runs: the sequences must fit a preset's position table (the
+    # demo's own model takes max_position_embeddings from --seq-length).
+    if args.preset:
+        AlbertConfig.from_preset(args.preset).check_sequence_length(args.seq_length,
+                                                                    "--seq-length")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
                        preset=args.preset, steps=args.steps, batch_size=args.batch_size,
-                       seq_length=args.seq_length, vocab_size=args.vocab_size)
+                       seq_length=args.seq_length, vocab_size=args.vocab_size,
+                       classifier_epochs=args.classifier_epochs, questions=args.questions)
 
 
 @runio.command("demo")

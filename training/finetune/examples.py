@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from albert_tf.runio import UserError
-
+from albert_tf.runio import UserError, atomic_write
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,19 @@ def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence
                             f"{', '.join(map(repr, label_names))}")
         ids[i] = index[value]
     return ids
+
+
+def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """Writes a tab-separated file (header first) atomically (`runio.atomic_write`).
+
+    A tab or newline inside a cell would shift or split the row, so it is an error.
+    """
+    with atomic_write(path) as f:
+        for row in itertools.chain([header], rows):
+            cells = [str(c) for c in row]
+            if any(("\t" in c or "\n" in c) for c in cells):
+                raise ValueError(f"{path}: a cell holds a tab or newline: {cells}")
+            f.write("\t".join(cells) + "\n")
 
 
 def progress(iterable, total: int, desc: str):

@@ -1,13 +1,17 @@
 """Your own data: CSV, TSV or JSON-lines files of single texts or text pairs with a label.
 
 The format follows the extension: `.csv` (comma, standard quoting), `.tsv` / `.tab`
-(tab, no quoting, as the GLUE files), `.jsonl` / `.json` (one JSON object per
-line). CSV and TSV files need a header row naming the columns. Every problem
-raises `DataError` naming the file, the line and the column.
+/ `.txt` (tab, no quoting, as the GLUE and MSR paraphrase files), `.jsonl` / `.json`
+(one JSON object per line). Files are UTF-8, with or without a byte-order mark.
+Columns are named by a header row, or, in files without one, given as positions
+(0 = first cell). Every row must have as many cells as the header (or as the
+first row): an unquoted comma in a CSV text would otherwise shift the label.
+Every problem raises `DataError` naming the file, the line and the column.
 
 Example:
     >>> examples, labels = read_text_file("train.csv", ["review"], "sentiment")
     >>> dev, _ = read_text_file("dev.csv", ["review"], "sentiment", label_names=labels)
+    >>> cola, _ = read_text_file("CoLA/train.tsv", [3], 1)   # no header: positions
 """
 
 from __future__ import annotations
@@ -15,35 +19,46 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from albert_tf.training.finetune.examples import DataError, TextExamples, label_ids
 
-_DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
+_DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".txt": "\t"}
 _JSON_EXTENSIONS = (".jsonl", ".json")
+# Python's csv module refuses cells over 128 KiB by default; a long document is data.
+_FIELD_SIZE_LIMIT = min(sys.maxsize, 2**31 - 1)
+
+Column = str | int
 
 
-def read_text_file(path: str, text_columns: Sequence[str], label_column: str | None = None,
+def read_text_file(path: str, text_columns: Sequence[Column], label_column: Column | None = None,
                    regression: bool = False,
                    label_names: Sequence[str] | None = None) -> tuple[TextExamples, list[str] | None]:
     """Reads one file of examples.
 
     Args:
-      path: a .csv, .tsv/.tab or .jsonl/.json file.
-      text_columns: one column (single text) or two (text pair).
-      label_column: the label's column; None for unlabelled (prediction) data.
+      path: a .csv, .tsv/.tab/.txt or .jsonl/.json file.
+      text_columns: one column (single text) or two (text pair): header names, or
+        positions (ints, from 0) for a file without a header row.
+      label_column: the label's column (name or position); None for unlabelled data.
       regression: labels are numbers (e.g. a similarity score), not classes.
-      label_names: the known classes (from the training file); None collects them
-        from this file, sorted (numerically when every label is an integer).
+      label_names: the classes in id order (from the training file, or named by
+        the user); a label is one of them, or an integer id 0..K-1 into them.
+        None collects the classes from this file, sorted (numerically when every
+        label is an integer).
 
     Returns:
       (examples, label names); label names are None for regression or unlabelled data.
     """
     if len(text_columns) not in (1, 2):
         raise DataError(f"{path}: give one or two text columns, got {list(text_columns)}")
-    columns = list(text_columns) + ([label_column] if label_column else [])
+    columns = list(text_columns) + ([label_column] if label_column is not None else [])
+    if len({isinstance(c, int) for c in columns}) != 1:
+        raise DataError(f"{path}: give all columns as names (a header row) or all as positions "
+                        f"(no header), got {columns}")
     rows, places = [], []
     for place, row in _rows(path, columns):
         rows.append(row)
@@ -52,52 +67,94 @@ def read_text_file(path: str, text_columns: Sequence[str], label_column: str | N
         raise DataError(f"{path}: the file has no examples")
     texts = [[row[c] for row in rows] for c in text_columns]
     labels = None
-    if label_column:
+    if label_column is not None:
         values = [row[label_column] for row in rows]
         if regression:
             labels = _numbers(values, places, label_column)
         else:
-            label_names = list(label_names) if label_names else _sorted_labels(values, places)
+            _check_label_kinds(values, places)
+            if label_names:
+                label_names = list(label_names)
+                values = _ids_to_names(values, label_names)
+            else:
+                label_names = _sorted_labels(values, places)
             labels = label_ids(values, label_names, places)
     examples = TextExamples(texts[0], texts[1] if len(texts) == 2 else None, labels, places)
-    return examples, (None if regression or not label_column else list(label_names))
+    return examples, (None if regression or label_column is None else list(label_names))
 
 
-def _rows(path: str, columns: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
+def _rows(path: str, columns: list[Column]) -> Iterator[tuple[str, dict[Column, str]]]:
     """Yields ("file:line", {column: value}) for the requested columns of every row."""
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file")
     extension = os.path.splitext(path)[1].lower()
     if extension in _JSON_EXTENSIONS:
+        if isinstance(columns[0], int):
+            raise DataError(f"{path}: JSON objects name their fields; give columns by name")
         yield from _json_rows(path, columns)
     elif extension in _DELIMITERS:
         yield from _delimited_rows(path, columns, _DELIMITERS[extension])
     else:
-        raise DataError(f"{path}: unknown file type {extension!r}; use .csv, .tsv or .jsonl")
+        raise DataError(f"{path}: unknown file type {extension!r}; use .csv, .tsv, .txt or .jsonl")
 
 
 def _delimited_rows(path, columns, delimiter):
+    csv.field_size_limit(_FIELD_SIZE_LIMIT)
     quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f, delimiter=delimiter, quoting=quoting)
-        header = reader.fieldnames
-        if not header:
-            raise DataError(f"{path}: the file is empty (a header row naming the columns is needed)")
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise DataError(f"{path}:1: no column {', '.join(map(repr, missing))}; "
-                            f"the header has {', '.join(map(repr, header))}")
-        line = reader.line_num
-        for row in reader:
-            place, line = f"{path}:{line + 1}", reader.line_num
-            for column in columns:
-                if row.get(column) is None:
-                    raise DataError(f"{place}: the row has no value for column {column!r}")
-            yield place, {c: row[c] for c in columns}
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=delimiter, quoting=quoting, strict=delimiter == ",")
+        try:
+            yield from _checked_rows(path, reader, columns)
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}:{reader.line_num + 1}: not UTF-8 ({e.reason})") from None
+        except csv.Error as e:
+            raise DataError(f"{path}:{reader.line_num}: {e}") from None
+
+
+def _checked_rows(path, reader, columns):
+    """Rows of `reader` as {column: value}, each with exactly the header's cell count."""
+    positional = isinstance(columns[0], int)
+    header, expected, line = None, None, 0
+    for cells in reader:
+        place, line = f"{path}:{line + 1}", reader.line_num
+        if not cells:  # a blank line
+            continue
+        if expected is None:
+            expected = len(cells)
+            if positional:
+                _check_positions(place, columns, expected)
+            else:
+                header = cells
+                _check_header(place, columns, header)
+                continue
+        if len(cells) != expected:
+            first = "the header" if header else "the first row"
+            raise DataError(f"{place}: {len(cells)} cells, but {first} has {expected}"
+                            + (" (an unquoted comma in a text?)" if reader.dialect.delimiter == ","
+                               else ""))
+        index = columns if positional else [header.index(c) for c in columns]
+        yield place, {c: cells[i] for c, i in zip(columns, index)}
+    if expected is None:
+        raise DataError(f"{path}: the file is empty"
+                        + ("" if positional else " (a header row naming the columns is needed)"))
+
+
+def _check_header(place, columns, header):
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise DataError(f"{place}: no column {', '.join(map(repr, missing))}; "
+                        f"the header has {', '.join(map(repr, header))}")
+
+
+def _check_positions(place, columns, cells):
+    outside = [c for c in columns if not 0 <= c < cells]
+    if outside:
+        raise DataError(f"{place}: no column at position {', '.join(map(str, outside))}; "
+                        f"the row has {cells} cells (positions 0..{cells - 1})")
 
 
 def _json_rows(path, columns):
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for number, text in enumerate(f, start=1):
             if not text.strip():
                 continue
@@ -130,6 +187,38 @@ def _numbers(values, places, column) -> np.ndarray:
             out[i] = float(value)
         except ValueError:
             raise DataError(f"{place}: label {value!r} in column {column!r} is not a number") from None
+    return out
+
+
+def _is_integer(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_label_kinds(values, places) -> None:
+    """Labels are all integers or all names: ("positive", "1") is an error naming the odd one."""
+    kinds = [_is_integer(v) for v in values]
+    numbers = sum(kinds)
+    if 0 < numbers < len(values):
+        odd = numbers * 2 < len(values)  # the minority kind: True = the numbers
+        i = kinds.index(odd)
+        j = kinds.index(not odd)
+        raise DataError(f"{places[i]}: label {values[i]!r} is a {'number' if odd else 'name'} but "
+                        f"others are {'names' if odd else 'numbers'} (e.g. {values[j]!r} at "
+                        f"{places[j]}); use names or numbers, not both")
+
+
+def _ids_to_names(values, label_names) -> list[str]:
+    """Labels that are ids 0..K-1 (and not themselves names) -> the names they index."""
+    known = set(label_names)
+    out = []
+    for value in values:
+        if value not in known and _is_integer(value) and 0 <= int(value) < len(label_names):
+            value = label_names[int(value)]
+        out.append(value)
     return out
 
 

@@ -1,5 +1,7 @@
-"""GLUE through tensorflow-datasets: task specs, the original defaults, submission files.
+"""GLUE: task specs, the original defaults, tensorflow-datasets loading, submission files.
 
+The GLUE distribution directory (glue_data/ from download_glue_data.py) is read by
+`glue_files`; without it the data come from tensorflow-datasets (`load_split`).
 Each `GlueTask` names its TFDS config (`glue/<name>`), text features, classes,
 official metrics, evaluation and test splits, and the fine-tuning defaults of the
 original `run_glue.sh` (google-research/albert): warmup steps, learning rate,
@@ -10,11 +12,10 @@ one `<Task>.tsv` per test split with an `index<TAB>prediction` header.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 
-from albert_tf.training.finetune.examples import DataError, TextExamples
+from albert_tf.training.finetune.examples import DataError, TextExamples, write_tsv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,16 @@ class GlueTask:
     @property
     def regression(self) -> bool:
         return self.label_names is None
+
+    @property
+    def file_labels(self) -> tuple[str, ...] | None:
+        """The labels as GLUE's files and submission site write them, in class-id order:
+        "0", "1" (CoLA, SST-2, MRPC, QQP, WNLI) or the class names (MNLI, QNLI, RTE)."""
+        if self.regression:
+            return None
+        if self.numeric_submission:
+            return tuple(str(i) for i in range(len(self.label_names)))
+        return self.label_names
 
 
 def _task(name, features, labels, metrics, file_stem, numeric, defaults, main=None, evals=None,
@@ -134,25 +145,24 @@ def load_tfds(dataset: str, split: str, data_dir: str | None):
     try:
         return tfds.as_numpy(tfds.load(dataset, split=split, data_dir=data_dir, shuffle_files=False))
     except Exception as e:  # tfds raises many kinds; the user needs one clear line
-        raise DataError(f"{dataset} split {split!r}: cannot load it from tensorflow-datasets "
-                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+        first = str(e).splitlines()[0] if str(e) else ""
+        # requests' ConnectionError is an OSError: no network to download the data.
+        cause = ("it needs the network to download the data" if isinstance(e, OSError)
+                 else "cannot load it")
+        raise DataError(f"{dataset} split {split!r} from tensorflow-datasets: {cause} "
+                        f"({type(e).__name__}: {first}); or give --data glue_data/ as "
+                        "download_glue_data.py writes it") from e
 
 
 def submission_values(task: GlueTask, outputs: np.ndarray) -> list[str]:
     """The GLUE site's prediction strings: class id, class name, or a 0..5 score (STS-B)."""
     if task.regression:
         return [f"{v:.3f}" for v in np.clip(np.asarray(outputs, np.float64), 0.0, 5.0)]
-    ids = np.asarray(outputs).astype(np.int64)
-    return [str(i) if task.numeric_submission else task.label_names[i] for i in ids]
+    return [task.file_labels[i] for i in np.asarray(outputs).astype(np.int64)]
 
 
 def write_submission(path: str, ids: list[str], predictions: list[str]) -> None:
     """Writes `index<TAB>prediction` rows (with that header) atomically."""
     if len(ids) != len(predictions):
         raise ValueError(f"{len(ids)} ids but {len(predictions)} predictions")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("index\tprediction\n")
-        for index, value in zip(ids, predictions):
-            f.write(f"{index}\t{value}\n")
-    os.replace(tmp, path)
+    write_tsv(path, ("index", "prediction"), zip(ids, predictions))

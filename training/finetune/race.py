@@ -5,7 +5,8 @@ JSON object `{"id", "article", "questions": [...], "options": [[4 x str], ...],
 "answers": ["A".."D", ...]}`. Each option becomes `[CLS] article [SEP] qa [SEP]`,
 where qa is the question with its blank ("_") filled by the option, or question
 and option joined by a space, as the original `race_utils`: qa keeps its last
-`max_qa_length` tokens (128) and the article is cut to fit `seq_length` (512).
+`max_qa_length` tokens (`albert_tf.task_record`'s default: 128) and the article is cut
+to fit `seq_length` (512).
 """
 
 from __future__ import annotations
@@ -20,18 +21,19 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertMultipleChoice
+from albert_tf.task_record import TaskRecord
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
-from albert_tf.training.finetune.examples import DataError, progress
+from albert_tf.training.finetune.examples import DataError, progress, write_tsv
 
 logger = logging.getLogger(__name__)
 
 LEVELS = ("middle", "high")
 CHOICES = "ABCD"
 # run_race.py / README: 12000 steps, 1000 warmup, batch 32, lr 1e-5 (the v2 value),
-# 512 tokens of which at most 128 for question + option.
+# 512 tokens (of which at most max_qa_length for question + option: albert_tf.task_record).
 DEFAULTS = {"train_steps": 12000, "warmup_steps": 1000, "batch_size": 32, "learning_rate": 1e-5,
-            "seq_length": 512, "max_qa_length": 128}
+            "seq_length": 512}
 
 
 @dataclasses.dataclass
@@ -114,7 +116,7 @@ def qa_text(question: str, option: str) -> str:
 
 
 def encode_race(tokenizer, examples: list[RaceExample], seq_length: int,
-                max_qa_length: int = 128) -> Encoded:
+                max_qa_length: int) -> Encoded:
     """Features [4, L_i] per example (L_i: the longest option's length) and labels [N]."""
     features = {name: [] for name in INPUT_NAMES}
     for example in progress(examples, len(examples), "RACE"):
@@ -145,16 +147,27 @@ class RaceTask:
 
     def __init__(self, tokenizer, train: list[RaceExample] | None, dev: list[RaceExample] | None,
                  test: list[RaceExample] | None = None, seq_length: int = 512,
-                 max_qa_length: int = 128):
+                 max_qa_length: int | None = None):
         self.name = "race"
+        # Validated (and defaulted) before any encoding; saved with the model for serving.
+        self.record = TaskRecord.create(
+            "multiple_choice", seq_length=seq_length, do_lower_case=tokenizer.do_lower_case,
+            keep_accents=getattr(tokenizer, "keep_accents", False),
+            **({} if max_qa_length is None else {"max_qa_length": max_qa_length}))
+        max_qa_length = self.record.max_qa_length
         encode = lambda ex: encode_race(tokenizer, ex, seq_length, max_qa_length) if ex else None
         self.train = encode(train)
         self.evals = {"dev": encode(dev)} if dev else {}
         self.levels = {"dev": [e.level for e in dev or []], "test": [e.level for e in test or []]}
+        self.dev_ids = [e.qid for e in dev or []]
         self.test, self.test_ids = encode(test), [e.qid for e in test or []]
 
     def build_model(self, config, encoder=None) -> keras.Model:
         return AlbertMultipleChoice(config, encoder=encoder)
+
+    def checkpoint_info(self) -> dict:
+        """The record's fields beyond `save_checkpoint`'s own (its extra_info)."""
+        return {"max_qa_length": self.record.max_qa_length}
 
     def compile_args(self) -> dict:
         return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
@@ -175,9 +188,18 @@ class RaceTask:
         return self._accuracies(predict, self.evals["dev"], self.levels["dev"])[0]
 
     def write_predictions(self, predict, output_dir: str) -> list[str]:
-        """With a test set: race_test.json with its accuracies and the predicted letters."""
+        """predictions_dev.tsv (id, level, label, prediction as letters) and, with a
+        test set, race_test.json with its accuracies and the predicted letters."""
+        paths = []
+        if self.evals:
+            data = self.evals["dev"]
+            _, predicted = self._accuracies(predict, data, self.levels["dev"])
+            paths.append(os.path.join(output_dir, "predictions_dev.tsv"))
+            write_tsv(paths[-1], ("id", "level", "label", "prediction"),
+                      zip(self.dev_ids, self.levels["dev"], (CHOICES[i] for i in data.labels["logits"]),
+                          (CHOICES[i] for i in predicted)))
         if self.test is None:
-            return []
+            return paths
         result, predicted = self._accuracies(predict, self.test, self.levels["test"])
         logger.info("RACE test: %s", ", ".join(f"{k}={v:.4f}" for k, v in result.items()))
         path = os.path.join(output_dir, "race_test.json")
@@ -186,4 +208,4 @@ class RaceTask:
             json.dump({"results": result, "predictions": dict(zip(
                 self.test_ids, (CHOICES[i] for i in predicted)))}, f, indent=1)
         os.replace(tmp, path)
-        return [path]
+        return [*paths, path]

@@ -1,23 +1,37 @@
 """`albert-tf finetune`: fine-tune a checkpoint on GLUE, SQuAD, RACE or your own files.
 
 Tasks and their data (--data):
-  glue/<task>   cola sst2 mrpc qqp stsb mnli qnli rte wnli, from tensorflow-datasets
-                (--data: the TFDS data directory, optional); test predictions are
-                written in the GLUE submission format (<Task>.tsv)
+  glue/<task>   cola sst2 mrpc qqp stsb mnli qnli rte wnli: --data glue_data/ as GLUE's
+                download_glue_data.py writes it (or one task's folder), read directly;
+                without --data, from tensorflow-datasets (downloads on first use).
+                Test predictions are written as GLUE submission files (CoLA.tsv,
+                MNLI-m.tsv, MNLI-mm.tsv, AX.tsv, ...)
   squad/v1.1    SQuAD from tensorflow-datasets, or the official JSON files:
   squad/v2.0    --data DIR holding train-v2.0.json / dev-v2.0.json, or --data TRAIN DEV
   race          --data RACE (the released directory: train/dev/test/{middle,high}/*.txt)
-  classify      your CSV / TSV / JSONL files: --data TRAIN [EVAL] and
-  regress       --columns TEXT[,TEXT2][:LABEL] (LABEL defaults to "label")
+  classify      your CSV / TSV / TXT / JSONL files: --data TRAIN [EVAL] and
+  regress       --columns TEXT[,TEXT2][:LABEL] (LABEL defaults to "label"), header
+                names, or positions from 0 for files without a header (e.g. 3:1);
+                --label-names NEG,POS names the classes in id order
+Every task writes the evaluation metrics to OUTPUT/eval_results.json and the
+evaluation predictions (predictions_<set>.tsv; SQuAD predictions.json; RACE
+predictions_dev.tsv) so that a metric can be recomputed.
 
 Defaults per task are the original ALBERT scripts' (run_glue.sh, README for SQuAD,
 run_race.py); flags and --set KEY=VALUE override them. --set keys: train_steps,
 warmup_steps, warmup_proportion, optimizer (adamw|lamb), weight_decay, eval_batch_size,
 patience, seed, buckets (e.g. 32,64,128 or none), jit_compile, spm_model,
-do_lower_case, doc_stride, max_query_length, n_best, max_answer_length, max_qa_length.
+do_lower_case, keep_accents; SQuAD: doc_stride, max_query_length, n_best,
+max_answer_length, no_answer_threshold (2.0; default: tuned on the dev set); RACE:
+max_qa_length. The settings used are saved in OUTPUT/albert_task.json (the task
+record), which `albert-tf export` reads.
+
+--output must not be, contain or lie inside --checkpoint. An existing, non-empty
+--output is refused unless --overwrite is given; then the new run is written beside it
+and replaces it only when complete.
 
 Example:
-  albert-tf finetune --task glue/mrpc --checkpoint albert_base/ --output out/mrpc
+  albert-tf finetune --task glue/mrpc --data glue_data/ --checkpoint albert_base/ --output out/mrpc
   albert-tf finetune --task classify --checkpoint albert_base/ --output out/reviews \\
       --data train.csv dev.csv --columns review:sentiment --epochs 3
 """
@@ -28,10 +42,12 @@ import argparse
 import dataclasses
 import logging
 import os
+import shutil
 import sys
 
 from albert_tf import runio
 from albert_tf.checkpoint import check_seq_length
+from albert_tf.task_record import TASK_FILE, TaskRecord, TaskRecordError
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -43,9 +59,10 @@ SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learnin
                       batch_size=48, seq_length=384)
 FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
                      batch_size=32, seq_length=128)
+# --set keys that are task record fields (albert_tf.task_record holds their defaults).
 TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
-             "max_answer_length": int, "max_qa_length": int}
-RUN_KEYS = {"spm_model": str, "do_lower_case": "bool"}
+             "max_answer_length": int, "no_answer_threshold": float, "max_qa_length": int}
+RUN_KEYS = {"spm_model": str, "do_lower_case": "bool", "keep_accents": "bool"}
 
 
 UsageError = runio.UsageError
@@ -66,7 +83,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="TF1, Hugging Face or albert-tf checkpoint to start from")
     p.add_argument("--output", required=True, help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
-    p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress")
+    p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
+                                     "names, or positions (from 0) in a file without a header")
+    p.add_argument("--label-names", help="NAME,NAME,...: the classes of classify in id order "
+                                         "(the file's labels are these names or ids 0..K-1); "
+                                         "predictions and the served model answer with them")
     p.add_argument("--epochs", type=int, help="passes over the training data (overrides the "
                                               "default number of steps)")
     p.add_argument("--batch-size", type=int)
@@ -78,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto, float32, mixed_float16 or mixed_bfloat16")
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="other hyperparameters (see below)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --output (only once the new run is complete)")
     return p
 
 
@@ -92,7 +115,7 @@ def task_defaults(task: str) -> dict:
     if task in SQUAD_TASKS:
         return dict(SQUAD_DEFAULTS)
     if task == "race":
-        return {k: v for k, v in race.DEFAULTS.items() if k != "max_qa_length"}
+        return dict(race.DEFAULTS)
     if task in FILE_TASKS:
         return dict(FILE_DEFAULTS)
     raise UsageError(f"--task {task!r}: expected glue/<task>, squad/v1.1, squad/v2.0, race, "
@@ -142,15 +165,33 @@ def _bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def parse_columns(spec: str | None) -> tuple[list[str], str]:
-    """"a,b:label" -> (["a", "b"], "label"); the label column defaults to "label"."""
+def parse_columns(spec: str | None) -> tuple[list, str | int]:
+    """"a,b:label" -> (["a", "b"], "label"), the label column defaulting to "label";
+    "3:1" -> ([3], 1): positions (from 0) in a file without a header row."""
     if not spec:
         raise UsageError("classify / regress need --columns TEXT[,TEXT2][:LABEL]")
     texts, _, label = spec.partition(":")
     columns = [c for c in texts.split(",") if c]
     if not 1 <= len(columns) <= 2:
         raise UsageError(f"--columns {spec!r}: give one or two text columns")
+    if all(c.isdigit() for c in columns):
+        if not label.isdigit():
+            raise UsageError(f"--columns {spec!r}: positions need the label's position too "
+                             "(e.g. 3:1)")
+        return [int(c) for c in columns], int(label)
+    if label.isdigit() or any(c.isdigit() for c in columns):
+        raise UsageError(f"--columns {spec!r}: give all columns as header names or all as positions")
     return columns, label or "label"
+
+
+def parse_label_names(spec: str | None) -> list[str] | None:
+    """"neg,pos" -> ["neg", "pos"]; names must be distinct and non-empty."""
+    if spec is None:
+        return None
+    names = spec.split(",")
+    if len(names) < 2 or any(not n for n in names) or len(set(names)) != len(names):
+        raise UsageError(f"--label-names {spec!r}: give two or more distinct names, comma-separated")
+    return names
 
 
 def build_task(args, tokenizer, seq_length: int, options: dict):
@@ -159,7 +200,11 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
     from albert_tf.training.finetune.examples import DataError
 
     data = args.data or []
+    if args.label_names is not None and args.task != "classify":
+        raise UsageError("--label-names is for --task classify")
     if args.task.startswith("glue/"):
+        if len(data) > 1:
+            raise UsageError(f"{args.task} takes one --data directory: glue_data/ (or its task folder)")
         return sequence.glue_task(args.task, tokenizer, seq_length, data[0] if data else None)
     if args.task in SQUAD_TASKS:
         return _squad_task(args.task.split("/")[1], data, tokenizer, seq_length, options)
@@ -172,12 +217,13 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
         except DataError:
             test = None
         return race.RaceTask(tokenizer, splits["train"], splits["dev"], test, seq_length,
-                             options.get("max_qa_length", race.DEFAULTS["max_qa_length"]))
+                             options.get("max_qa_length"))
     if not 1 <= len(data) <= 2:
         raise UsageError(f"{args.task} needs --data TRAIN_FILE [EVAL_FILE]")
     columns, label = parse_columns(args.columns)
     return sequence.file_task(data[0], data[1] if len(data) == 2 else None, columns, label,
-                              args.task == "regress", tokenizer, seq_length)
+                              args.task == "regress", tokenizer, seq_length,
+                              parse_label_names(args.label_names))
 
 
 def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, options: dict):
@@ -202,11 +248,59 @@ def _tokenizer(checkpoint: str, run: dict):
     from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
     from albert_tf.tokenizer import AlbertTokenizer
 
-    files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"))
+    files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"),
+                                 run.get("keep_accents"))
     if not files.spm_model:
         raise UsageError(f"no SentencePiece model found beside {checkpoint}; "
                          "pass --set spm_model=PATH")
-    return AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case), files.spm_model
+    return (AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case,
+                            keep_accents=files.keep_accents), files.spm_model)
+
+
+def record_kind(task: str) -> str | None:
+    """The task record kind of a fine-tuning task with record options (None: no options)."""
+    return "span" if task in SQUAD_TASKS else "multiple_choice" if task == "race" else None
+
+
+def check_task_options(task: str, seq_length: int, options: dict) -> None:
+    """Refuses --set task options that do not apply to `task` or do not fit, before any work."""
+    kind = record_kind(task)
+    if kind is None:
+        if options:
+            raise UsageError(f"--set {next(iter(options))}: applies to squad and race only, "
+                             f"not {task}")
+        return
+    try:
+        TaskRecord.create(kind, seq_length=seq_length, **options)
+    except TaskRecordError as e:
+        raise UsageError(f"--set: {e}") from None
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
+    """Refuses an --output that would destroy --checkpoint or, without `overwrite`, an
+    existing run. Returns whether `output` exists and is to be replaced."""
+    source = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint) or "."
+    source, target = os.path.realpath(source), os.path.realpath(output)
+    if _inside(target, source) or _inside(source, target):
+        relation = ("is" if target == source else "lies inside" if _inside(target, source)
+                    else "contains")
+        raise UsageError(f"--output {output} {relation} the --checkpoint directory {source}; "
+                         "fine-tuning would overwrite the model it starts from")
+    if not os.path.lexists(output):
+        return False
+    if not os.path.isdir(output):
+        raise UsageError(f"--output {output} exists and is not a directory")
+    if not os.listdir(output):
+        return False
+    if not overwrite:
+        what = ("holds a fine-tuned model" if os.path.exists(os.path.join(output, TASK_FILE))
+                else "exists and is not empty")
+        raise UsageError(f"--output {output} {what}; pass --overwrite to replace it")
+    return True
 
 
 def run(args) -> dict:
@@ -222,15 +316,49 @@ def run(args) -> dict:
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count
+    check_task_options(args.task, settings["seq_length"], task_options)
+    replace = check_output(args.checkpoint, args.output, args.overwrite)
     check_seq_length(args.checkpoint, settings["seq_length"])  # before any data is read
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
     tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
     task = build_task(args, tokenizer, settings["seq_length"], task_options)
-    config = TrainConfig(output_dir=args.output, spm_model=spm_model,
-                         do_lower_case=tokenizer.do_lower_case, **settings)
     logger.info("%s on %s with %s, %s", task.name, args.checkpoint, type(strategy).__name__, policy)
-    return finetune(task, args.checkpoint, config, strategy)
+
+    def train(output_dir: str) -> dict:
+        config = TrainConfig(output_dir=output_dir, spm_model=spm_model,
+                             do_lower_case=tokenizer.do_lower_case,
+                             keep_accents=tokenizer.keep_accents, **settings)
+        return finetune(task, args.checkpoint, config, strategy)
+
+    return _train_into(args.output, replace, train, distribute.is_chief(strategy))
+
+
+def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
+    """`train(directory)` into `output`; when replacing an existing `output`, into a
+    hidden sibling that takes its place only once complete (a failure leaves it be).
+    Only the chief of a multi-worker run replaces anything."""
+    if not replace:
+        return train(output)
+    parent, name = os.path.split(os.path.abspath(output))
+    staging = runio.temporary_path(os.path.abspath(output))
+    logger.info("--overwrite: writing to %s, which replaces %s when complete", staging, output)
+    try:
+        summary = train(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not chief:
+        shutil.rmtree(staging, ignore_errors=True)
+        return summary
+    old = runio.temporary_path(os.path.join(parent, f"{name}.old"))
+    os.replace(output, old)
+    os.replace(staging, output)
+    shutil.rmtree(old, ignore_errors=True)
+    summary["checkpoint"] = output
+    summary["predictions"] = [os.path.join(output, os.path.relpath(p, staging))
+                              for p in summary["predictions"]]
+    return summary
 
 
 @runio.command("finetune")

@@ -14,9 +14,9 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertSequenceClassifier, AlbertSequenceRegressor
-from albert_tf.training.finetune import files, glue, metrics
+from albert_tf.training.finetune import files, glue, glue_files, metrics
 from albert_tf.training.finetune.bucketing import Encoded
-from albert_tf.training.finetune.examples import DataError, encode_texts
+from albert_tf.training.finetune.examples import DataError, encode_texts, write_tsv
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 }
 
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
+# Evaluation predictions go to <output>/predictions_<set>.tsv (id, label, prediction).
+EVAL_PREDICTIONS = "predictions"
 
 
 class SequenceTask:
@@ -44,12 +46,17 @@ class SequenceTask:
       evals: evaluation set name -> encoded labelled data.
       tests: prediction file stem -> (example ids, encoded unlabelled data).
       format_predictions: class ids or scores [N] -> the strings written to test files.
+      eval_ids: evaluation set name -> example ids, for its predictions file.
+      output_names: the strings written for each class id in evaluation predictions
+        (default `label_names`; GLUE: the labels as its files write them).
     """
 
     def __init__(self, name: str, label_names: Sequence[str] | None, metric_names: Sequence[str],
                  main_metric: str, train: Encoded | None, evals: dict[str, Encoded],
                  tests: dict[str, tuple[list[str], Encoded]] | None = None,
-                 format_predictions: Callable[[np.ndarray], list[str]] | None = None):
+                 format_predictions: Callable[[np.ndarray], list[str]] | None = None,
+                 eval_ids: dict[str, list[str]] | None = None,
+                 output_names: Sequence[str] | None = None):
         self.name = name
         self.label_names = list(label_names) if label_names is not None else None
         self.metric_names = tuple(metric_names)
@@ -59,6 +66,8 @@ class SequenceTask:
         self.tests = tests or {}
         self.format_predictions = format_predictions or (lambda v: [str(x) for x in v])
         self.output_key = "score" if self.regression else "logits"
+        self.eval_ids = eval_ids or {}
+        self.output_names = list(output_names) if output_names is not None else self.label_names
 
     @property
     def regression(self) -> bool:
@@ -94,57 +103,89 @@ class SequenceTask:
         return results
 
     def write_predictions(self, predict: Predict, output_dir: str) -> list[str]:
-        """Writes each test set's predictions as `<stem>.tsv`; returns the paths."""
+        """Writes each evaluation set's predictions as `predictions_<set>.tsv` (id, label,
+        prediction) and each test set's as `<stem>.tsv`; returns the paths."""
         paths = []
+        for set_name, data in self.evals.items():
+            ids = self.eval_ids.get(set_name) or [str(i) for i in range(len(data))]
+            gold = self._strings(data.labels[self.output_key])
+            predicted = self._strings(self.predictions(predict(data)))
+            paths.append(os.path.join(output_dir, f"{EVAL_PREDICTIONS}_{set_name}.tsv"))
+            write_tsv(paths[-1], ("id", "label", "prediction"), zip(ids, gold, predicted))
         for stem, (ids, data) in self.tests.items():
             path = os.path.join(output_dir, f"{stem}.tsv")
             glue.write_submission(path, ids, self.format_predictions(self.predictions(predict(data))))
             paths.append(path)
         return paths
 
+    def _strings(self, values: np.ndarray) -> list[str]:
+        """Class ids -> their names; scores -> full-precision decimals (to recompute metrics)."""
+        if self.regression:
+            return [repr(float(v)) for v in values]
+        return [self.output_names[int(i)] for i in values]
+
 
 def glue_task(name: str, tokenizer, seq_length: int, data_dir: str | None = None,
               with_test: bool = True) -> SequenceTask:
-    """A GLUE task from tensorflow-datasets, tokenized; test splits give submission files."""
+    """A GLUE task, tokenized; its test sets give submission files.
+
+    Args:
+      name: "glue/cola", "mnli", ...
+      tokenizer: an `AlbertTokenizer`.
+      seq_length: the longest packed length.
+      data_dir: glue_data/ as download_glue_data.py writes it (or one task's
+        folder), read directly; None loads tensorflow-datasets' copy.
+      with_test: read the test sets too.
+    """
     spec = glue.get_task(name)
     key = "score" if spec.regression else "logits"
+    if data_dir is not None:
+        train, evals, tests = glue_files.read_task(spec, data_dir, with_test)
+    else:
+        train = glue.load_split(spec, "train")
+        evals = {set_name: glue.load_split(spec, split) for set_name, split in spec.eval_splits.items()}
+        tests = {stem: glue.load_split(spec, split, dataset=dataset, labelled=False)
+                 for stem, (dataset, split) in (spec.test_splits.items() if with_test else ())}
+    for set_name, examples in [("train", train), *evals.items(), *tests.items()]:
+        logger.info("glue/%s %s: %d examples", spec.name, set_name, len(examples))
+    return SequenceTask(
+        f"glue/{spec.name}", spec.label_names, spec.metrics, spec.main_metric,
+        encode_texts(tokenizer, train, seq_length, key),
+        {n: encode_texts(tokenizer, e, seq_length, key) for n, e in evals.items()},
+        {stem: (e.ids, encode_texts(tokenizer, e, seq_length)) for stem, e in tests.items()},
+        lambda v: glue.submission_values(spec, v),
+        eval_ids={n: e.ids for n, e in evals.items()}, output_names=spec.file_labels)
 
-    def encoded(split, dataset=None, labelled=True):
-        examples = glue.load_split(spec, split, data_dir, dataset, labelled)
-        logger.info("glue/%s %s: %d examples", spec.name, split, len(examples))
-        return examples.ids, encode_texts(tokenizer, examples, seq_length, key if labelled else None)
 
-    train = encoded("train")[1]
-    evals = {set_name: encoded(split)[1] for set_name, split in spec.eval_splits.items()}
-    tests = {}
-    if with_test:
-        tests = {stem: encoded(split, dataset, labelled=False)
-                 for stem, (dataset, split) in spec.test_splits.items()}
-    return SequenceTask(f"glue/{spec.name}", spec.label_names, spec.metrics, spec.main_metric,
-                        train, evals, tests, lambda v: glue.submission_values(spec, v))
+def file_task(train_file: str, eval_file: str | None, text_columns: Sequence[files.Column],
+              label_column: files.Column, regression: bool, tokenizer, seq_length: int,
+              label_names: Sequence[str] | None = None) -> SequenceTask:
+    """Classification or regression on your own CSV / TSV / TXT / JSONL files.
 
-
-def file_task(train_file: str, eval_file: str | None, text_columns: Sequence[str],
-              label_column: str, regression: bool, tokenizer, seq_length: int) -> SequenceTask:
-    """Classification or regression on your own CSV / TSV / JSONL files.
-
-    Classes come from the training file; an evaluation label not seen in training
-    is an error naming its line. Metrics: accuracy (+ F1 of class 1 when binary)
-    for classification, Pearson and Spearman for regression.
+    Classes come from the training file (or `label_names`, the classes in id
+    order, which the file's labels name or index 0..K-1); an evaluation label
+    not among them is an error naming its line. Metrics: accuracy (+ F1 of
+    class 1 and Matthews correlation when binary) for classification, Pearson
+    and Spearman for regression.
     """
     key = "score" if regression else "logits"
-    train, label_names = files.read_text_file(train_file, text_columns, label_column, regression)
-    evals = {}
+    if label_names is not None and regression:
+        raise DataError("label names are for classification, not regression")
+    train, label_names = files.read_text_file(train_file, text_columns, label_column, regression,
+                                              label_names)
+    evals, eval_ids = {}, {}
     if eval_file:
         dev, _ = files.read_text_file(eval_file, text_columns, label_column, regression, label_names)
         evals["eval"] = encode_texts(tokenizer, dev, seq_length, key)
+        eval_ids["eval"] = dev.ids
     if regression:
         metric_names = ("pearson", "spearman")
     else:
         if len(label_names) < 2:
             raise DataError(f"{train_file}: only one label ({label_names[0]!r}); "
                             "classification needs at least two")
-        metric_names = ("accuracy", "f1") if len(label_names) == 2 else ("accuracy",)
+        metric_names = (("accuracy", "f1", "matthews_corrcoef") if len(label_names) == 2
+                        else ("accuracy",))
     logger.info("%s: %d training examples, labels %s", train_file, len(train), label_names)
     return SequenceTask("files", label_names, metric_names, metric_names[0],
-                        encode_texts(tokenizer, train, seq_length, key), evals)
+                        encode_texts(tokenizer, train, seq_length, key), evals, eval_ids=eval_ids)

@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import unicodedata
 from typing import Callable
 
 import keras
 import numpy as np
 
 from albert_tf import AlbertSpanExtractor
+from albert_tf.task_record import TaskRecord
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import Encoded
 from albert_tf.training.finetune.squad_data import (ContextPieces, SquadExample, Window,
@@ -53,8 +55,8 @@ def window_candidates(window: Window, start_logits: np.ndarray, end_logits: np.n
 
 
 def decode_answers(examples: list[SquadExample], windows: list[Window], contexts: list[ContextPieces],
-                   outputs: dict[str, list[np.ndarray]], n_best: int = 20,
-                   max_answer_length: int = 30) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
+                   outputs: dict[str, list[np.ndarray]], n_best: int,
+                   max_answer_length: int) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
     """Answers of every question from its windows' logits.
 
     Args:
@@ -87,9 +89,26 @@ def decode_answers(examples: list[SquadExample], windows: list[Window], contexts
     return best, nbest, no_answer
 
 
+def is_ignorable(char: str) -> bool:
+    """Whether `char` alone makes no visible text: whitespace, separators, controls,
+    format characters, combining marks and U+FFFD (`serving.offsets.IGNORABLE`, the
+    in-graph decoder's class, is the same set)."""
+    category = unicodedata.category(char)
+    return (char.isspace() or char == "\ufffd" or category in ("Zs", "Zl", "Zp", "Cc", "Cf")
+            or category.startswith("M"))
+
+
+def _visible(context: str, pieces: ContextPieces, index: int) -> bool:
+    return not all(is_ignorable(c) for c in context[pieces.starts[index]:pieces.ends[index]])
+
+
 def _rank(context: str, pieces: ContextPieces, spans, n_best: int) -> list[dict]:
     entries, seen = [], set()
     for score, first, last in sorted(spans, key=lambda c: -c[0]):
+        # An answer starts and ends on a piece with visible text (a lone "▁" piece
+        # covers only a space), as the serving signature's decoding.
+        if not (_visible(context, pieces, first) and _visible(context, pieces, last)):
+            continue
         start, end = int(pieces.starts[first]), int(pieces.ends[last])
         text = context[start:end]
         if text in seen or not text.strip():
@@ -113,23 +132,38 @@ class SquadTask:
       version: "v1.1" or "v2.0".
       train_examples, eval_examples: the questions (either may be empty/None).
       tokenizer: an `AlbertTokenizer`.
-      seq_length, doc_stride, max_query_length: windowing, as the original
-        (384, 128, 64).
-      n_best, max_answer_length: decoding (20, 30).
+      seq_length, doc_stride, max_query_length: windowing.
+      n_best, max_answer_length: decoding.
+      no_answer_threshold: SQuAD 2.0: answer "" above this no-answer probability;
+        None tunes it on the evaluation set to maximise F1.
+    Settings left None take `albert_tf.task_record`'s defaults (the original's
+    128, 64, 20, 30). They are validated, and saved with the model as its
+    `TaskRecord` (`record`), which export and serving read.
     """
 
     label_names = None
 
     def __init__(self, version: str, train_examples, eval_examples, tokenizer, seq_length: int = 384,
-                 doc_stride: int = 128, max_query_length: int = 64, n_best: int = 20,
-                 max_answer_length: int = 30):
+                 doc_stride: int | None = None, max_query_length: int | None = None,
+                 n_best: int | None = None, max_answer_length: int | None = None,
+                 no_answer_threshold: float | None = None):
         if version not in ("v1.1", "v2.0"):
             raise ValueError(f"unknown SQuAD version {version!r}; use v1.1 or v2.0")
         self.name = f"squad/{version}"
         self.answerability = version == "v2.0"
-        self.main_metric = "best_f1" if self.answerability else "f1"
-        self.n_best, self.max_answer_length = n_best, max_answer_length
-        window_args = (seq_length, doc_stride, max_query_length)
+        given = {k: v for k, v in dict(doc_stride=doc_stride, max_query_length=max_query_length,
+                                       n_best=n_best, max_answer_length=max_answer_length,
+                                       no_answer_threshold=no_answer_threshold).items()
+                 if v is not None}
+        self.record = TaskRecord.create(
+            "span", seq_length=seq_length, do_lower_case=tokenizer.do_lower_case,
+            keep_accents=getattr(tokenizer, "keep_accents", False),
+            answerability=self.answerability, **given)
+        # A threshold given by the user is kept (and picks the model by its F1); else tuned.
+        self.tune_threshold = self.answerability and no_answer_threshold is None
+        self.main_metric = "best_f1" if self.tune_threshold else "f1"
+        self.n_best, self.max_answer_length = self.record.n_best, self.record.max_answer_length
+        window_args = (seq_length, self.record.doc_stride, self.record.max_query_length)
         self.train = None
         if train_examples:
             self.train = build_windows(tokenizer, train_examples, *window_args, training=True,
@@ -141,7 +175,7 @@ class SquadTask:
                 tokenizer, self.eval_examples, *window_args, training=False)
             self.evals = {"eval": data}
         self.gold = {e.qid: e.answers for e in self.eval_examples}
-        self.threshold = 0.5
+        self.threshold = self.record.no_answer_threshold
 
     def build_model(self, config, encoder=None) -> keras.Model:
         return AlbertSpanExtractor(config, answerability=self.answerability, encoder=encoder)
@@ -166,23 +200,31 @@ class SquadTask:
         best, _, no_answer = self._decode(predict)
         if not self.answerability:
             return metrics.squad_evaluate(self.gold, best)
-        answered = metrics.apply_no_answer_threshold(best, no_answer, 0.5)
+        answered = metrics.apply_no_answer_threshold(best, no_answer,
+                                                     self.record.no_answer_threshold)
         result = metrics.squad_evaluate(self.gold, answered)
         exact, _ = metrics.squad_scores(self.gold, best)
         result["best_exact"], _ = metrics.best_no_answer_threshold(self.gold, best, no_answer, exact)
-        result["best_f1"] = self._tune_threshold(best, no_answer)
-        result["best_f1_threshold"] = self.threshold
+        result["best_f1"], result["best_f1_threshold"] = self._best_threshold(best, no_answer)
+        if self.tune_threshold:
+            self.threshold = result["best_f1_threshold"]
         return result
 
-    def _tune_threshold(self, best: dict[str, str], no_answer: dict[str, float]) -> float:
-        """Sets `self.threshold` to the F1-maximising one; returns that F1."""
+    def _best_threshold(self, best: dict[str, str], no_answer: dict[str, float]) -> tuple[float, float]:
+        """(F1 at the F1-maximising threshold, that threshold)."""
         _, f1 = metrics.squad_scores(self.gold, best)
-        score, self.threshold = metrics.best_no_answer_threshold(self.gold, best, no_answer, f1)
-        return score
+        score, threshold = metrics.best_no_answer_threshold(self.gold, best, no_answer, f1)
+        # "Below every probability" (answer nothing) comes back negative; 0 says the same
+        # for every probability above 0 and keeps the task record's threshold a probability.
+        return score, max(0.0, threshold)
 
     def checkpoint_info(self) -> dict:
-        """For 2.0, the threshold tuned at the last evaluation (exported with the model)."""
-        return {"no_answer_threshold": self.threshold} if self.answerability else {}
+        """The record's span fields as albert_task.json holds them (`save_checkpoint`'s
+        extra_info), with the no-answer threshold tuned at the last evaluation."""
+        return {"doc_stride": self.record.doc_stride,
+                "max_query_length": self.record.max_query_length, "n_best": self.record.n_best,
+                "max_answer_length": self.record.max_answer_length,
+                "no_answer_threshold": float(self.threshold)}
 
     def write_predictions(self, predict: Predict, output_dir: str) -> list[str]:
         """predictions.json (qid -> answer), nbest_predictions.json, and for 2.0
@@ -192,8 +234,9 @@ class SquadTask:
             return []
         best, nbest, no_answer = self._decode(predict)
         files = {"predictions.json": best, "nbest_predictions.json": nbest}
-        if self.answerability:  # the threshold of these (the best) weights
-            self._tune_threshold(best, no_answer)
+        if self.answerability:
+            if self.tune_threshold:  # the threshold of these (the best) weights
+                self.threshold = self._best_threshold(best, no_answer)[1]
             files["predictions.json"] = metrics.apply_no_answer_threshold(best, no_answer, self.threshold)
             files["null_odds.json"] = no_answer
         paths = []

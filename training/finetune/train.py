@@ -52,8 +52,9 @@ class Task(Protocol):
 
     def write_predictions(self, predict: Predict, output_dir: str) -> list[str]: ...
 
-    # Optional: `checkpoint_info() -> dict`, extra albert_task.json fields saved
-    # with the best model (SquadTask: the tuned "no_answer_threshold").
+    # Optional: `checkpoint_info() -> dict`, more `TaskRecord` fields saved with the
+    # best model (SquadTask: doc_stride, max_query_length, ..., the tuned
+    # no_answer_threshold; RaceTask: max_qa_length), which `albert-tf export` reads.
 
 
 @dataclasses.dataclass
@@ -83,6 +84,7 @@ class TrainConfig:
     seed: int = 0
     spm_model: str | None = None
     do_lower_case: bool = True
+    keep_accents: bool = False
     jit_compile: bool | None = True   # XLA; None: on GPUs only (distribute.resolve_jit_compile)
     verbose: int | str = "auto"
 
@@ -244,11 +246,12 @@ class _Saver:
     def __call__(self) -> None:
         if not self.chief:  # under multi-worker training only the chief writes
             return
-        # extra_info: e.g. SQuAD 2.0's tuned no_answer_threshold, which `albert-tf export` reads.
+        # albert_task.json: the settings used, the one source `albert-tf export` reads.
+        extra = {"keep_accents": self.config.keep_accents,
+                 **getattr(self.task, "checkpoint_info", dict)()}
         save_checkpoint(self.model, self.config.output_dir, spm_model=self.config.spm_model,
                         label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,
-                        seq_length=self.config.seq_length,
-                        extra_info=getattr(self.task, "checkpoint_info", dict)())
+                        seq_length=self.config.seq_length, extra_info=extra)
 
 
 def _write_json(path: str, content) -> None:

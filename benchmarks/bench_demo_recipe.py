@@ -1,0 +1,192 @@
+"""Which pretraining recipe learns most in the demo's few minutes on a CPU?
+
+Every recipe pretrains from scratch on the embedded corpus's training documents
+(`corpus_tasks.prepare_corpus_split`, the demo's own split) for the same number
+of optimizer steps, then `pretrain_eval.evaluate_pretraining` measures held-out
+MLM and SOP accuracy on the held-out documents. Accuracy at equal steps does not
+depend on how busy the machine is; the seconds per step do, so each recipe's
+step time is the median of its last steps, measured in the same process run one
+after another, and the table prints them beside the first recipe's as a ratio
+(compare ratios only within one run; the CPU flags and load average are printed).
+
+    nice -n 10 python benchmarks/bench_demo_recipe.py                 # all recipes
+    nice -n 10 python benchmarks/bench_demo_recipe.py --steps 100 --recipes base,seq64
+    python benchmarks/bench_demo_recipe.py --table                    # print saved results
+
+Results (one JSON per recipe) and the prepared data are kept in --work, so an
+interrupted sweep resumes with the recipes not yet run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _shape(hidden: int, layers: int, embedding: int) -> dict:
+    """The paper's family: E < H, all layers shared, heads = H/64, FFN = 4H."""
+    return {"hidden_size": hidden, "num_hidden_layers": layers, "embedding_size": embedding,
+            "num_attention_heads": max(1, hidden // 64), "intermediate_size": 4 * hidden}
+
+
+# name -> (model shape, seq, batch, lr, vocab, jit, precision). "base" is the demo's old recipe.
+RECIPES = {
+    "base":        (_shape(256, 4, 128), 128, 32, 0.004, 5000, False, "float32"),
+    "base-xla":    (_shape(256, 4, 128), 128, 32, 0.004, 5000, True, "float32"),
+    "seq64":       (_shape(256, 4, 128), 64, 64, 0.004, 5000, True, "float32"),
+    "seq64-lr1e-2": (_shape(256, 4, 128), 64, 64, 0.01, 5000, True, "float32"),
+    "seq64-v2k":   (_shape(256, 4, 128), 64, 64, 0.01, 2000, True, "float32"),
+    "h128-v2k":    (_shape(128, 4, 64), 64, 64, 0.01, 2000, True, "float32"),
+    "seq64-v2k-bf16": (_shape(256, 4, 128), 64, 64, 0.01, 2000, True, "mixed_bfloat16"),
+}
+
+
+def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
+    """Split, vocabulary and TFRecords (train and held-out) for one vocab and seq length."""
+    from albert_tf.training import corpus, corpus_tasks, sop
+    from albert_tf.training.pretraining_data import SUMMARY_FILE, create_pretraining_data
+    from albert_tf.training.vocab import train_vocab
+
+    split_dir = os.path.join(work, "split")
+    if not os.path.exists(os.path.join(split_dir, "split.json")):
+        corpus_tasks.prepare_corpus_split(corpus.EMBEDDED, split_dir)
+    train_text = os.path.join(split_dir, "train.txt")
+    prefix = os.path.join(work, f"vocab{vocab_size}", "spiece")
+    if not os.path.exists(prefix + ".model"):
+        train_vocab([train_text], prefix, vocab_size)
+    paths = {"spm_model": prefix + ".model"}
+    for name in ("train", "heldout"):
+        out = os.path.join(work, f"data-v{vocab_size}-s{seq_length}", name)
+        if not os.path.exists(os.path.join(out, SUMMARY_FILE)):
+            options = sop.GenerationOptions(max_seq_length=seq_length,
+                                            max_predictions_per_seq=max(4, seq_length * 20 // 128),
+                                            dupe_factor=3 if name == "train" else 1)
+            create_pretraining_data(corpus.open_corpus(os.path.join(split_dir, f"{name}.txt")),
+                                    out, prefix + ".model", options)
+        paths[name] = os.path.join(out, "pretrain-*.tfrecord")
+    return paths
+
+
+def run_one(work: str, name: str, steps: int) -> dict:
+    """Pretrains recipe `name` for `steps` steps; returns its figures (also saved)."""
+    import keras
+    import numpy as np
+
+    from albert_tf.training.pretrain import PretrainConfig, run
+    from albert_tf.training.pretrain_eval import evaluate_pretraining
+
+    shape, seq, batch, lr, vocab, jit, precision = RECIPES[name]
+    data = prepare(work, vocab, seq)
+    out = os.path.join(work, "runs", name)
+    step_times: list[float] = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.start = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            step_times.append(time.perf_counter() - self.start)
+
+    cfg = PretrainConfig(model="albert-base", albert={**shape, "max_position_embeddings": seq},
+                         train_data=data["train"], output_dir=out, spm_model=data["spm_model"],
+                         global_batch_size=batch, train_steps=steps,
+                         warmup_steps=max(1, steps // 10), learning_rate=lr,
+                         checkpoint_every=steps, log_every=max(1, steps // 10),
+                         keep_checkpoints=1, shuffle_buffer=2000, jit_compile=jit,
+                         precision=precision)
+    original_fit = keras.Model.fit
+
+    def fit(self, *args, callbacks=(), **kwargs):  # adds the step timer to the run's fit
+        return original_fit(self, *args, callbacks=[*callbacks, Timer()], **kwargs)
+
+    keras.Model.fit = fit
+    start = time.perf_counter()
+    try:
+        summary = run(cfg)
+    finally:
+        keras.Model.fit = original_fit
+    wall = time.perf_counter() - start
+    held = evaluate_pretraining(os.path.join(out, "model"), data["heldout"], batch_size=64,
+                                max_batches=20)
+    history = summary["history"]
+    result = {"recipe": name, "steps": steps, "shape": shape, "seq_length": seq,
+              "batch_size": batch, "learning_rate": lr, "vocab_size": vocab,
+              "jit_compile": jit, "precision": precision, "train_wall_s": wall,
+              "s_per_step": float(np.median(step_times[len(step_times) // 2:])),
+              "train_mlm_accuracy": history["mlm_accuracy"][-1],
+              "train_sop_accuracy": history["sop_accuracy"][-1],
+              "heldout_mlm_accuracy": held["mlm_accuracy"],
+              "heldout_sop_accuracy": held["sop_accuracy"],
+              "heldout_mlm_loss": held["mlm_loss"],
+              "heldout_examples": held["examples"], "load_average": os.getloadavg()[0]}
+    return result
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next(line for line in f if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    return " ".join(f for f in flags if f.startswith(("avx512_bf16", "amx", "avx512f", "avx2")))
+
+
+def table(results: list[dict]) -> str:
+    base = results[0]["s_per_step"] if results else 1.0
+    rows = ["| recipe | H/L/E | seq x batch | lr | vocab | XLA | precision | s/step | "
+            "vs first | held-out MLM | held-out SOP | train MLM | train SOP |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        s = r["shape"]
+        rows.append(
+            f"| {r['recipe']} | {s['hidden_size']}/{s['num_hidden_layers']}/"
+            f"{s['embedding_size']} | {r['seq_length']} x {r['batch_size']} | "
+            f"{r['learning_rate']:g} | {r['vocab_size']} | {'on' if r['jit_compile'] else 'off'} "
+            f"| {r['precision']} | {r['s_per_step']:.2f} | {r['s_per_step'] / base:.2f} | "
+            f"{r['heldout_mlm_accuracy']:.3f} | {r['heldout_sop_accuracy']:.3f} | "
+            f"{r['train_mlm_accuracy']:.3f} | {r['train_sop_accuracy']:.3f} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", default="/tmp/albert_demo_recipes")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--recipes", default=",".join(RECIPES))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--table", action="store_true", help="print the saved results")
+    args = parser.parse_args()
+    names = args.recipes.split(",")
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        parser.error(f"unknown recipe(s) {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    results_dir = os.path.join(args.work, f"results-{args.steps}")
+    os.makedirs(results_dir, exist_ok=True)
+    if args.one:
+        result = run_one(args.work, args.one, args.steps)
+        path = os.path.join(results_dir, f"{args.one}.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+        os.replace(path + ".tmp", path)
+        return
+    for name in names if not args.table else []:
+        if os.path.exists(os.path.join(results_dir, f"{name}.json")):
+            continue
+        print(f"recipe {name}: {args.steps} steps ...", flush=True)
+        subprocess.run([sys.executable, __file__, "--work", args.work, "--steps",
+                        str(args.steps), "--recipes", name, "--one", name], check=True)
+    results = [json.load(open(os.path.join(results_dir, f"{n}.json"), encoding="utf-8"))
+               for n in names if os.path.exists(os.path.join(results_dir, f"{n}.json"))]
+    print(f"CPU flags: {_cpu_flags()}; cores: {os.cpu_count()}; "
+          f"load average now: {os.getloadavg()[0]:.1f}; steps per recipe: {args.steps}")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
