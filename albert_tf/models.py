@@ -69,13 +69,16 @@ class AlbertPretrainer(_AlbertTaskModel):
     "sentence_order_label": [B]}`; the loss is the weighted MLM cross-entropy
     (sum(w * ce) / (sum(w) + 1e-5), as the original) plus the SOP cross-entropy,
     and `mlm_loss`, `mlm_accuracy`, `sop_loss`, `sop_accuracy` are reported.
+    With `sentence_pair_loss=False` (data without a sentence-pair objective) the
+    loss is the MLM loss alone; the SOP metrics are still reported.
     """
 
     task = "pretraining"
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 **kwargs):
+                 sentence_pair_loss: bool = True, **kwargs):
         super().__init__(config, encoder, **kwargs)
+        self.sentence_pair_loss = bool(sentence_pair_loss)
         cfg = self.config
         self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
                                      cfg.initializer_range, name="mlm_head",
@@ -98,6 +101,9 @@ class AlbertPretrainer(_AlbertTaskModel):
         sop_logits = self.sop_head(encoded["pooled_output"], training=training)
         return {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
 
+    def _head_args(self):
+        return {"sentence_pair_loss": self.sentence_pair_loss}
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         ids = ops.cast(y["masked_lm_ids"], "int32")
         weights = ops.cast(y["masked_lm_weights"], "float32")
@@ -111,7 +117,7 @@ class AlbertPretrainer(_AlbertTaskModel):
         self.mlm_accuracy.update_state(ids, y_pred["mlm_logits"], sample_weight=weights)
         self.sop_loss_tracker.update_state(sop_loss)
         self.sop_accuracy.update_state(sop_label, y_pred["sop_logits"])
-        total = mlm_loss + sop_loss
+        total = mlm_loss + sop_loss if self.sentence_pair_loss else mlm_loss
         if self.losses:
             total = total + ops.sum(self.losses)
         # Keras' trainer expects the per-replica loss divided by the replica count.

@@ -157,6 +157,11 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
     """
     if num_shards < 1:
         raise UserError(f"num_shards={num_shards} must be at least 1")
+    if options.objective == "nsp":
+        # NSP negatives come from the other documents of a shard; this pipeline
+        # handles each document alone.
+        raise UserError("objective=nsp is made by `albert-tf create-data` only (its negatives "
+                        "come from other documents of a shard); the pipeline makes sop and none")
     import tensorflow as tf
 
     with tf.io.gfile.GFile(spm_model, "rb") as f:

@@ -17,13 +17,14 @@ COMMANDS = {
     # name: (module, one-line help)
     "demo": ("albert_tf.training.demo", "the whole job on the embedded corpus: vocab -> data -> pretrain -> export -> answers"),
     "vocab": ("albert_tf.training.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
-    "create-data": ("albert_tf.training.pretraining_data", "write SOP + n-gram-masked pretraining TFRecords"),
+    "create-data": ("albert_tf.training.pretraining_data", "write SOP (or NSP) + n-gram-masked pretraining TFRecords"),
     "pretrain": ("albert_tf.training.pretrain", "pretrain with model.fit under a distribution strategy"),
     "finetune": ("albert_tf.training.finetune.run", "fine-tune on GLUE, SQuAD, RACE or your own files"),
     "export": ("albert_tf.serving.export", "export a SavedModel with raw-text signatures for TF Serving"),
     "predict": ("albert_tf.serving.client", "query TF Serving (REST/gRPC) or a local SavedModel"),
     "convert": ("albert_tf.training.convert", "convert a TF1 or Hugging Face checkpoint to albert-tf's format"),
     "params": ("albert_tf.training.params", "print parameter counts of the paper's configurations"),
+    "ablate": ("albert_tf.training.ablate", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),
 }
 
 

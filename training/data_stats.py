@@ -22,7 +22,7 @@ class DataStats:
         self.budget = 0  # sum of num_to_predict
         self.ngrams: collections.Counter = collections.Counter()
         self.kinds = np.zeros(3, np.int64)  # [MASK], random, kept
-        self.sop = np.zeros(2, np.int64)  # in order, swapped
+        self.sop = np.zeros(2, np.int64)  # sentence-pair labels 0, 1 (SOP: in order, swapped)
         self.skipped = CorpusReport()
         self.short = CorpusReport()  # used, but shorter than one sequence
 
@@ -84,6 +84,9 @@ def summarize(name: str, shard_stats: dict, report: CorpusReport, options: sop.G
                                   "kept": round(kinds[2], 4)},
         "sop": {"in_order": int(total.sop[0]), "swapped": int(total.sop[1]),
                 "swapped_fraction": round(total.sop[1] / max(total.sop.sum(), 1), 4)},
+        # label 1 is the negative: swapped (sop), from another document (nsp), never (none)
+        "objective": options.objective,
+        "negative_fraction": round(total.sop[1] / max(total.sop.sum(), 1), 4),
         "shorter_than_sequence": total.short.to_dict().get("shorter_than_sequence", {"count": 0}),
         "skipped": total.skipped.to_dict(),
         "wall_time_s": round(wall_time, 2),

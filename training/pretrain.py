@@ -70,6 +70,9 @@ class PretrainConfig:
     shuffle_buffer: int = 10_000
     data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
     deterministic: bool = False       # op determinism: bit-identical reruns, slower
+    # Train the sentence-pair head; None: as the training data's objective says
+    # (create_data_config.json next to its first file; "none" -> no loss).
+    sentence_pair_loss: typing.Optional[bool] = None
 
     def validate(self) -> None:
         """Raises ValueError naming the field and value."""
@@ -173,6 +176,23 @@ def model_config(cfg: PretrainConfig, vocab_size: int | None):
                                   source=None if from_preset else cfg.model)
 
 
+def sentence_pair_loss(cfg: PretrainConfig) -> bool:
+    """Whether the run trains the sentence-pair head: the config's, else the data's objective."""
+    if cfg.sentence_pair_loss is not None:
+        return cfg.sentence_pair_loss
+    import tensorflow as tf
+
+    from albert_tf.training import input_pipeline, sop
+    from albert_tf.training.pretraining_data import CONFIG_FILE
+
+    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return True  # data from elsewhere (the original scripts): SOP or NSP labels
+    with tf.io.gfile.GFile(path) as f:
+        objective = json.load(f).get("objective", sop.DEFAULT_OBJECTIVE)
+    return sop.trains_sentence_pair(objective)
+
+
 def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
     """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope."""
     import keras
@@ -195,7 +215,9 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
     jit = distribute.resolve_jit_compile(cfg.jit_compile)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
-        model = AlbertPretrainer(config, name="albert_pretrainer")
+        # run() resolves None from the data; a bare build trains the head.
+        model = AlbertPretrainer(config, sentence_pair_loss=cfg.sentence_pair_loss is not False,
+                                 name="albert_pretrainer")
         if source is not None:  # the encoder always; heads when the source has them
             model.encoder.set_weights(source.encoder.get_weights())
             if source.task == "pretraining":
@@ -310,7 +332,8 @@ def run(cfg: PretrainConfig) -> dict:
     """Pretrains as configured (resuming from output_dir/checkpoints if present).
 
     Returns a summary: the start and end step, the exported directory (chief), the
-    examples/s of this run, and the per-epoch training and eval metrics.
+    examples/s of this run (with and without the first step's compilation), and
+    the per-epoch training and eval metrics.
     """
     import tensorflow as tf
 
@@ -328,6 +351,7 @@ def run(cfg: PretrainConfig) -> dict:
     from albert_tf.training.input_pipeline import check_files, list_files
 
     shapes = data_shapes(cfg.train_data)
+    cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
     seq_length = shapes[0] if cfg.seq_length is None else cfg.seq_length
     max_predictions = shapes[1] if cfg.max_predictions is None else cfg.max_predictions
     # Before any step: every shard readable, whole and of the same shapes.
@@ -350,7 +374,8 @@ def run(cfg: PretrainConfig) -> dict:
                     {**dataclasses.asdict(cfg), "resolved": {
                         "seq_length": seq_length, "max_predictions": max_predictions,
                         "precision": policy, "replicas": strategy.num_replicas_in_sync,
-                        "albert_config": model.config.to_dict()}})
+                        "albert_config": model.config.to_dict(),
+                        "sentence_pair_loss": model.sentence_pair_loss}})
     train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,
@@ -377,6 +402,7 @@ def run(cfg: PretrainConfig) -> dict:
     exported = _export(model, cfg, seq_length) if chief else None
     return {"start_step": start, "step": progress.step, "exported": exported,
             "examples_per_sec": progress.throughput() if history else 0.0,
+            "steady_examples_per_sec": progress.steady_throughput() if history else None,
             "history": {k: [float(x) for x in v] for k, v in history.items()}}
 
 

@@ -55,6 +55,7 @@ class PretrainProgress(keras.callbacks.Callback):
             self.writers = {kind: tf.summary.create_file_writer(
                 os.path.join(tensorboard_dir, kind)) for kind in ("train", "eval")}
         self.start_time = self.last_time = time.perf_counter()
+        self.first_end = None  # (time, step) after the first execution (tracing, compiling)
 
     def on_train_begin(self, logs=None):
         self.start_time = self.last_time = time.perf_counter()
@@ -64,6 +65,8 @@ class PretrainProgress(keras.callbacks.Callback):
         now = time.perf_counter()
         elapsed, self.last_time = max(now - self.last_time, 1e-9), now
         self.step += steps
+        if self.first_end is None:
+            self.first_end = (now, self.step)
         logs["learning_rate"] = float(keras.ops.convert_to_numpy(
             self.model.optimizer.learning_rate))
         logs["examples_per_sec"] = steps * self.examples_per_step / elapsed
@@ -88,6 +91,13 @@ class PretrainProgress(keras.callbacks.Callback):
         """Examples per second over this run's steps (compilation included)."""
         elapsed = time.perf_counter() - self.start_time
         return (self.step - self.start_step) * self.examples_per_step / max(elapsed, 1e-9)
+
+    def steady_throughput(self) -> float | None:
+        """Examples per second after the first execution (no tracing); None before a second."""
+        if self.first_end is None or self.step == self.first_end[1]:
+            return None
+        elapsed = time.perf_counter() - self.first_end[0]
+        return (self.step - self.first_end[1]) * self.examples_per_step / max(elapsed, 1e-9)
 
 
 def _numbers(logs: Mapping) -> dict[str, float]:

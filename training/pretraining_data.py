@@ -1,4 +1,4 @@
-"""`albert-tf create-data`: SOP pairs with whole-word n-gram masking, written to sharded TFRecords.
+"""`albert-tf create-data`: SOP (or NSP, or no) pairs with whole-word n-gram masking, in sharded TFRecords.
 
 Documents are read in a fixed order and cut into blocks of
 `documents_per_shard`; each block becomes one shard, written by a pool of
@@ -6,7 +6,8 @@ processes. Every random choice is drawn from a Generator seeded by (seed,
 input, document, dupe) (see `sop.py`), and each shard's records are shuffled
 by a Generator seeded by (seed, shard), so the output does not depend on the
 number of processes, and the Beam pipeline (`beam_pipeline.py`) writes the
-same records.
+same records. `--objective nsp` draws its negatives from the other documents
+of the same shard (see `sop.py`).
 
 Output directory:
   pretrain-00000.tfrecord ...   the shards (original ALBERT features, see tfrecords.py)
@@ -55,11 +56,18 @@ def tokenize_sentences(tokenizer, sentences: Sequence[str]) -> list[np.ndarray]:
 
 
 def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
-                     options: sop.GenerationOptions, stats: DataStats) -> list[bytes]:
-    """All serialized instances (every dupe) of one document; updates `stats`."""
+                     options: sop.GenerationOptions, stats: DataStats,
+                     shard_documents: Sequence[list[np.ndarray]] = (), own: int = 0) -> list[bytes]:
+    """All serialized instances (every dupe) of one document; updates `stats`.
+
+    Args:
+      shard_documents, own: for objective "nsp", the tokenized documents of the
+        shard (this one at index `own`, its sentences taken from there).
+    """
     from albert_tf.training.tfrecords import serialize_instance
 
-    sentences = tokenize_sentences(tokenizer, document.sentences)
+    sentences = (shard_documents[own] if shard_documents
+                 else tokenize_sentences(tokenizer, document.sentences))
     if len(sentences) < 2:
         stats.skipped.skip("one_sentence_document", document.file,
                            f"line {document.line}: fewer than two sentences with tokens")
@@ -68,9 +76,11 @@ def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
     if num_tokens < options.max_seq_length - 3:
         stats.short.skip("shorter_than_sequence", document.file,
                          f"line {document.line}: {num_tokens} tokens")
-    result = sop.document_instances(sentences, document.source, document.index, vocab, options)
+    result = sop.document_instances(sentences, document.source, document.index, vocab, options,
+                                    shard_documents, own)
     if result.skipped_chunks:
-        stats.skipped.skip("single_word_chunk", document.file, f"line {document.line}",
+        reason = "no_other_document" if options.objective == "nsp" else "single_word_chunk"
+        stats.skipped.skip(reason, document.file, f"line {document.line}",
                            count=result.skipped_chunks)
     stats.documents += 1
     for instance in result.instances:
@@ -144,9 +154,12 @@ def make_shard(shard: int, documents: list[Document], output_dir: str,
 
     stats = DataStats()
     records: list[bytes] = []
-    for document in documents:
+    tokenized: list[list[np.ndarray]] = []
+    if options.objective == "nsp":  # negatives come from the shard's other documents
+        tokenized = [tokenize_sentences(_WORKER["tokenizer"], d.sentences) for d in documents]
+    for own, document in enumerate(documents):
         records.extend(document_records(document, _WORKER["tokenizer"], _WORKER["vocab"],
-                                        options, stats))
+                                        options, stats, tokenized, own))
     order = np.random.default_rng([options.seed, sop.SHARD_STREAM, shard]).permutation(len(records))
     result = stats.to_dict()
     # Statistics first, then the shard: a shard on disk always has its statistics.
@@ -336,13 +349,16 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dupe-factor", type=int, default=defaults.dupe_factor,
                         help="passes over each document, each with new masks (default %(default)s)")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default %(default)s)")
+    parser.add_argument("--objective", choices=tuple(sop.OBJECTIVES), default=defaults.objective,
+                        help="sentence-pair task: sop (ALBERT), nsp (BERT: negatives from other "
+                        "documents) or none (no sentence-pair loss) (default %(default)s)")
 
 
 def options_from_args(args: argparse.Namespace) -> sop.GenerationOptions:
     return sop.GenerationOptions(
         max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor, seed=args.seed)
+        dupe_factor=args.dupe_factor, seed=args.seed, objective=args.objective)
 
 
 @runio.command("create-data")

@@ -1,4 +1,4 @@
-"""Sentence-order-prediction (SOP) instances from one tokenized document.
+"""Sentence-pair instances from one tokenized document: SOP (ALBERT), NSP (BERT) or none.
 
 A document is cut into chunks of consecutive sentences that fill a target
 length (`max_seq_length - 3`, or with probability `short_seq_prob` a uniform
@@ -10,9 +10,23 @@ sentence is a single word: the original's fallback of pairing it with a random
 other document (next-sentence prediction) is exactly what SOP replaced, so it
 never happens here.
 
+The other objectives, for the paper's ablation (its Table 5):
+  * `nsp`: next-sentence prediction as BERT made it: with probability 0.5 (and
+    always for a one-sentence chunk) segment B is a run of sentences from a
+    random start in ANOTHER document, filled to the target length, labelled 1;
+    the chunk's sentences that did not go to A are put back for the next chunk.
+    The other documents are those of the same shard (`others`), as BERT drew
+    from the documents of the one input shard it was given.
+  * `none`: the SOP chunks never swapped, label always 0; the pretrainer skips
+    the sentence-pair loss (`trains_sentence_pair`).
+The label is stored in the same feature for every objective (1 = the negative:
+swapped for SOP, another document for NSP), so any model can be scored on
+held-out sets of both tasks.
+
 Randomness comes from a NumPy Generator seeded by (seed, source, document,
-dupe), so an instance depends only on its own document, not on the order or
-the process in which documents are handled.
+dupe), so an instance depends only on its own document (and, for NSP, the
+documents of its shard), not on the order or the process in which documents
+are handled.
 """
 
 from __future__ import annotations
@@ -28,6 +42,17 @@ from albert_tf.runio import UserError
 # Stream tags in the Generator seeds, so that differently used streams never coincide.
 DOCUMENT_STREAM, SHARD_STREAM = 0, 1
 
+# Sentence-pair objective -> whether the pretrainer trains on its label.
+OBJECTIVES = {"sop": True, "nsp": True, "none": False}
+DEFAULT_OBJECTIVE = "sop"
+
+
+def trains_sentence_pair(objective: str) -> bool:
+    """Whether data of this objective carries a sentence-pair label to train on."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is not one of {', '.join(OBJECTIVES)}")
+    return OBJECTIVES[objective]
+
 
 @dataclasses.dataclass(frozen=True)
 class GenerationOptions:
@@ -42,6 +67,7 @@ class GenerationOptions:
         time with different chunk boundaries, swaps and masks.
       max_ngram: the longest n-gram masked as a unit.
       seed: seed of every random choice.
+      objective: the sentence-pair task: "sop", "nsp" or "none" (see above).
     """
 
     max_seq_length: int = 512
@@ -51,6 +77,7 @@ class GenerationOptions:
     dupe_factor: int = 40
     max_ngram: int = masking.MAX_NGRAM
     seed: int = 12345
+    objective: str = DEFAULT_OBJECTIVE
 
     def __post_init__(self):
         checks = [
@@ -61,6 +88,7 @@ class GenerationOptions:
             ("dupe_factor", self.dupe_factor >= 1, "at least 1"),
             ("max_ngram", self.max_ngram >= 1, "at least 1"),
             ("seed", self.seed >= 0, "non-negative"),
+            ("objective", self.objective in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}"),
         ]
         for name, ok, need in checks:
             if not ok:
@@ -97,7 +125,8 @@ class Instance:
       segment_ids: int32 `[T]`: 0 for [CLS] A [SEP], 1 for B [SEP].
       token_boundary: int32 `[T]`: 1 where a word (or [CLS]/[SEP]) starts.
       masked: the masking result (positions, labels, n-grams, replacement kinds).
-      sentence_order_label: 1 when A and B were swapped.
+      sentence_order_label: the sentence-pair label: 1 when A and B were swapped
+        (SOP) or B comes from another document (NSP); always 0 for "none".
     """
 
     input_ids: np.ndarray
@@ -142,7 +171,7 @@ def _split_chunk(chunk: list[np.ndarray], word_starts: np.ndarray,
 
 
 def sentence_pairs(sentences: Sequence[np.ndarray], word_starts: np.ndarray, max_num_tokens: int,
-                   short_seq_prob: float, rng: np.random.Generator,
+                   short_seq_prob: float, rng: np.random.Generator, swap: bool = True,
                    ) -> Iterator[tuple[np.ndarray, np.ndarray, int] | None]:
     """Yields `(tokens_a, tokens_b, label)` per chunk of a document, or None for a skipped chunk.
 
@@ -150,6 +179,8 @@ def sentence_pairs(sentences: Sequence[np.ndarray], word_starts: np.ndarray, max
       sentences: the document's sentences as int arrays of token ids (none empty).
       word_starts: bool `[vocab_size]`.
       max_num_tokens: max_seq_length - 3.
+      swap: swap A and B with probability 0.5 (SOP); False keeps every pair in
+        order with label 0 (objective "none").
     """
     target = target_length(max_num_tokens, short_seq_prob, rng)
     chunk: list[np.ndarray] = []
@@ -165,11 +196,68 @@ def sentence_pairs(sentences: Sequence[np.ndarray], word_starts: np.ndarray, max
             yield None
             continue
         a, b = pair
-        label = int(rng.random() < 0.5)
+        label = int(rng.random() < 0.5) if swap else 0
         if label:
             a, b = b, a
         a, b = truncate_pair(a, b, max_num_tokens, rng)
         yield a, b, label
+
+
+def _other_document(others: Sequence[Sequence[np.ndarray]], own: int,
+                    rng: np.random.Generator) -> Sequence[np.ndarray] | None:
+    """A uniformly drawn non-empty document of `others` other than `others[own]`, or None."""
+    candidates = [k for k, sentences in enumerate(others) if k != own and len(sentences)]
+    if not candidates:
+        return None
+    return others[candidates[int(rng.integers(len(candidates)))]]
+
+
+def next_sentence_pairs(sentences: Sequence[np.ndarray], others: Sequence[Sequence[np.ndarray]],
+                        own: int, max_num_tokens: int, short_seq_prob: float,
+                        rng: np.random.Generator,
+                        ) -> Iterator[tuple[np.ndarray, np.ndarray, int] | None]:
+    """Yields BERT's next-sentence `(tokens_a, tokens_b, label)` per chunk (label 1: random next).
+
+    As BERT's create_pretraining_data.py: A is the chunk's first 1..n-1 sentences;
+    with probability 0.5, or when the chunk is one sentence, B is read from a
+    random sentence of another document until it reaches the target length less
+    A, and the chunk's unused sentences start the next chunk; otherwise B is the
+    rest of the chunk. Yields None for a chunk that needs another document when
+    there is none (`others` holds only this one).
+
+    Args:
+      sentences: this document's sentences (int arrays, none empty).
+      others: the documents of the shard (lists of sentences), this one at index `own`.
+      own: this document's index in `others`.
+      max_num_tokens: max_seq_length - 3.
+    """
+    target = target_length(max_num_tokens, short_seq_prob, rng)
+    chunk: list[np.ndarray] = []
+    length, i = 0, 0
+    while i < len(sentences):
+        chunk.append(sentences[i])
+        length += len(sentences[i])
+        if i == len(sentences) - 1 or length >= target:
+            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+            a = np.concatenate(chunk[:a_end])
+            if len(chunk) == 1 or rng.random() < 0.5:
+                other = _other_document(others, own, rng)
+                if other is None:
+                    yield None
+                else:
+                    start = int(rng.integers(len(other)))
+                    pieces, filled = [], 0
+                    for sentence in other[start:]:
+                        pieces.append(sentence)
+                        filled += len(sentence)
+                        if filled >= target - len(a):
+                            break
+                    yield (*truncate_pair(a, np.concatenate(pieces), max_num_tokens, rng), 1)
+                i -= len(chunk) - a_end  # put the unused sentences back
+            else:
+                yield (*truncate_pair(a, np.concatenate(chunk[a_end:]), max_num_tokens, rng), 0)
+            chunk, length = [], 0
+        i += 1
 
 
 def assemble(a: np.ndarray, b: np.ndarray, label: int, vocab: Vocabulary,
@@ -204,20 +292,29 @@ class DocumentResult:
 
 
 def document_instances(sentences: Sequence[np.ndarray], source: int, document: int,
-                       vocab: Vocabulary, options: GenerationOptions) -> DocumentResult:
+                       vocab: Vocabulary, options: GenerationOptions,
+                       others: Sequence[Sequence[np.ndarray]] = (), own: int = 0,
+                       ) -> DocumentResult:
     """Creates all instances (dupe_factor passes) of one tokenized document.
 
     Args:
       sentences: int arrays of token ids, one per non-empty sentence.
       source, document: the document's key (input index, position within it).
+      others, own: for objective "nsp": the shard's documents (this one at index
+        `own`), where negatives come from.
     """
     instances: list[Instance] = []
     skipped = 0
     max_num_tokens = options.max_seq_length - 3  # room for [CLS], [SEP], [SEP]
     for dupe in range(options.dupe_factor):
         rng = document_rng(options.seed, source, document, dupe)
-        for pair in sentence_pairs(sentences, vocab.word_starts, max_num_tokens,
-                                   options.short_seq_prob, rng):
+        if options.objective == "nsp":
+            pairs = next_sentence_pairs(sentences, others, own, max_num_tokens,
+                                        options.short_seq_prob, rng)
+        else:
+            pairs = sentence_pairs(sentences, vocab.word_starts, max_num_tokens,
+                                   options.short_seq_prob, rng, swap=options.objective == "sop")
+        for pair in pairs:
             if pair is None:
                 skipped += 1
                 continue
