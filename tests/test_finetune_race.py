@@ -140,3 +140,32 @@ def test_cli_race_end_to_end(tokenizer, spm_model_path, tmp_path):
         chosen = [r for r in rows[1:] if level in (None, r[1])]
         key = "accuracy" + (f"_{level}" if level else "")
         assert results["best"][key] == pytest.approx(np.mean([r[2] == r[3] for r in chosen]))
+
+
+# One file as RACE's release has them: RACE/<split>/<level>/<number>.txt holding a single JSON
+# object on one line with no final newline, non-ASCII as \u escapes, paragraph breaks as \n
+# escapes inside the article, an id made of the level and the file name, and blanks "_" in
+# cloze questions.
+RELEASED_BYTES = (
+    b'{"answers": ["C", "A"], "options": [["at home", "in the park", "at the caf\\u00e9", '
+    b'"at school"], ["Because it was raining.", "Because he was ill.", "Because he was late.", '
+    b'"Because it was Sunday."]], "questions": ["Where did Anna meet Li Ming?", '
+    b'"Li Ming took a taxi _ ."], "article": "Anna met Li Ming at the caf\\u00e9 near the '
+    b'station.\\nIt was raining, so he took a taxi \\u2014 he didn\\u2019t want to get wet.", '
+    b'"id": "middle6318.txt"}')
+
+
+def test_released_file_bytes_read_exactly(tmp_path):
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    (folder / "6318.txt").write_bytes(RELEASED_BYTES)
+    (tmp_path / "RACE" / "dev" / "high").mkdir()
+    examples = read_race(find_split(str(tmp_path), "dev"))
+    assert [e.qid for e in examples] == ["middle/middle6318.txt-0", "middle/middle6318.txt-1"]
+    assert [e.label for e in examples] == [2, 0]
+    assert examples[0].options[2] == "at the caf\u00e9"
+    assert examples[0].article == ("Anna met Li Ming at the caf\u00e9 near the station.\nIt was "
+                                   "raining, so he took a taxi \u2014 he didn\u2019t want to get wet.")
+    # The option replaces the blank as run_race does, the question's own spacing kept.
+    assert qa_text(examples[1].question, examples[1].options[0]) == \
+        "Li Ming took a taxi Because it was raining. ."
