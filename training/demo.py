@@ -294,7 +294,8 @@ def parse_args(argv: list[str]) -> DemoOptions:
         if getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
     if not 8 <= args.seq_length <= 512:
-        raise DemoError("--seq-length must be in [8, 512]")
+        raise DemoError(f"--seq-length={args.seq_length} must be in [8, 512] (the presets' "
+                        f"max_position_embeddings is 512)")
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
     # Before any stage runs: the sequences must fit a preset's position table (the
