@@ -331,7 +331,8 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
       TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
         field the model or the other arguments decide.
     """
-    decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length}
+    decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
+               "precision": model.dtype_policy.name}
     if model.task in ("classification", "token_classification"):
         decided["num_classes"] = model.num_classes
         decided["label_names"] = list(label_names) if label_names is not None else None

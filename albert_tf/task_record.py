@@ -22,6 +22,7 @@ way it was trained. The defaults of these settings live here and nowhere else.
 | null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
 | start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
 | max_qa_length | multiple_choice | question + option pieces kept (128, at most seq_length - 3) |
+| precision | all | the Keras dtype policy the model was trained under, e.g. float32 or mixed_bfloat16 (None: not recorded); `export --precision auto` serves in it |
 
 Example:
     >>> record = TaskRecord.create("span", seq_length=384, max_query_length=32)
@@ -55,7 +56,9 @@ SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
 BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
-_COMMON = ("task", "seq_length", "do_lower_case", "keep_accents")
+_COMMON = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
+# The Keras dtype policies a model can be trained under (`precision`).
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
 _CLASSES = ("num_classes", "label_names")
 # The fields each task's record holds (the others must stay None).
 _FIELDS = {
@@ -104,6 +107,7 @@ class TaskRecord:
     null_score_diff_threshold: float | None = None
     start_n_top: int | None = None
     end_n_top: int | None = None
+    precision: str | None = None
     source: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------ building
@@ -209,6 +213,9 @@ class TaskRecord:
             _check_int("seq_length", self.seq_length, 3, where)
         _check_bool("do_lower_case", self.do_lower_case, where)
         _check_bool("keep_accents", self.keep_accents, where)
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise TaskRecordError(f"precision={self.precision!r}{where} is not one of "
+                                  f"{', '.join(PRECISIONS)}")
 
     def _check_classes(self, where: str) -> None:
         if self.num_classes is None:

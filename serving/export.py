@@ -151,7 +151,7 @@ def custom_ops(directory: str) -> list[str]:
 def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
            seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = 16, token_ids_only: bool = False,
-           precision: str = "float32") -> str:
+           precision: str = "auto") -> str:
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
@@ -232,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
                    "none (spiece.model or a single *.model)")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
-    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="float32",
+    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
                    help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
                    "AMX); auto: as the task record says the model was trained")
     return p

@@ -231,7 +231,8 @@ def test_save_load_round_trip(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
     assert (tmp_path / "ours" / "spiece.model").read_bytes() == b"sentencepiece bytes"
     assert read_task_info(out) == {"task": "pretraining", "seq_length": None,
-                                   "do_lower_case": False, "keep_accents": False}
+                                   "do_lower_case": False, "keep_accents": False,
+                                   "precision": "float32"}
     assert detect_format(out) == "albert_tf"
     loaded = load_checkpoint(out)
     assert type(loaded) is AlbertPretrainer and loaded.config == model.config

@@ -55,6 +55,30 @@ def test_export_precision_auto_reads_the_task_record():
         export.serving_precision("fp8", None)
 
 
+def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path):
+    import keras
+
+    from albert_tf.checkpoint import task_record
+    from albert_tf.task_record import TaskRecord, TaskRecordError
+
+    config = AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12, num_hidden_layers=2,
+                          num_attention_heads=3, intermediate_size=24, max_position_embeddings=16)
+    saved = {}
+    for policy in ("float32", "mixed_bfloat16"):
+        keras.config.set_dtype_policy(policy)
+        try:
+            model = AlbertSequenceClassifier(config, 2)
+        finally:
+            keras.config.set_dtype_policy("float32")
+        saved[policy] = save_checkpoint(model, str(tmp_path / policy), label_names=["x", "y"])
+    assert task_record(saved["float32"]).precision == "float32"
+    record = task_record(saved["mixed_bfloat16"])
+    assert record.precision == "mixed_bfloat16"
+    assert export.serving_precision("auto", record.precision) == "bfloat16"
+    with pytest.raises(TaskRecordError, match="precision='fp8' in x.json is not one of"):
+        TaskRecord.from_dict({"task": "regression", "precision": "fp8"}, source="x.json")
+
+
 def _weight_dtypes(path: str) -> set:
     """Dtypes of the model weights saved in the SavedModel at `path`."""
     reader = tf.train.load_checkpoint(f"{path}/variables/variables")

@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 # Record fields save_checkpoint takes as arguments (or decides itself); the rest of a
 # foreign checkpoint's task record travels as extra fields.
 _SAVED_FIELDS = ("task", "num_classes", "label_names", "do_lower_case", "seq_length",
-                 "answerability", "start_n_top", "end_n_top")
+                 "answerability", "start_n_top", "end_n_top", "precision")
 
 
 def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = False,
