@@ -144,6 +144,26 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
+# Remote file systems (gs://, s3://, ...) are TensorFlow's: the model package imports no
+# TensorFlow, so `albert_tf.training` and `albert_tf.serving` register `tf.io.gfile` here
+# when they are imported. Anything with GFile(path, mode), rename(src, dst, overwrite)
+# and remove(path) will do.
+_remote_filesystem = None
+
+
+def register_remote_filesystem(filesystem) -> None:
+    """Sets the file system that atomic writes use for `scheme://` paths."""
+    global _remote_filesystem
+    _remote_filesystem = filesystem
+
+
+def _remote_fs(path: str):
+    if _remote_filesystem is None:
+        raise UserError(f"{path}: writing to a remote path needs TensorFlow's file systems "
+                        "(import albert_tf.training or albert_tf.serving first)")
+    return _remote_filesystem
+
+
 def temporary_path(path: str) -> str:
     """A hidden sibling of `path` (same directory, so the final rename is atomic)."""
     directory, name = os.path.split(path)
@@ -159,7 +179,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     """Opens a hidden temporary beside `path`; on success it is fsynced and renamed to `path`.
 
     On any failure the temporary is removed and `path` is untouched. Remote paths
-    (gs://...) go through tf.io.gfile (no fsync there; its rename is the commit).
+    (gs://...) go through the registered remote file system, tf.io.gfile (no fsync
+    there; its rename is the commit).
 
     Example:
         >>> with atomic_write("out/summary.json") as f:
@@ -169,15 +190,14 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     tmp = temporary_path(path)
     binary = "b" in mode
     if _is_remote(path):
-        import tensorflow as tf  # remote file systems only
-
+        fs = _remote_fs(path)
         try:
-            with tf.io.gfile.GFile(tmp, mode) as f:
+            with fs.GFile(tmp, mode) as f:
                 yield f
-            tf.io.gfile.rename(tmp, path, overwrite=True)
+            fs.rename(tmp, path, overwrite=True)
         except BaseException:
             with contextlib.suppress(Exception):
-                tf.io.gfile.remove(tmp)
+                fs.remove(tmp)
             raise
         return
     try:
@@ -200,13 +220,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """
     path = os.fspath(path)
     tmp = temporary_path(path)
-    remote = _is_remote(path)
+    fs = _remote_fs(path) if _is_remote(path) else None
     try:
         yield tmp
-        if remote:
-            import tensorflow as tf  # remote file systems only
-
-            tf.io.gfile.rename(tmp, path, overwrite=True)
+        if fs is not None:
+            fs.rename(tmp, path, overwrite=True)
         else:
             fd = os.open(tmp, os.O_RDONLY)
             try:
@@ -216,10 +234,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(Exception):
-            if remote:
-                import tensorflow as tf
-
-                tf.io.gfile.remove(tmp)
+            if fs is not None:
+                fs.remove(tmp)
             else:
                 os.remove(tmp)
         raise

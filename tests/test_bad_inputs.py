@@ -315,6 +315,39 @@ def test_an_atomic_write_that_hits_a_full_disk_leaves_the_old_file(tmp_path, mon
     assert line == f"albert-tf create-data: {target}: No space left on device"
 
 
+def test_remote_atomic_writes_go_through_the_registered_file_system(tmp_path, monkeypatch):
+    """A remote path is written to a temporary name and renamed by the file system that
+    albert_tf.training registered (tf.io.gfile); with none registered, one clear error."""
+    import tensorflow as tf
+
+    calls = []
+
+    def local(path):
+        return path.replace("mem://bucket", str(tmp_path))
+
+    class Recording:  # tf.io.gfile's interface, on a local directory
+        def GFile(self, path, mode):
+            calls.append(("open", os.path.basename(path)))
+            return tf.io.gfile.GFile(local(path), mode)
+
+        def rename(self, src, dst, overwrite):
+            calls.append(("rename", os.path.basename(dst), overwrite))
+            tf.io.gfile.rename(local(src), local(dst), overwrite=overwrite)
+
+        def remove(self, path):
+            calls.append(("remove", os.path.basename(path)))
+
+    assert runio._remote_filesystem is tf.io.gfile  # registered by importing albert_tf.training
+    monkeypatch.setattr(runio, "_remote_filesystem", Recording())
+    runio.atomic_write_json("mem://bucket/run.json", {"step": 3})
+    assert json.loads((tmp_path / "run.json").read_text()) == {"step": 3}
+    assert calls[0][0] == "open" and runio.is_temporary(calls[0][1])
+    assert calls[1] == ("rename", "run.json", True)
+    monkeypatch.setattr(runio, "_remote_filesystem", None)
+    with pytest.raises(runio.UserError, match="mem://bucket/x.json: writing to a remote path needs"):
+        runio.atomic_write_json("mem://bucket/x.json", {})
+
+
 def test_a_failed_staged_directory_leaves_no_empty_parents(tmp_path):
     final = tmp_path / "models" / "albert" / "1"
     with pytest.raises(RuntimeError):
