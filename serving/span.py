@@ -128,6 +128,14 @@ def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
 
 
 # ------------------------------------------------------------------ the module
+def context_positions(features, query, ids):
+    """(first [B] int64: sequence position of context piece 0, piece [B,T] int64: the
+    context piece index of every position, in_context [B,T] bool)."""
+    first = query.row_lengths() + 2  # after [CLS] question [SEP]
+    piece = tf.range(tf.shape(features["input_mask"], tf.int64)[1])[None] - first[:, None]
+    return first, piece, (piece >= 0) & (piece < ids.row_lengths()[:, None])
+
+
 def _gather_rows(values: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
     """values [B, (n)] at index [B, T] (out-of-row indices give False)."""
     dense = tf.concat([values.to_tensor(False), tf.zeros_like(index[:, :1], tf.bool)], axis=1)
@@ -176,9 +184,7 @@ class SpanModule(ServingModule):
         context = text_graph.sanitize(context)
         features, query, ids, starts, ends, visible = self._tokenize(question, context)
         out = self.model(features, training=False)
-        first = query.row_lengths() + 2  # sequence position of context piece 0
-        piece = tf.range(tf.shape(features["input_mask"], tf.int64)[1])[None] - first[:, None]
-        in_context = (piece >= 0) & (piece < ids.row_lengths()[:, None])  # [B, T]
+        first, piece, in_context = context_positions(features, query, ids)
         start, end, score, found = best_spans(out["start_logits"], out["end_logits"],
                                               in_context & _gather_rows(visible, piece),
                                               self.record.max_answer_length, self.record.n_best,
@@ -188,6 +194,12 @@ class SpanModule(ServingModule):
             no_answer = tf.sigmoid(-out["answerable_logits"])
             outputs["no_answer_probability"] = no_answer
             found &= no_answer <= self.no_answer_threshold
+        return self._read_out(outputs, context, starts, ends, first, start, end, found)
+
+    @staticmethod
+    def _read_out(outputs, context, starts, ends, first, start, end, found):
+        """`outputs` plus the answer text and character offsets of the sequence positions
+        start..end (where `found`), read from `context` by the pieces' byte offsets."""
         first32 = tf.cast(first, tf.int32)
         begin, end_byte = span_offsets(starts, ends, start - first32, end - first32, found)
         answer, start_char, end_char = answer_text_and_chars(context, begin, end_byte, found)

@@ -24,17 +24,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.serving.base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC
-from albert_tf.serving.span import (SpanModule, _gather_rows, answer_text_and_chars,
-                                    best_spans, span_offsets)
+from albert_tf.serving.span import SpanModule, _gather_rows, best_spans, context_positions
 from albert_tf.serving import text_graph
-
-
-def _context_positions(features, query, ids):
-    """(first [B] int64: sequence position of context piece 0, piece [B,T] int64: the
-    context piece index of every position, in_context [B,T] bool)."""
-    first = query.row_lengths() + 2
-    piece = tf.range(tf.shape(features["input_mask"], tf.int64)[1])[None] - first[:, None]
-    return first, piece, (piece >= 0) & (piece < ids.row_lengths()[:, None])
 
 
 def _pad_to(features, length: int):
@@ -93,19 +84,14 @@ class _ForeignSpanModule(SpanModule):
         context = text_graph.sanitize(context)
         features, query, ids, starts, ends, visible = self._tokenize(question, context)
         features = _pad_to(features, self._min_length())
-        first, piece, in_context = _context_positions(features, query, ids)
+        first, piece, in_context = context_positions(features, query, ids)
         out = self.model(features, training=False)
         start, end, score, found, diff = self._decode(
             features, out, in_context, in_context & _gather_rows(visible, piece))
         outputs = {"score": tf.where(found, score, 0.0), "null_score_diff": diff}
         if self.null_score_diff_threshold is not None:
             found &= self._answers(diff)
-        first32 = tf.cast(first, tf.int32)
-        begin, end_byte = span_offsets(starts, ends, start - first32, end - first32, found)
-        answer, start_char, end_char = answer_text_and_chars(context, begin, end_byte, found)
-        outputs.update(answer=answer, start_char=start_char, end_char=end_char,
-                       has_answer=found)
-        return outputs
+        return self._read_out(outputs, context, starts, ends, first, start, end, found)
 
     def _min_length(self) -> int:
         return 1
