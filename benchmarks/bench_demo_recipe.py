@@ -154,8 +154,8 @@ def table(results: list[dict]) -> str:
         rows.append(
             f"| {r['recipe']} | {s['hidden_size']}/{s['num_hidden_layers']}/"
             f"{s['embedding_size']} | {r['seq_length']} x {r['batch_size']} | "
-            f"{r.get('optimizer', 'lamb')} {r['learning_rate']:g} | {r['vocab_size']} | {'on' if r['jit_compile'] else 'off'} "
-            f"| {r['precision']} | {r['s_per_step']:.2f} | {r['s_per_step'] / base:.2f} | "
+            f"{r.get('optimizer', 'lamb')} {r['learning_rate']:g} | {r['vocab_size']} | "
+            f"{'on' if r['jit_compile'] else 'off'} | {r['precision']} | {r['s_per_step']:.2f} | {r['s_per_step'] / base:.2f} | "
             f"{r['heldout_mlm_accuracy']:.3f} | {r['heldout_sop_accuracy']:.3f} | "
             f"{r['train_mlm_accuracy']:.3f} | {r['train_sop_accuracy']:.3f} |")
     return "\n".join(rows)

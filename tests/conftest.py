@@ -117,3 +117,18 @@ def spm_41_path(tmp_path_factory) -> str:
     model_path, _ = train_vocab([str(path)], str(path.parent / "spm41"), 41,
                                 input_sentence_size=0, num_threads=1)
     return model_path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, spm_model_path) -> str:
+    """A tiny pretrained ALBERT saved with `spm_model_path` (random weights): what
+    fine-tuning tests start from."""
+    from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    config = AlbertConfig(vocab_size=AlbertTokenizer(spm_model_path).vocab_size,
+                          embedding_size=8, hidden_size=12, num_hidden_layers=2,
+                          num_attention_heads=3, intermediate_size=20, max_position_embeddings=64)
+    path = str(tmp_path_factory.mktemp("pretrained"))
+    save_checkpoint(AlbertPretrainer(config), path, spm_model=spm_model_path)
+    return path

@@ -10,7 +10,6 @@ import pytest
 from scipy import stats
 from sklearn import metrics as sklearn_metrics
 
-from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
 from albert_tf.checkpoint import read_task_info
 from albert_tf.training.finetune.run import main
 
@@ -165,17 +164,6 @@ def test_a_one_megabyte_cell_is_read(tmp_path):
     path = _write(tmp_path / "long.csv", f'text,label\n"{long_text}",1\nshort,0\n')
     examples, _ = read_text_file(path, ["text"], "label")
     assert examples.texts_a[0] == long_text
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory, spm_model_path):
-    tokenizer = AlbertTokenizer(spm_model_path)
-    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
-                          num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
-                          max_position_embeddings=64)
-    path = str(tmp_path_factory.mktemp("pretrained"))
-    save_checkpoint(AlbertPretrainer(config), path, spm_model=spm_model_path)
-    return path
 
 
 def _sentences(corpus_documents, n):

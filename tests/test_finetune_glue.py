@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
 from albert_tf.checkpoint import read_task_info
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training.finetune import glue
@@ -28,16 +27,6 @@ SEQ = 24
 @pytest.fixture(scope="module")
 def tokenizer(spm_model_path):
     return AlbertTokenizer(spm_model_path)
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory, spm_model_path, tokenizer):
-    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
-                          num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
-                          max_position_embeddings=64)
-    path = str(tmp_path_factory.mktemp("pretrained"))
-    save_checkpoint(AlbertPretrainer(config), path, spm_model=spm_model_path)
-    return path
 
 
 @pytest.mark.parametrize("name", sorted(glue.GLUE_TASKS))

@@ -17,6 +17,7 @@ from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.squad import SquadTask, decode_answers
 from albert_tf.training.finetune.squad_data import (SquadExample, align_context, answer_pieces,
                                                     build_windows, load_squad_tfds, read_squad_json)
+from tests.squad_files import write_squad_json
 
 CONTEXT = ("The Café  Ünïcode (1990) costs 1,000, dollars. Many other words follow here, so "
            "that a short sequence needs several windows; ΣΑΣ and naïve—ok are hard cases. "
@@ -187,22 +188,8 @@ def test_oracle_logits_score_100_on_v1_and_v2(tokenizer):
     assert result["HasAns_f1"] == 100.0 and result["NoAns_f1"] == 100.0
 
 
-def _squad_json(path, rows, version_two=False):
-    paragraphs = []
-    for qid, context, question, answer in rows:
-        qa = {"id": qid, "question": question,
-              "answers": [] if answer is None else [{"text": answer, "answer_start": context.index(answer)}]}
-        if version_two:
-            qa["is_impossible"] = answer is None
-        paragraphs.append({"context": context, "qas": [qa]})
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"version": "2.0" if version_two else "1.1",
-                   "data": [{"title": "t", "paragraphs": paragraphs}]}, f)
-    return str(path)
-
-
 def test_read_official_json_and_its_errors(tmp_path):
-    path = _squad_json(tmp_path / "dev.json", [("a", CONTEXT, "Which?", "1847"),
+    path = write_squad_json(tmp_path / "dev.json", [("a", CONTEXT, "Which?", "1847"),
                                                ("b", CONTEXT, "Who?", None)], True)
     examples = read_squad_json(path)
     assert [(e.qid, e.answers, e.answer_start) for e in examples] == [
@@ -263,8 +250,8 @@ def test_cli_squad_v2_from_official_json(tokenizer, spm_model_path, tmp_path):
             ("c", CONTEXT, "Who painted it?", None)]
     data = tmp_path / "squad"
     data.mkdir()
-    _squad_json(data / "train-v2.0.json", rows * 3, True)
-    _squad_json(data / "dev-v2.0.json", rows, True)
+    write_squad_json(data / "train-v2.0.json", rows * 3, True)
+    write_squad_json(data / "dev-v2.0.json", rows, True)
     out = str(tmp_path / "out")
     assert main(["--task", "squad/v2.0", "--checkpoint", checkpoint, "--output", out,
                  "--data", str(data), "--epochs", "1", "--batch-size", "4", "--seq-length", "40",

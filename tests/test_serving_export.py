@@ -6,7 +6,6 @@ Python tokenizer; the TF1 session loader (the C++ server's path), saved_model_cl
 from __future__ import annotations
 
 import os
-import pickle
 import subprocess
 import sys
 import unicodedata
@@ -19,6 +18,7 @@ from albert_tf import (AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
                        AlbertSequenceClassifier, AlbertSequenceRegressor, AlbertSpanExtractor,
                        load_checkpoint, save_checkpoint)
 from albert_tf.serving import export, requests, warmup
+from tests.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
 
@@ -145,15 +145,8 @@ def served(exported, tmp_path_factory, spm_model_path):
     folder = tmp_path_factory.mktemp("fresh")
     replays = {task: [(r.model_spec.signature_name, requests.inputs_from_predict_request(r))
                       for r in warmup.read_warmup(exported[task][1])] for task in calls}
-    with open(folder / "in.pkl", "wb") as f:
-        pickle.dump({exported[task][1]: (c, replays[task]) for task, c in calls.items()}, f)
-    result = subprocess.run([sys.executable, "-c", _FRESH, str(folder / "in.pkl"),
-                             str(folder / "out.pkl")], capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with open(folder / "out.pkl", "rb") as f:
-        outputs = pickle.load(f)
-    assert outputs.pop("albert_tf_imported") is False
+    outputs = run_fresh(_FRESH, {exported[task][1]: (c, replays[task])
+                                 for task, c in calls.items()}, folder)
     served = {task: ({sig: outputs[exported[task][1], sig] for sig in c}, c, tok)
               for task, c in calls.items()}
     served["warmup"] = {task: [(r, outputs[exported[task][1], "warmup", i])

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from albert_tf.serving import export
 from albert_tf.training import convert
+from tests.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
 
@@ -104,17 +102,7 @@ def served(tmp_path_factory):
     calls["choice_tf1"] = (paths["choice_tf1"], "serving_default",
                            {"context": _strings(ref["contexts"]),
                             "options": _strings(ref["options"])})
-    folder = tmp_path_factory.mktemp("fresh")
-    with open(folder / "in.pkl", "wb") as f:
-        pickle.dump(calls, f)
-    result = subprocess.run([sys.executable, "-c", _FRESH, str(folder / "in.pkl"),
-                             str(folder / "out.pkl")], capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with open(folder / "out.pkl", "rb") as f:
-        outputs = pickle.load(f)
-    assert outputs.pop("albert_tf_imported") is False
-    return outputs
+    return run_fresh(_FRESH, calls, tmp_path_factory.mktemp("fresh"))
 
 
 def _labels(values) -> list[str]:

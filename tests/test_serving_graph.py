@@ -178,6 +178,17 @@ def test_dynamic_padding_gives_the_fixed_length_outputs(pre):
 
 
 # --------------------------------------------------------------- span search
+def _assert_best_of(got, b, candidates):
+    """Row b of best_spans' (start, end, score, found) is the best (score, i, j) candidate,
+    or (-1, -1, not found) when there is none."""
+    if not candidates:
+        assert (got[0][b], got[1][b], bool(got[3][b])) == (-1, -1, False)
+        return
+    score, i, j = max(candidates)
+    assert (got[0][b], got[1][b], bool(got[3][b])) == (i, j, True)
+    assert got[2][b] == pytest.approx(score, abs=1e-6)
+
+
 def test_best_spans_match_a_brute_force_search():
     rng = np.random.default_rng(0)
     batch, length, longest = 6, 13, 4
@@ -189,12 +200,7 @@ def test_best_spans_match_a_brute_force_search():
     for b in range(batch):
         candidates = [(start[b, i] + end[b, j], i, j) for i in range(length)
                       for j in range(i, min(length, i + longest)) if allowed[b, i] and allowed[b, j]]
-        if not candidates:
-            assert (got[0][b], got[1][b], bool(got[3][b])) == (-1, -1, False)
-            continue
-        score, i, j = max(candidates)
-        assert (got[0][b], got[1][b], bool(got[3][b])) == (i, j, True)
-        assert got[2][b] == pytest.approx(score, abs=1e-6)
+        _assert_best_of(got, b, candidates)
 
 
 def test_best_spans_with_n_best_match_fine_tuning_candidates():
@@ -213,12 +219,7 @@ def test_best_spans_with_n_best_match_fine_tuning_candidates():
         ends = where[np.argsort(-end[b, where], kind="stable")[:n_best]]
         candidates = [(start[b, i] + end[b, j], i, j) for i in starts for j in ends
                       if i <= j < i + longest and allowed[b, i] and allowed[b, j]]
-        if not candidates:
-            assert (got[0][b], got[1][b], bool(got[3][b])) == (-1, -1, False)
-            continue
-        score, i, j = max(candidates)
-        assert (got[0][b], got[1][b], bool(got[3][b])) == (i, j, True)
-        assert got[2][b] == pytest.approx(score, abs=1e-6)
+        _assert_best_of(got, b, candidates)
 
 
 def test_answer_text_and_character_offsets_in_unicode_context():

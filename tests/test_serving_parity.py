@@ -13,9 +13,6 @@ import csv
 import hashlib
 import json
 import os
-import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -28,6 +25,8 @@ from albert_tf.training.finetune import files, race
 from albert_tf.training.finetune.examples import encode_texts
 from albert_tf.training.finetune.run import main as finetune_main
 from albert_tf.training.finetune.train import predict_rows
+from tests.squad_files import write_squad_json
+from tests.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
 
@@ -74,19 +73,6 @@ def _csv(path, rows, header):
         writer.writerow(header)
         writer.writerows(rows)
     return str(path)
-
-
-def _squad_json(path, rows, version_two):
-    paragraphs = []
-    for qid, context, question, answer in rows:
-        answers = [] if answer is None else [{"text": answer, "answer_start": context.index(answer)}]
-        qa = {"id": qid, "question": question, "answers": answers}
-        if version_two:
-            qa["is_impossible"] = answer is None
-        paragraphs.append({"context": context, "qas": [qa]})
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"version": "2.0" if version_two else "1.1",
-                   "data": [{"title": "t", "paragraphs": paragraphs}]}, f)
 
 
 def _race_layout(root, articles, questions, options):
@@ -197,8 +183,8 @@ def runs(tmp_path_factory, spm_model_path, corpus_documents):
         data = root / f"squad_{version}"
         data.mkdir()
         rows = squad_rows if version == "v2.0" else [r for r in squad_rows if r[3] is not None]
-        _squad_json(data / f"train-{version}.json", rows[:-8], version == "v2.0")
-        _squad_json(data / f"dev-{version}.json", rows[-8:], version == "v2.0")
+        write_squad_json(data / f"train-{version}.json", rows[:-8], version == "v2.0")
+        write_squad_json(data / f"dev-{version}.json", rows[-8:], version == "v2.0")
         name = f"squad/{version}"
         out = finetune(name, ["--task", name, "--data", str(data), "--seq-length", str(SEQ),
                               "--set", *SQUAD_SET, *extra, *FAST])
@@ -233,14 +219,7 @@ def runs(tmp_path_factory, spm_model_path, corpus_documents):
 
     # Every task, served from raw text in one fresh process.
     calls = {run["saved"]: run["inputs"] for run in runs.values()}
-    with open(root / "in.pkl", "wb") as f:
-        pickle.dump(calls, f)
-    result = subprocess.run([sys.executable, "-c", _FRESH, str(root / "in.pkl"),
-                             str(root / "out.pkl")], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with open(root / "out.pkl", "rb") as f:
-        served = pickle.load(f)
-    assert served.pop("albert_tf_imported") is False
+    served = run_fresh(_FRESH, calls, root)
     for run in runs.values():
         run["served"] = served[run["saved"]]
     runs["_checkpoint"] = checkpoint
