@@ -66,6 +66,15 @@ def _questions_file(tmp_path) -> str:
     return str(path)
 
 
+def test_demo_warmup_is_long_enough_for_short_runs():
+    from albert_tf.training.demo import DemoOptions, warmup_steps
+
+    assert warmup_steps(DemoOptions().steps) == DemoOptions().steps // 10  # 120 of 1,200
+    assert warmup_steps(400) == 100  # not 40: that run never left the frequent pieces
+    assert warmup_steps(200) == 50  # at most a quarter of the run
+    assert warmup_steps(5000) == 500 and warmup_steps(3) == 1
+
+
 @pytest.mark.slow
 def test_demo_end_to_end_learns_and_rerun_skips_finished_stages(tmp_path):
     out = tmp_path / "demo"

@@ -38,6 +38,10 @@ DEMO_MODEL = {"embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 4,
               "num_attention_heads": 4, "intermediate_size": 1024,
               "max_position_embeddings": 64}
 STAGES = 8
+# Warmup: 10% of the run, but at least 100 steps and at most a quarter of it. The post-LN
+# model at LAMB 0.01 stays on the frequent-piece solution for good when warmup is short:
+# over 400 steps, 40 warmup steps ended at held-out MLM accuracy 0.061, 100 at 0.135.
+MIN_WARMUP_STEPS = 100
 ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_answers.py")
 ENCODER_NAME, CLASSIFIER_NAME = "albert_demo", "albert_demo_classifier"
 
@@ -68,6 +72,11 @@ def _stage(number: int, name: str, done: bool) -> bool:
     state = "done already, skipped" if done else "running"
     logger.info("[%d/%d] %s: %s", number, STAGES, name, state)
     return done
+
+
+def warmup_steps(steps: int) -> int:
+    """The learning-rate warmup of a demo pretraining run of `steps` steps."""
+    return max(1, min(max(steps // 10, MIN_WARMUP_STEPS), steps // 4))
 
 
 def corpus_stage(opts: DemoOptions) -> dict:
@@ -140,7 +149,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
         albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
         train_data=records["train"], eval_data=records["heldout"], output_dir=out,
         spm_model=spm_model, global_batch_size=opts.batch_size, train_steps=opts.steps,
-        warmup_steps=max(1, opts.steps // 10), learning_rate=opts.learning_rate,
+        warmup_steps=warmup_steps(opts.steps), learning_rate=opts.learning_rate,
         checkpoint_every=every, eval_steps=4, log_every=max(1, min(10, every)),
         keep_checkpoints=2, shuffle_buffer=2000, jit_compile=True)
     start = time.monotonic()
