@@ -57,8 +57,11 @@ MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
 BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
 _COMMON = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
-# The Keras dtype policies a model can be trained under (`precision`).
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "bfloat16", "float16")
+# The Keras dtype policies a model can be trained under (`precision`): the ones
+# `--precision` names (training.distribute), and the pure low-precision policies a
+# model built through the Keras API may carry.
+TRAINING_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = TRAINING_PRECISIONS + ("bfloat16", "float16")
 _CLASSES = ("num_classes", "label_names")
 # The fields each task's record holds (the others must stay None).
 _FIELDS = {

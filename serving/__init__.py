@@ -1,8 +1,4 @@
-"""albert-tf's serving package. Importing it gives albert_tf.runio TensorFlow's file
-systems, so atomic writes reach gs:// and the other remote paths tf.io.gfile knows."""
+"""albert-tf's serving package. Importing it imports albert_tf.training, which gives
+albert_tf.runio TensorFlow's file systems (gs:// and the other remote paths)."""
 
-import tensorflow as _tf
-
-from albert_tf import runio as _runio
-
-_runio.register_remote_filesystem(_tf.io.gfile)
+from albert_tf import training as _training  # noqa: F401  (registers tf.io.gfile)

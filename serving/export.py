@@ -186,7 +186,7 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
                           "*.model); pass --spm-model")
     warmup.require_serving_api()
     record = ckpt.task_record(checkpoint, task)  # the one source of the task's settings
-    dtype = serving_precision(precision, getattr(record, "precision", None))
+    dtype = serving_precision(precision, record.precision)
     model = ckpt.load_checkpoint(checkpoint, task)
     limit = model.config.max_position_embeddings
     if seq_length is None:

@@ -43,11 +43,12 @@ import tensorflow as tf
 
 from albert_tf.keras_compat import unscale_loss_for_distribution
 from albert_tf.runio import UserError
+from albert_tf.task_record import TRAINING_PRECISIONS
 
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("default", "cpu", "mirrored", "multi_worker", "tpu")
-PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = ("auto",) + TRAINING_PRECISIONS
 _PRECISION_ALIASES = {"fp32": "float32", "float16": "mixed_float16",
                       "fp16": "mixed_float16", "bfloat16": "mixed_bfloat16",
                       "bf16": "mixed_bfloat16"}
