@@ -36,7 +36,8 @@ def _shape(hidden: int, layers: int, embedding: int) -> dict:
 
 
 # name -> (model shape, seq, batch, optimizer, lr, vocab, jit, precision). "base" is the
-# demo's old recipe. Warmup is 10% of the steps and the decay linear, as in the demo.
+# demo's old recipe. Warmup is the demo's (`demo.warmup_steps`), the decay linear. bf16
+# recipes run without XLA: XLA's CPU backend does not use the bf16 instructions.
 RECIPES = {
     "base":        (_shape(256, 4, 128), 128, 32, "lamb", 0.004, 5000, False, "float32"),
     "base-xla":    (_shape(256, 4, 128), 128, 32, "lamb", 0.004, 5000, True, "float32"),
@@ -45,6 +46,7 @@ RECIPES = {
     "seq64-v2k":   (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, True, "float32"),
     "h128-v2k":    (_shape(128, 4, 64), 64, 64, "lamb", 0.01, 2000, True, "float32"),
     "seq64-v2k-bf16": (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, True, "mixed_bfloat16"),
+    "v2k-bf16":    (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, False, "mixed_bfloat16"),
     "v2k-lamb3e-3": (_shape(256, 4, 128), 64, 64, "lamb", 0.003, 2000, True, "float32"),
     "v2k-lamb5e-3": (_shape(256, 4, 128), 64, 64, "lamb", 0.005, 2000, True, "float32"),
     "v2k-adamw1e-3": (_shape(256, 4, 128), 64, 64, "adamw", 0.001, 2000, True, "float32"),
@@ -85,6 +87,7 @@ def run_one(work: str, name: str, steps: int) -> dict:
     import numpy as np
 
     from albert_tf.training.pretrain import PretrainConfig, run
+    from albert_tf.training.demo import warmup_steps
     from albert_tf.training.pretrain_eval import evaluate_pretraining
 
     shape, seq, batch, optimizer, lr, vocab, jit, precision = RECIPES[name]
@@ -102,7 +105,7 @@ def run_one(work: str, name: str, steps: int) -> dict:
     cfg = PretrainConfig(model="albert-base", albert={**shape, "max_position_embeddings": seq},
                          train_data=data["train"], output_dir=out, spm_model=data["spm_model"],
                          global_batch_size=batch, train_steps=steps,
-                         warmup_steps=max(1, steps // 10), learning_rate=lr, optimizer=optimizer,
+                         warmup_steps=warmup_steps(steps), learning_rate=lr, optimizer=optimizer,
                          checkpoint_every=steps, log_every=max(1, steps // 10),
                          keep_checkpoints=1, shuffle_buffer=2000, jit_compile=jit,
                          precision=precision)
@@ -123,6 +126,7 @@ def run_one(work: str, name: str, steps: int) -> dict:
     history = summary["history"]
     result = {"recipe": name, "steps": steps, "shape": shape, "seq_length": seq,
               "batch_size": batch, "optimizer": optimizer, "learning_rate": lr,
+              "warmup_steps": warmup_steps(steps),
               "vocab_size": vocab,
               "jit_compile": jit, "precision": precision, "train_wall_s": wall,
               "s_per_step": float(np.median(step_times[len(step_times) // 2:])),

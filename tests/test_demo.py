@@ -31,6 +31,7 @@ def run_cli(*args, timeout=1500, input_text=None):
     (["--preset", "albert-huge"], "unknown preset 'albert-huge'"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--questions", "/no/such/questions.json"], "no such file"),
+    (["--precision", "int4"], "--precision: precision='int4': expected one of"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, args, message):
     result = run_cli("demo", "--output", str(tmp_path / "out"), *args)
@@ -95,6 +96,13 @@ def test_demo_end_to_end_learns_and_rerun_skips_finished_stages(tmp_path):
     from albert_tf.training.demo import DemoOptions
 
     assert pre["steps"] == 200
+    # Trained in the precision that is fastest on this CPU (bf16 where it has the
+    # instructions), and the printout says which.
+    from albert_tf.training.distribute import fastest_cpu_training
+
+    precision, jit = fastest_cpu_training()
+    assert (pre["precision"], pre["xla"]) == (precision, bool(jit))
+    assert f"({precision}, XLA {'on' if jit else 'off'})" in first.stdout
     assert pre["heldout_mlm_loss"] < math.log(DemoOptions().vocab_size) - 1.0, pre
     assert 0.0 < pre["heldout_mlm_accuracy"] < 1.0 and 0.0 < pre["heldout_sop_accuracy"] < 1.0
     # At this budget the classifier is trained and scored, but is not yet expected to beat

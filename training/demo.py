@@ -60,6 +60,9 @@ class DemoOptions:
     learning_rate: float = 0.01
     classifier_epochs: int = 3
     classifier_learning_rate: float = 2e-4
+    # auto: mixed_bfloat16 where the CPU has bf16 instructions, else float32 under XLA
+    # (distribute.fastest_cpu_training); the classifier is fine-tuned the same way.
+    precision: str = "auto"
     questions: str | None = None    # JSON [{"text", "answer"}] of fill-mask questions to score
 
 
@@ -77,6 +80,13 @@ def _stage(number: int, name: str, done: bool) -> bool:
 def warmup_steps(steps: int) -> int:
     """The learning-rate warmup of a demo pretraining run of `steps` steps."""
     return max(1, min(max(steps // 10, MIN_WARMUP_STEPS), steps // 4))
+
+
+def training_precision(opts: DemoOptions) -> tuple[str, bool | None]:
+    """(precision, jit_compile) of the demo's pretraining and fine-tuning."""
+    from albert_tf.training.distribute import fastest_cpu_training
+
+    return fastest_cpu_training(opts.precision)
 
 
 def corpus_stage(opts: DemoOptions) -> dict:
@@ -144,6 +154,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
         with open(summary_path, encoding="utf-8") as f:
             return model_dir, json.load(f)
     every = max(1, opts.steps // 12)
+    precision, jit = training_precision(opts)
     cfg = PretrainConfig(
         model=opts.preset or "albert-base",
         albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
@@ -151,7 +162,8 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
         spm_model=spm_model, global_batch_size=opts.batch_size, train_steps=opts.steps,
         warmup_steps=warmup_steps(opts.steps), learning_rate=opts.learning_rate,
         checkpoint_every=every, eval_steps=4, log_every=max(1, min(10, every)),
-        keep_checkpoints=2, shuffle_buffer=2000, jit_compile=True)
+        keep_checkpoints=2, shuffle_buffer=2000, precision=precision, jit_compile=jit)
+    logger.info("pretraining precision %s, XLA %s", precision, "on" if jit else "off")
     start = time.monotonic()
     summary = run(cfg)
     wall = time.monotonic() - start
@@ -162,6 +174,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
     result = {"steps": summary["step"], "start_step": summary["start_step"],
               "curve_every": every, "examples_per_sec": summary["examples_per_sec"],
               "train_wall_s": wall, "history": history, "heldout": heldout,
+              "precision": summary["precision"], "xla": bool(jit),
               "final_train": {k: v[-1] for k, v in history.items() if not k.startswith("val_")}}
     runio.atomic_write_json(summary_path, result)
     return model_dir, result
@@ -186,12 +199,14 @@ def classifier_stage(opts: DemoOptions, split: dict, model_dir: str) -> dict | N
         os.makedirs(out, exist_ok=True)
         for path, part in zip(paths, (fit, dev)):
             corpus_tasks.write_rows(path, part)
+        precision, jit = training_precision(opts)
         code = finetune_cli.main([
             "--task", "classify", "--checkpoint", model_dir, "--output", model,
             "--data", *paths, "--columns", "text:label",
             "--epochs", str(opts.classifier_epochs), "--batch-size", "32",
             "--learning-rate", str(opts.classifier_learning_rate),
-            "--seq-length", str(opts.seq_length)])
+            "--seq-length", str(opts.seq_length), "--precision", precision,
+            "--set", f"jit_compile={'auto' if jit is None else str(jit).lower()}"])
         if code != 0:
             raise RuntimeError(f"fine-tuning the classifier failed (exit {code})")
     with open(results, encoding="utf-8") as f:
@@ -291,6 +306,9 @@ def parse_args(argv: list[str]) -> DemoOptions:
     p.add_argument("--seq-length", type=int, default=defaults.seq_length)
     p.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
     p.add_argument("--classifier-epochs", type=int, default=defaults.classifier_epochs)
+    p.add_argument("--precision", default=defaults.precision,
+                   help="auto (mixed_bfloat16 where the CPU has bf16 instructions, else "
+                   "float32 with XLA), float32 or mixed_bfloat16")
     p.add_argument("--questions", help="JSON list of {\"text\", \"answer\"} fill-mask "
                    "questions to score (top 5)")
     args = p.parse_args(argv)
@@ -305,6 +323,12 @@ def parse_args(argv: list[str]) -> DemoOptions:
     if not 8 <= args.seq_length <= 512:
         raise DemoError(f"--seq-length={args.seq_length} must be in [8, 512] (the presets' "
                         f"max_position_embeddings is 512)")
+    from albert_tf.training.distribute import fastest_cpu_training
+
+    try:
+        fastest_cpu_training(args.precision)
+    except UserError as e:
+        raise DemoError(f"--precision: {e}") from None
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
     # Before any stage runs: the sequences must fit a preset's position table (the
@@ -315,7 +339,8 @@ def parse_args(argv: list[str]) -> DemoOptions:
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
                        preset=args.preset, steps=args.steps, batch_size=args.batch_size,
                        seq_length=args.seq_length, vocab_size=args.vocab_size,
-                       classifier_epochs=args.classifier_epochs, questions=args.questions)
+                       classifier_epochs=args.classifier_epochs, questions=args.questions,
+                       precision=args.precision)
 
 
 @runio.command("demo")

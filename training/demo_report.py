@@ -90,7 +90,8 @@ def _lines(report: dict) -> list[str]:
     for item in report["similarity"]:
         lines.append(f"  {item['score']:+.3f}  {item['a']!r} ~ {item['b']!r}")
     pre = report["pretraining"]
-    lines += ["", f"Pretraining: {pre['steps']} steps in {pre['train_wall_s']:.0f}s; "
+    lines += ["", f"Pretraining: {pre['steps']} steps in {pre['train_wall_s']:.0f}s "
+              f"({pre['precision']}, XLA {'on' if pre['xla'] else 'off'}); "
               f"held-out documents: MLM accuracy {pre['heldout_mlm_accuracy']:.3f}, "
               f"SOP accuracy {pre['heldout_sop_accuracy']:.3f}; last train interval: "
               f"MLM {pre['train_mlm_accuracy']:.3f}, SOP {pre['train_sop_accuracy']:.3f}"]
@@ -136,6 +137,8 @@ def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
     train = pretrain.get("final_train", {})
     report = {
         "pretraining": {"steps": pretrain["steps"], "train_wall_s": pretrain["train_wall_s"],
+                        "precision": pretrain.get("precision", "float32"),
+                        "xla": pretrain.get("xla", True),
                         "examples_per_sec": pretrain["examples_per_sec"],
                         "heldout_mlm_accuracy": held["mlm_accuracy"],
                         "heldout_sop_accuracy": held["sop_accuracy"],
