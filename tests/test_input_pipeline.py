@@ -83,6 +83,16 @@ def test_training_mode_shuffles_and_repeats(shards):
     assert _rows(again.take(batches).as_numpy_iterator()) == rows  # a seed makes the order reproducible
 
 
+def test_evaluation_pipelines_run_without_the_autotuning_thread(shards):
+    # fit drops its validation iterator at every evaluation; with tf.data's autotuning
+    # thread, destroying it waited out the thread's optimization period (28-41 s each).
+    out, _ = shards
+    evaluation = pretraining_dataset(f"{out}/*.tfrecord", BATCH, SEQ, PRED, is_training=False)
+    training = pretraining_dataset(f"{out}/*.tfrecord", BATCH, SEQ, PRED, seed=3)
+    assert evaluation.options().autotune.enabled is False
+    assert training.options().autotune.enabled is not False
+
+
 @pytest.mark.parametrize("pattern", ["*.tfrecord", "pretrain-00000.tfrecord"])
 def test_input_context_splits_the_data_between_hosts(shards, pattern):
     out, _ = shards

@@ -243,5 +243,18 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
 
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=not is_training or seed is not None)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    if not is_training:
+        dataset = dataset.with_options(_eval_options())
+    return dataset
+
+
+def _eval_options() -> tf.data.Options:
+    """Evaluation pipelines run without tf.data's autotuning thread: `fit` drops the
+    validation iterator at every evaluation, and destroying an iterator waits for that
+    thread's optimization period (measured 28-41 s of idle cores per evaluation on 2
+    cores, a third of the demo's pretraining time)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
 
