@@ -47,6 +47,8 @@ RECIPES = {
     "h128-v2k":    (_shape(128, 4, 64), 64, 64, "lamb", 0.01, 2000, True, "float32"),
     "seq64-v2k-bf16": (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, True, "mixed_bfloat16"),
     "v2k-bf16":    (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, False, "mixed_bfloat16"),
+    "b16-lamb5e-3": (_shape(256, 4, 128), 64, 16, "lamb", 0.005, 2000, True, "float32"),
+    "s128-b32-bf16": (_shape(256, 4, 128), 128, 32, "lamb", 0.01, 2000, False, "mixed_bfloat16"),
     "v2k-lamb3e-3": (_shape(256, 4, 128), 64, 64, "lamb", 0.003, 2000, True, "float32"),
     "v2k-lamb5e-3": (_shape(256, 4, 128), 64, 64, "lamb", 0.005, 2000, True, "float32"),
     "v2k-adamw1e-3": (_shape(256, 4, 128), 64, 64, "adamw", 0.001, 2000, True, "float32"),

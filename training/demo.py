@@ -163,7 +163,8 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
         warmup_steps=warmup_steps(opts.steps), learning_rate=opts.learning_rate,
         checkpoint_every=every, eval_steps=4, log_every=max(1, min(10, every)),
         keep_checkpoints=2, shuffle_buffer=2000, precision=precision, jit_compile=jit)
-    logger.info("pretraining precision %s, XLA %s", precision, "on" if jit else "off")
+    logger.info("pretraining precision %s, XLA %s", precision,
+                {None: "auto", True: "on", False: "off"}[jit])
     start = time.monotonic()
     summary = run(cfg)
     wall = time.monotonic() - start
@@ -174,7 +175,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
     result = {"steps": summary["step"], "start_step": summary["start_step"],
               "curve_every": every, "examples_per_sec": summary["examples_per_sec"],
               "train_wall_s": wall, "history": history, "heldout": heldout,
-              "precision": summary["precision"], "xla": bool(jit),
+              "precision": summary["precision"], "xla": summary["jit_compile"],
               "final_train": {k: v[-1] for k, v in history.items() if not k.startswith("val_")}}
     runio.atomic_write_json(summary_path, result)
     return model_dir, result

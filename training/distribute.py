@@ -153,6 +153,14 @@ def cpu_bf16_features(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
+def _policy_name(precision: str) -> str:
+    """A `--precision` value with its alias resolved ("auto" stays "auto")."""
+    policy = _PRECISION_ALIASES.get(precision, precision)
+    if policy not in PRECISIONS:
+        raise UserError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
+    return policy
+
+
 # The instructions that make oneDNN's bf16 matmuls faster than float32 on a CPU.
 _BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
@@ -165,14 +173,13 @@ def fastest_cpu_training(precision: str = "auto",
     "auto" on a CPU with bf16 instructions (`avx512_bf16` or AMX) is mixed_bfloat16,
     else float32. XLA is on for float32 only: its CPU backend does not use the bf16
     instructions, TensorFlow's oneDNN kernels do. On an AVX-512 BF16 CPU without AMX the
-    demo's pretraining step measured 1.52x float32 under XLA (0.395 vs 0.60 s) with the
-    same held-out accuracy at every evaluation (README, Main job). With a GPU, "auto"
+    demo's pretraining step measured 1.41x float32 under XLA (0.39 vs 0.55 s,
+    benchmarks/bench_demo_recipe.py v2k-bf16 vs seq64-v2k) with the same held-out
+    accuracy (README, Main job). With a GPU, "auto"
     and XLA are left to `set_precision` and `resolve_jit_compile`.
     `features`: `cpu_bf16_features()` by default.
     """
-    policy = _PRECISION_ALIASES.get(precision, precision)
-    if policy not in PRECISIONS:
-        raise UserError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
+    policy = _policy_name(precision)
     if tf.config.list_logical_devices("GPU"):
         return policy, None
     if policy == "auto":
@@ -193,9 +200,7 @@ def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     Aliases: float16/fp16, bfloat16/bf16, fp32.
     Call it before the model is built.
     """
-    policy = _PRECISION_ALIASES.get(precision, precision)
-    if policy not in PRECISIONS:
-        raise UserError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
+    policy = _policy_name(precision)
     if policy == "auto":
         if isinstance(strategy, tf.distribute.TPUStrategy):
             policy = "mixed_bfloat16"

@@ -401,7 +401,7 @@ def run(cfg: PretrainConfig) -> dict:
     checkpoints.close()
     exported = _export(model, cfg, seq_length) if chief else None
     return {"start_step": start, "step": progress.step, "exported": exported,
-            "precision": policy,
+            "precision": policy, "jit_compile": bool(model.jit_compile),
             "examples_per_sec": progress.throughput() if history else 0.0,
             "steady_examples_per_sec": progress.steady_throughput() if history else None,
             "history": {k: [float(x) for x in v] for k, v in history.items()}}
