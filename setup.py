@@ -8,12 +8,24 @@ from setuptools import setup
 # `training/` and `serving/` are installed as subpackages of `albert_tf` so that
 # nothing lands in site-packages under a generic top-level name. The model
 # package itself (`albert_tf/`) never imports them.
-PACKAGES = {
-    "albert_tf": "albert_tf",
-    "albert_tf.training": "training",
-    "albert_tf.training.finetune": "training/finetune",
-    "albert_tf.serving": "serving",
-}
+ROOMS = {"albert_tf": "albert_tf", "albert_tf.training": "training", "albert_tf.serving": "serving"}
+
+
+def _packages() -> dict[str, str]:
+    """Every package under the three rooms: installed name -> source folder."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    packages = {}
+    for name, folder in ROOMS.items():
+        for parent, _, files in os.walk(os.path.join(here, folder)):
+            if "__init__.py" in files:
+                rel = os.path.relpath(parent, here).replace(os.sep, "/")
+                suffix = os.path.relpath(parent, os.path.join(here, folder))
+                dotted = name if suffix == "." else f"{name}.{suffix.replace(os.sep, '.')}"
+                packages[dotted] = rel
+    return packages
+
+
+PACKAGES = _packages()
 
 TF_VERSION = "2.21"
 
@@ -60,5 +72,5 @@ setup(
         "reference": ["transformers", "torch"],
         "benchmark": ["keras-hub"],
     },
-    entry_points={"console_scripts": ["albert-tf=albert_tf.training.cli:main"]},
+    entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
 )

@@ -1,11 +1,11 @@
 """albert-tf: ALBERT (A Lite BERT) in Keras 3.
 
 The model package is backend-agnostic (keras.ops only); TensorFlow is imported only
-by `albert_tf.tokenizer_graph` (the in-graph preprocessor). Training and serving
+by `albert_tf.tokenizer.preprocessor` (the in-graph preprocessor). Training and serving
 live in `albert_tf.training` and `albert_tf.serving`.
 
 Only the configuration is imported eagerly: the models (Keras) and checkpoint I/O
-load on first use, so `albert_tf.tokenizer` needs nothing but sentencepiece.
+load on first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece.
 """
 
 import importlib

@@ -13,7 +13,8 @@ import math
 import os
 from typing import Any
 
-from albert_tf.runio import UserError, atomic_write_json
+from albert_tf.errors import UserError
+from albert_tf.atomic import atomic_write_json
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 

@@ -8,12 +8,12 @@ here, each with the reason no public API serves:
   return the per-replica loss divided by the replica count (what Keras' own
   losses do internally) and exports no function for that division.
   `AlbertPretrainer.compute_loss` scales; the strategy-safe train step
-  in `albert_tf.training.distribute` unscales for its loss tracker.
+  in `albert_tf.training.runtime.distribute` unscales for its loss tracker.
 * `save_weights_only` (keras.src.saving.saving_lib): `Model.save_weights` writes
   the optimizer's variables too and has no way to skip them; a checkpoint holds
   the model only (`objects_to_skip`).
 
-`albert_tf.training.distribute` also overrides private `keras.Model` members
+`albert_tf.training.runtime.distribute` also overrides private `keras.Model` members
 (`make_train_function`, `make_test_function`, `_maybe_symbolic_build`, and reads
 `_compute_loss`, `_symbolic_build` and the instance attributes `_loss_tracker`,
 `_compile_metrics`, `_call_has_training_arg`) for the upstream bugs its docstring names
@@ -33,7 +33,7 @@ import re
 
 import keras
 
-from albert_tf.runio import UserError
+from albert_tf.errors import UserError
 
 # The lowest and the newest Keras minor the test suite ran on; the upper bound
 # moves when a newer minor has been tested.

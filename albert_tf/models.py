@@ -14,7 +14,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.encoder import INPUT_NAMES, AlbertEncoder, as_config
 from albert_tf.heads import (BeamSpanHead, ClassificationHead, MaskedLMHead,
                              answer_candidates_mask)
-from albert_tf.task_record import BEAM_DEFAULTS
+from albert_tf.checkpoint.task_record import BEAM_DEFAULTS
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1

@@ -47,7 +47,7 @@ def build_model(name: str, vocab_size: int):
     import keras
 
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
-    from albert_tf.training.optimization import create_optimizer
+    from albert_tf.training.runtime.optimization import create_optimizer
 
     if name == "base":
         config = AlbertConfig.from_preset("albert-base").replace(vocab_size=vocab_size)

@@ -30,8 +30,8 @@ REFERENCE_TRAIN = 4.4  # sequences/s of an albert-base train step at seq 128, ba
 
 
 def make_vocab(work: str) -> str:
-    from albert_tf.training.corpus import embedded_documents, write_corpus_file
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.vocab import train_vocab
 
     write_corpus_file(os.path.join(work, "corpus.txt"), embedded_documents())
     model, _ = train_vocab([os.path.join(work, "corpus.txt")], os.path.join(work, "spm"), 4000)
@@ -39,7 +39,7 @@ def make_vocab(work: str) -> str:
 
 
 def bench_generation(work: str, spm_model: str, seq: int, documents: int, processes: int) -> dict:
-    from albert_tf.training import corpus, pretraining_data, sop
+    from albert_tf.training.data import corpus, create_data as pretraining_data, pairs as sop
 
     options = sop.GenerationOptions(max_seq_length=seq, dupe_factor=4)
     corpus_all = corpus.open_corpus(os.path.join(work, "corpus.txt"))
@@ -58,9 +58,9 @@ def bench_generation(work: str, spm_model: str, seq: int, documents: int, proces
 
 
 def bench_pipeline(pattern: str, spm_model: str, seq: int, batch: int, steps: int, dynamic: bool) -> dict:
-    from albert_tf.tokenizer import AlbertTokenizer
-    from albert_tf.training.dynamic_masking import DynamicMasking
-    from albert_tf.training.input_pipeline import pretraining_dataset
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+    from albert_tf.training.pretrain.dynamic_masking import DynamicMasking
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
 
     masking = DynamicMasking.from_tokenizer(AlbertTokenizer(spm_model)) if dynamic else None
     iterator = iter(pretraining_dataset(pattern, batch, seq, 20, dynamic_masking=masking, seed=0))
@@ -76,8 +76,8 @@ def bench_pipeline(pattern: str, spm_model: str, seq: int, batch: int, steps: in
 
 def bench_train_step(pattern: str, seq: int, batch: int, steps: int) -> dict:
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.training.input_pipeline import pretraining_dataset
-    from albert_tf.training.optimization import create_optimizer
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
+    from albert_tf.training.runtime.optimization import create_optimizer
 
     model = AlbertPretrainer(AlbertConfig.from_preset("albert-base"))
     model.compile(optimizer=create_optimizer("lamb", 1e-4))

@@ -59,9 +59,9 @@ RECIPES = {
 
 def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
     """Split, vocabulary and TFRecords (train and held-out) for one vocab and seq length."""
-    from albert_tf.training import corpus, corpus_tasks, sop
-    from albert_tf.training.pretraining_data import SUMMARY_FILE, create_pretraining_data
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data import corpus, split as corpus_tasks, pairs as sop
+    from albert_tf.training.data.create_data import SUMMARY_FILE, create_pretraining_data
+    from albert_tf.training.data.vocab import train_vocab
 
     split_dir = os.path.join(work, "split")
     if not os.path.exists(os.path.join(split_dir, "split.json")):
@@ -88,9 +88,9 @@ def run_one(work: str, name: str, steps: int) -> dict:
     import keras
     import numpy as np
 
-    from albert_tf.training.pretrain import PretrainConfig, run
-    from albert_tf.training.demo import warmup_steps
-    from albert_tf.training.pretrain_eval import evaluate_pretraining
+    from albert_tf.training.pretrain.run import PretrainConfig, run
+    from albert_tf.training.experiments.demo.run import warmup_steps
+    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
 
     shape, seq, batch, optimizer, lr, vocab, jit, precision = RECIPES[name]
     data = prepare(work, vocab, seq)

@@ -46,7 +46,7 @@ def main() -> None:
     import tensorflow as tf
 
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
-    from albert_tf.training.distribute import cpu_bf16_features
+    from albert_tf.training.runtime.distribute import cpu_bf16_features
 
     config = AlbertConfig(**{**AlbertConfig.from_preset("albert-base").to_dict(),
                              "vocab_size": 5000})

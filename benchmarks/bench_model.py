@@ -48,7 +48,7 @@ def encoder_flops_per_token(preset: str, seq: int) -> float:
 
 def cpu_flags() -> str:
     """The CPU's SIMD / matrix flags relevant here (from /proc/cpuinfo)."""
-    from albert_tf.training.distribute import cpu_bf16_features
+    from albert_tf.training.runtime.distribute import cpu_bf16_features
 
     features = cpu_bf16_features()
     return " ".join(sorted(features)) or "no avx512 / amx flags"

@@ -44,10 +44,10 @@ def make_batches(directory: str, batch: int, count: int) -> str:
     """Writes `count` batches of real pretraining data to directory/batches.npz."""
     import numpy as np
 
-    from albert_tf.training import pretraining_data
-    from albert_tf.training.corpus import embedded_documents, write_corpus_file
-    from albert_tf.training.input_pipeline import pretraining_dataset
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data import create_data as pretraining_data
+    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
+    from albert_tf.training.data.vocab import train_vocab
 
     corpus = os.path.join(directory, "corpus.txt")
     write_corpus_file(corpus, embedded_documents(max_documents=300))
@@ -133,7 +133,7 @@ def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
 
 # ---------------------------------------------------------------- the models
 def _optimizer():
-    from albert_tf.training.optimization import create_optimizer
+    from albert_tf.training.runtime.optimization import create_optimizer
 
     return create_optimizer("lamb", 1e-4, train_steps=1000, warmup_steps=10)
 
@@ -185,7 +185,7 @@ def _pretrain_fit_runner(row: dict, records: str, batch: int):
     """The `albert-tf pretrain` path: its tf.data pipeline, model and step functions."""
     import tensorflow as tf
 
-    from albert_tf.training import pretrain
+    from albert_tf.training.pretrain.run import run as pretrain
 
     spe = row["steps_per_execution"]
     cfg = pretrain.load_config(None, [

@@ -41,7 +41,7 @@ TWELVE_WORDS = "The quick brown fox jumps over the lazy dog near the river bank.
 
 
 def sentences(count: int) -> list[str]:
-    from albert_tf.training.corpus import embedded_documents
+    from albert_tf.training.data.corpus import embedded_documents
 
     out = [s for doc in embedded_documents(max_documents=200) for s in doc if len(s) > 20]
     return (out * (count // max(len(out), 1) + 1))[:count]
@@ -50,8 +50,8 @@ def sentences(count: int) -> list[str]:
 def spm_model(path: str | None, folder: str) -> str:
     if path:
         return path
-    from albert_tf.training.corpus import embedded_documents, write_corpus_file
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.vocab import train_vocab
 
     corpus = os.path.join(folder, "corpus.txt")
     write_corpus_file(corpus, iter(embedded_documents()))
@@ -112,7 +112,7 @@ def max_difference(served, eager, texts) -> dict[str, float]:
 
 
 def cpu_flags() -> str:
-    from albert_tf.training.distribute import cpu_bf16_features
+    from albert_tf.training.runtime.distribute import cpu_bf16_features
 
     return " ".join(sorted(cpu_bf16_features())) or "no avx512 / amx flags"
 
@@ -156,7 +156,7 @@ def finetuned_classifier(spm_path: str, texts: list[str], steps: int, seq_length
     import numpy as np
 
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     tokenizer = AlbertTokenizer(spm_path)
     words = np.array([len(t.split()) for t in texts])
@@ -189,7 +189,7 @@ def precision_main(args) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         spm_path = spm_model(args.spm_model, folder)
-        from albert_tf.tokenizer import AlbertTokenizer
+        from albert_tf.tokenizer.spm import AlbertTokenizer
 
         model = build(args.model, AlbertTokenizer(spm_path).vocab_size)
         served = export_both(model, spm_path, args.seq_length, folder)

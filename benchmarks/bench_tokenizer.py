@@ -24,7 +24,7 @@ import numpy as np
 
 
 def _sentences(count: int) -> list[str]:
-    from albert_tf.training.corpus import embedded_documents
+    from albert_tf.training.data.corpus import embedded_documents
 
     sentences: list[str] = []
     for document in embedded_documents():
@@ -35,8 +35,8 @@ def _sentences(count: int) -> list[str]:
 
 
 def _train_model(directory: str) -> str:
-    from albert_tf.training.corpus import embedded_documents, write_corpus_file
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.vocab import train_vocab
 
     corpus = os.path.join(directory, "corpus.txt")
     write_corpus_file(corpus, embedded_documents())
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as directory:
         spm_model = args.spm_model or _train_model(directory)
         rows = run(spm_model, args.batch_size, args.seq_length, args.repeats)
-        from albert_tf.tokenizer import AlbertTokenizer
+        from albert_tf.tokenizer.spm import AlbertTokenizer
 
         vocab_size = AlbertTokenizer(spm_model).vocab_size
     import tensorflow as tf

@@ -1,4 +1,16 @@
-"""albert-tf's serving package. Importing it imports albert_tf.training, which gives
-albert_tf.runio TensorFlow's file systems (gs:// and the other remote paths)."""
+"""albert-tf's serving package (`albert_tf.serving`): checkpoint -> SavedModel -> answers.
 
-from albert_tf import training as _training  # noqa: F401  (registers tf.io.gfile)
+  export.py, layout.py, warmup.py  `albert-tf export`: BASE/NAME/VERSION/ for TF Serving
+  requests.py                      TF Serving's Predict messages (REST and gRPC forms)
+  signatures/                      one serving module per task, raw text in
+  client/                          `albert-tf predict` (REST, gRPC, local SavedModel)
+
+It never imports `albert_tf.training`. Importing it gives `albert_tf.atomic`
+TensorFlow's file systems (gs:// and the other remote paths).
+"""
+
+import tensorflow as _tf
+
+from albert_tf import atomic as _atomic
+
+_atomic.register_remote_filesystem(_tf.io.gfile)

@@ -19,8 +19,8 @@ import os
 import sys
 from typing import Sequence
 
-from albert_tf import runio
-from albert_tf.runio import UserError
+from albert_tf import arguments, cli
+from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +49,10 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
         null_score_diff_threshold, the beam sizes).
     """
     from albert_tf.checkpoint import task_record_of
-    from albert_tf.serving import signatures
-    from albert_tf.serving.span import SpanModule
-    from albert_tf.serving.span_beam import BeamSpanModule, NullScoreSpanModule
-    from albert_tf.serving.token_labels import TokenClassifierModule
+    from albert_tf.serving.signatures import tasks as signatures
+    from albert_tf.serving.signatures.span import SpanModule
+    from albert_tf.serving.signatures.span_beam import BeamSpanModule, NullScoreSpanModule
+    from albert_tf.serving.signatures.token_labels import TokenClassifierModule
 
     task = task or model.task
     record = record if record is not None else task_record_of(model)
@@ -173,7 +173,7 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
         trained in bfloat16).
     """
     from albert_tf import checkpoint as ckpt
-    from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
+    from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
     from albert_tf.serving import layout, warmup
     from albert_tf.tokenizer import AlbertPreprocessor
 
@@ -220,7 +220,7 @@ def tf_version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = runio.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
+    p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True, help="albert-tf, Hugging Face or TF1 "
                    "checkpoint directory (fine-tuned ones serve their heads)")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
@@ -238,10 +238,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-@runio.command("export")
+@cli.command("export")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    runio.setup_logging()
+    cli.setup_logging()
     if not os.path.isdir(args.checkpoint):
         raise ExportError(f"--checkpoint {args.checkpoint} is not a directory")
     path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,

@@ -14,8 +14,8 @@ import logging
 import os
 from typing import Iterator
 
-from albert_tf import runio
-from albert_tf.runio import UserError
+from albert_tf import atomic
+from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,6 @@ def staged_directory(final_path: str) -> Iterator[str]:
     """
     # 0755, not mkdtemp's 0700, which would hide it from a server run as another user.
     # A failure also removes BASE/NAME when this export created it.
-    with runio.staged_directory(final_path, mode=0o755) as staging:
+    with atomic.staged_directory(final_path, mode=0o755) as staging:
         yield staging
     logger.info("wrote %s", final_path)

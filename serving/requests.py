@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from albert_tf.runio import UserError
+from albert_tf.errors import UserError
 
 REST_FORMATS = ("instances", "inputs")
 DEFAULT_SIGNATURE = "serving_default"

@@ -15,7 +15,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import runio
+from albert_tf import atomic, errors
 from albert_tf.serving.requests import predict_request
 
 WARMUP_DIR = "assets.extra"
@@ -35,7 +35,7 @@ def require_serving_api() -> None:
     try:
         import tensorflow_serving.apis.prediction_log_pb2  # noqa: F401
     except ImportError as e:
-        raise runio.UserError(
+        raise errors.UserError(
             f"export writes TF Serving warmup requests and needs tensorflow-serving-api "
             f"(a dependency of albert-tf; {e}); pip install "
             f"'tensorflow-serving-api=={tf.__version__.rsplit('.', 1)[0]}.*'") from None
@@ -71,7 +71,7 @@ def write_warmup(saved_model_dir: str,
                          f"{MAX_WARMUP_RECORDS}")
     path = warmup_path(saved_model_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with runio.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+    with atomic.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for record in records:
             writer.write(record.SerializeToString())
     logger.info("wrote %d warmup requests to %s", len(records), path)

@@ -2,7 +2,7 @@
 
 Nothing is downloaded: the text is the embedded corpus (Python's own
 documentation and docstrings), and the vocabularies are trained from it with
-`albert_tf.training.vocab.train_vocab`, the code path of `albert-tf vocab`,
+`albert_tf.training.data.vocab.train_vocab`, the code path of `albert-tf vocab`,
 deterministically (the same model every run).
 """
 
@@ -21,7 +21,7 @@ _VOCAB_LINES = 5000  # sentences the vocabularies are trained on: a few seconds 
 def corpus_documents() -> list[list[str]]:
     """300 documents of real English prose from `embedded_documents()`, each a list of
     sentences (15,000 sentences, 1.2M characters). Session-scoped; do not mutate."""
-    from albert_tf.training.corpus import embedded_documents
+    from albert_tf.training.data.corpus import embedded_documents
 
     return list(embedded_documents(max_documents=_NUM_DOCUMENTS))
 
@@ -30,7 +30,7 @@ def corpus_documents() -> list[list[str]]:
 def corpus_file(tmp_path_factory, corpus_documents) -> str:
     """`corpus_documents` written in the original pretraining text layout: one
     sentence per line, a blank line after each document. Path to a .txt file."""
-    from albert_tf.training.corpus import write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
 
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     write_corpus_file(str(path), iter(corpus_documents))
@@ -47,7 +47,7 @@ def _vocab_corpus_file(tmp_path_factory, corpus_documents) -> str:
 
 
 def _train(tmp_path_factory, name: str, inputs: list[str], **kwargs) -> str:
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data.vocab import train_vocab
 
     prefix = tmp_path_factory.mktemp("spm") / name
     # All lines and one thread: sentencepiece's line sampling ignores its seed, so
@@ -112,7 +112,7 @@ def spm_41_path(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("spm41") / "words.txt"
     path.write_text("\n".join(" ".join(rng.choice(words) for _ in range(8))
                               for _ in range(400)) + "\n", encoding="utf-8")
-    from albert_tf.training.vocab import train_vocab
+    from albert_tf.training.data.vocab import train_vocab
 
     model_path, _ = train_vocab([str(path)], str(path.parent / "spm41"), 41,
                                 input_sentence_size=0, num_threads=1)
@@ -124,7 +124,7 @@ def tiny_checkpoint(tmp_path_factory, spm_model_path) -> str:
     """A tiny pretrained ALBERT saved with `spm_model_path` (random weights): what
     fine-tuning tests start from."""
     from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     config = AlbertConfig(vocab_size=AlbertTokenizer(spm_model_path).vocab_size,
                           embedding_size=8, hidden_size=12, num_hidden_layers=2,

@@ -14,9 +14,14 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.training import ablate_grid, pretraining_data, sop, tfrecords
-from albert_tf.training.corpus import write_corpus_file
+from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.training.experiments.ablate import grid as ablate_grid
+from albert_tf.training.data import (
+    create_data as pretraining_data,
+    pairs as sop,
+    records as tfrecords,
+)
+from albert_tf.training.data.corpus import write_corpus_file
 
 MIN_TOKENS = 10  # shorter segments could occur in two documents by chance
 
@@ -156,7 +161,7 @@ def test_create_data_objective_records(objective, tmp_path, text_documents, spm_
 
 def test_none_objective_has_no_negatives_and_skips_the_loss(tmp_path, corpus_documents,
                                                             spm_model_path):
-    from albert_tf.training.pretrain import PretrainConfig, sentence_pair_loss
+    from albert_tf.training.pretrain.run import PretrainConfig, sentence_pair_loss
 
     corpus_path = str(tmp_path / "corpus.txt")
     write_corpus_file(corpus_path, iter(corpus_documents[:10]))
@@ -202,7 +207,7 @@ def test_pretrainer_loss_without_sentence_pair_term_is_the_mlm_loss():
 
 def test_beam_pipeline_refuses_nsp():
     pytest.importorskip("apache_beam")
-    from albert_tf.training import beam_pipeline
+    from albert_tf.training.data import beam as beam_pipeline
 
     with pytest.raises(ValueError, match="nsp"):
         beam_pipeline.build_pipeline(None, None, "out", "spm.model",
@@ -252,8 +257,8 @@ def test_every_paper_configuration_has_the_formula_parameter_count():
     """Each configuration's encoder, built in Keras, against the count written out above
     (and `params.encoder_parameters`, which the ablation reports beside the built count)."""
     from albert_tf import AlbertEncoder
-    from albert_tf.training import ablate
-    from albert_tf.training.params import encoder_parameters
+    from albert_tf.training.experiments.ablate import run as ablate
+    from albert_tf.params import encoder_parameters
 
     opts = ablate.AblateOptions(output="unused")
     for setting in ablate_grid.grid_settings("paper", ablate.base_setting(opts),
@@ -278,7 +283,7 @@ TINY_MODEL = {"hidden_size": 24, "num_hidden_layers": 3, "num_attention_heads": 
 @pytest.fixture(scope="module")
 def labelled_slice():
     """About 8 documents of each downstream class and a few unlabelled ones, with names."""
-    from albert_tf.training import corpus_tasks
+    from albert_tf.training.data import split as corpus_tasks
 
     everything = corpus_tasks.corpus_documents(None)
     taken, per_group = [], {}
@@ -291,7 +296,8 @@ def labelled_slice():
 
 @pytest.mark.slow
 def test_ablate_command_end_to_end_and_resume(tmp_path, monkeypatch, labelled_slice, capsys):
-    from albert_tf.training import ablate, corpus_tasks
+    from albert_tf.training.experiments.ablate import run as ablate
+    from albert_tf.training.data import split as corpus_tasks
 
     monkeypatch.setattr(corpus_tasks, "corpus_documents", lambda spec: labelled_slice)
     config = tmp_path / "tiny.json"

@@ -1,7 +1,7 @@
 """The bad-input matrix: every command, fed what a user gets wrong, answers with one
 line naming what and where, exits non-zero (2 for bad input), and loses nothing.
 
-Each case drives the real command line (`albert_tf.training.cli.main`, in this
+Each case drives the real command line (`albert_tf.cli.main`, in this
 process unless a fresh one is the point) and checks three things: the exit status,
 that the last stderr line names the problem and its place, and that every input
 and pre-existing output is byte-for-byte unchanged with no partial or hidden
@@ -27,8 +27,7 @@ import time
 
 import pytest
 
-from albert_tf import runio
-from albert_tf.training import cli
+from albert_tf import atomic, cli, errors
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 TINY = ["albert.embedding_size=16", "albert.hidden_size=32", "albert.num_hidden_layers=1",
@@ -51,7 +50,7 @@ def snapshot(*roots) -> dict[str, str]:
 
 def hidden_temporaries(root) -> list[str]:
     return [os.path.join(d, n) for d, dirs, files in os.walk(str(root))
-            for n in files + dirs if runio.is_temporary(n)]
+            for n in files + dirs if atomic.is_temporary(n)]
 
 
 def run_cli(capsys, *argv) -> tuple[int, str]:
@@ -71,7 +70,7 @@ def assert_one_line_error(code, line, *names, status=2):
 # ----------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, corpus_documents):
-    from albert_tf.training.corpus import write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
 
     path = tmp_path_factory.mktemp("bad_corpus") / "corpus.txt"
     write_corpus_file(str(path), iter(corpus_documents[:12]))
@@ -81,7 +80,7 @@ def corpus(tmp_path_factory, corpus_documents):
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory, corpus, spm_model_path):
     """Two data sets of the same text: seq_length 32 (2 shards) and 48 (1 shard)."""
-    from albert_tf.training import pretraining_data
+    from albert_tf.training.data import create_data as pretraining_data
 
     root = tmp_path_factory.mktemp("bad_shards")
     for length, per_shard in ((32, "6"), (48, "12")):
@@ -96,7 +95,7 @@ def shards(tmp_path_factory, corpus, spm_model_path):
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory, spm_41_path):
     """The 41-token Hugging Face fixture converted to our format, with its vocabulary."""
-    from albert_tf.training import convert
+    from albert_tf.checkpoint import convert
 
     dst = tmp_path_factory.mktemp("bad_ckpt") / "tiny"
     convert.convert(os.path.join(FIXTURES, "shared", "hf"), str(dst), spm_model=spm_41_path)
@@ -165,12 +164,12 @@ def test_create_data_rerun_after_a_failed_run_is_not_refused(capsys, tmp_path, c
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_killing_create_data_kills_its_workers(tmp_path, corpus_documents, spm_model_path):
-    from albert_tf.training.corpus import write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
 
     text = tmp_path / "corpus.txt"
     write_corpus_file(str(text), iter(corpus_documents[:40]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.training.cli", "create-data", "--input", str(text),
+        [sys.executable, "-m", "albert_tf.cli", "create-data", "--input", str(text),
          "--output-dir", str(tmp_path / "out"), "--spm-model", spm_model_path,
          "--processes", "2", "--documents-per-shard", "1", "--dupe-factor", "5"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -308,9 +307,9 @@ def test_an_atomic_write_that_hits_a_full_disk_leaves_the_old_file(tmp_path, mon
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError) as caught:
-        runio.atomic_write_json(target, {"new": True})
+        atomic.atomic_write_json(target, {"new": True})
     assert target.read_text() == '{"old": true}\n' and hidden_temporaries(tmp_path) == []
-    assert runio.report_error("create-data", caught.value) == 2
+    assert cli.report_error("create-data", caught.value) == 2
     line = capsys.readouterr().err.strip()
     assert line == f"albert-tf create-data: {target}: No space left on device"
 
@@ -337,21 +336,21 @@ def test_remote_atomic_writes_go_through_the_registered_file_system(tmp_path, mo
         def remove(self, path):
             calls.append(("remove", os.path.basename(path)))
 
-    assert runio._remote_filesystem is tf.io.gfile  # registered by importing albert_tf.training
-    monkeypatch.setattr(runio, "_remote_filesystem", Recording())
-    runio.atomic_write_json("mem://bucket/run.json", {"step": 3})
+    assert atomic._remote_filesystem is tf.io.gfile  # registered by importing albert_tf.training
+    monkeypatch.setattr(atomic, "_remote_filesystem", Recording())
+    atomic.atomic_write_json("mem://bucket/run.json", {"step": 3})
     assert json.loads((tmp_path / "run.json").read_text()) == {"step": 3}
-    assert calls[0][0] == "open" and runio.is_temporary(calls[0][1])
+    assert calls[0][0] == "open" and atomic.is_temporary(calls[0][1])
     assert calls[1] == ("rename", "run.json", True)
-    monkeypatch.setattr(runio, "_remote_filesystem", None)
-    with pytest.raises(runio.UserError, match="mem://bucket/x.json: writing to a remote path needs"):
-        runio.atomic_write_json("mem://bucket/x.json", {})
+    monkeypatch.setattr(atomic, "_remote_filesystem", None)
+    with pytest.raises(errors.UserError, match="mem://bucket/x.json: writing to a remote path needs"):
+        atomic.atomic_write_json("mem://bucket/x.json", {})
 
 
 def test_a_failed_staged_directory_leaves_no_empty_parents(tmp_path):
     final = tmp_path / "models" / "albert" / "1"
     with pytest.raises(RuntimeError):
-        with runio.staged_directory(final) as staging:
+        with atomic.staged_directory(final) as staging:
             open(os.path.join(staging, "part"), "w").close()
             raise RuntimeError("killed half-way")
     assert os.listdir(tmp_path) == []
@@ -533,13 +532,13 @@ def test_debug_shows_the_traceback_and_the_default_is_one_line(capsys, tmp_path,
     missing = tmp_path / "nope.json"
     code, line = run_cli(capsys, "params", "--config", missing)
     assert_one_line_error(code, line, missing, "not found")
-    monkeypatch.setenv(runio.DEBUG_ENV, "0")  # restored after the test
+    monkeypatch.setenv(cli.DEBUG_ENV, "0")  # restored after the test
     assert cli.main(["--debug", "params", "--config", str(missing)]) == 2
     assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
 def test_an_unexpected_error_is_one_line_with_the_debug_hint(capsys, monkeypatch):
-    from albert_tf.training import params
+    from albert_tf import params
 
     def broken(build=False):
         raise KeyError("internal")

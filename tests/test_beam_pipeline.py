@@ -12,8 +12,13 @@ beam = pytest.importorskip("apache_beam")
 
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from albert_tf.training import beam_pipeline, pretraining_data, sop, tfrecords  # noqa: E402
-from albert_tf.training.corpus import open_corpus, write_corpus_file  # noqa: E402
+from albert_tf.training.data import (
+    beam as beam_pipeline,
+    create_data as pretraining_data,
+    pairs as sop,
+    records as tfrecords,
+)  # noqa: E402
+from albert_tf.training.data.corpus import open_corpus, write_corpus_file  # noqa: E402
 
 OPTIONS = sop.GenerationOptions(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3, seed=99)
 

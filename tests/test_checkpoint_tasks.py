@@ -156,7 +156,7 @@ def test_beam_head_survives_our_format(tmp_path):
 
 
 def test_convert_keeps_head_and_record(tmp_path):
-    from albert_tf.training import convert
+    from albert_tf.checkpoint import convert
 
     out = str(tmp_path / "sst")
     assert convert.main([os.path.join(TASKS, "seq_multi", "hf"), out]) == 0

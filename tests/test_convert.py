@@ -11,7 +11,8 @@ import pytest
 
 from albert_tf import AlbertPretrainer, load_checkpoint
 from albert_tf.checkpoint import detect_format, read_task_info
-from albert_tf.training import cli, convert
+from albert_tf import cli
+from albert_tf.checkpoint import convert
 from tests.test_checkpoint import FIXTURES, assert_matches_reference
 
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from albert_tf.training import corpus
+from albert_tf.training.data import corpus
 
 
 def test_embedded_corpus_is_real_prose_in_a_fixed_order(corpus_documents):

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from albert_tf.training import corpus, corpus_tasks
-from albert_tf.training.corpus_tasks import NamedDocument
+from albert_tf.training.data import corpus, split as corpus_tasks
+from albert_tf.training.data.split import NamedDocument
 
 
 def _docs(n, groups=("a", "b", "c")):

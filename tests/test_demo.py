@@ -21,7 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_cli(*args, timeout=1500, input_text=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "albert_tf.training.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "albert_tf.cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           input=input_text)
 
@@ -50,7 +50,7 @@ def test_unwritable_output_is_one_clear_line(tmp_path):
 
 
 def test_questions_are_not_in_the_corpus():
-    from albert_tf.training import corpus
+    from albert_tf.training.data import corpus
 
     text = " ".join(" ".join(d) for d in corpus.embedded_documents()).lower()
     assert len(QUESTIONS) >= 24 and len(set(QUESTIONS)) == len(QUESTIONS)
@@ -68,7 +68,7 @@ def _questions_file(tmp_path) -> str:
 
 
 def test_demo_warmup_is_long_enough_for_short_runs():
-    from albert_tf.training.demo import DemoOptions, warmup_steps
+    from albert_tf.training.experiments.demo.run import DemoOptions, warmup_steps
 
     assert warmup_steps(DemoOptions().steps) == DemoOptions().steps // 10  # 120 of 1,200
     assert warmup_steps(400) == 100  # not 40: that run never left the frequent pieces
@@ -93,12 +93,12 @@ def test_demo_end_to_end_learns_and_rerun_skips_finished_stages(tmp_path):
     # classifier no better than the majority class. In the recipe sweep (seq 64 x 64,
     # lr 0.004) the training MLM loss was 7.27 at step 79, 1.25 nats under ln(5000), and
     # held-out SOP accuracy still 0.49 at step 100, so SOP is not asserted at this budget.
-    from albert_tf.training.demo import DemoOptions
+    from albert_tf.training.experiments.demo.run import DemoOptions
 
     assert pre["steps"] == 200
     # Trained in the precision that is fastest on this CPU (bf16 where it has the
     # instructions), and the printout says which.
-    from albert_tf.training.distribute import fastest_cpu_training
+    from albert_tf.training.runtime.distribute import fastest_cpu_training
 
     precision, jit = fastest_cpu_training()
     assert (pre["precision"], pre["xla"]) == (precision, bool(jit))

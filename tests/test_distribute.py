@@ -46,7 +46,7 @@ def _free_ports(n: int) -> list[int]:
 def test_create_strategy_names_and_errors(monkeypatch):
     import tensorflow as tf
 
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
 
     assert distribute.create_strategy("default") is tf.distribute.get_strategy()
     cpu = distribute.create_strategy("cpu")
@@ -66,7 +66,7 @@ def test_precision_policy_selection(monkeypatch):
     import keras
     import tensorflow as tf
 
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
 
     default = tf.distribute.get_strategy()
     # No GPU, and a CPU without bf16 instructions (tests/test_precision.py covers those).
@@ -84,7 +84,7 @@ def test_precision_policy_selection(monkeypatch):
 
 
 def test_fastest_cpu_training_follows_the_cpu_flags():
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
 
     fastest = distribute.fastest_cpu_training
     # bf16 instructions: mixed_bfloat16 on oneDNN (XLA off); without them float32 under XLA.
@@ -102,7 +102,7 @@ def test_fastest_cpu_training_follows_the_cpu_flags():
 def test_scale_batch():
     import tensorflow as tf
 
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
 
     assert distribute.scale_batch(12, tf.distribute.get_strategy()) == 12
     strategy = distribute.create_strategy("cpu")
@@ -179,7 +179,7 @@ def _toy_data(tf, batch, input_context=None):
 
 
 def _fit(tf, keras, strategy, optimizer_fn, spe, jit, patch=True):
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
 
     with strategy.scope():
         model = _toy_model(keras, optimizer_fn(), spe, jit)
@@ -198,7 +198,7 @@ def _run_mirrored():
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
 
-    from albert_tf.training import distribute, optimization
+    from albert_tf.training.runtime import distribute, optimization
 
     def lamb():
         return optimization.create_optimizer("lamb", 0.01, train_steps=100, warmup_steps=3)
@@ -244,7 +244,7 @@ def _run_mirrored():
 
 def _overflow_on_one_replica(tf, keras, strategy, wrapper):
     """float16 step where only replica 1's half of the batch overflows."""
-    from albert_tf.training import distribute, optimization
+    from albert_tf.training.runtime import distribute, optimization
 
     keras.config.set_dtype_policy("mixed_float16")
     try:
@@ -272,7 +272,7 @@ def _overflow_on_one_replica(tf, keras, strategy, wrapper):
 
 
 def _multi_worker_fit(tf, keras, strategy):
-    from albert_tf.training import distribute, optimization
+    from albert_tf.training.runtime import distribute, optimization
 
     with strategy.scope():
         model = _toy_model(keras, optimization.create_optimizer(
@@ -292,7 +292,7 @@ def _run_multi_worker(index: str, ports: str):
     import keras
     import tensorflow as tf
 
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
 
     strategy = distribute.create_strategy("multi_worker")
     history, digest = _multi_worker_fit(tf, keras, strategy)

@@ -13,7 +13,7 @@ from sklearn import metrics as sklearn_metrics
 from albert_tf.checkpoint import read_task_info
 from albert_tf.training.finetune.run import main
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError, TextExamples, encode_texts
 from albert_tf.training.finetune.files import read_text_file
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from albert_tf.checkpoint import read_task_info
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune import glue
 from albert_tf.training.finetune.examples import DataError
 from albert_tf.training.finetune.run import main

@@ -8,7 +8,7 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
 from albert_tf.checkpoint import read_task_info
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError
 from albert_tf.training.finetune.race import encode_race, find_split, qa_text, read_race
 from albert_tf.training.finetune.run import main

@@ -11,7 +11,7 @@ import tensorflow_datasets as tfds
 
 from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
 from albert_tf.checkpoint import read_task_info
-from albert_tf.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer
+from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.squad import SquadTask, decode_answers

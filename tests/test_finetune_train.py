@@ -13,7 +13,7 @@ from tensorflow.core.util import event_pb2
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_checkpoint
 from albert_tf.checkpoint import read_task_info
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.sequence import SequenceTask
@@ -135,8 +135,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from albert_tf import AlbertConfig
 from albert_tf.checkpoint import read_task_info
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.training.distribute import create_strategy
+from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.training.runtime.distribute import create_strategy
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.sequence import SequenceTask
 from albert_tf.training.finetune.train import TrainConfig, finetune

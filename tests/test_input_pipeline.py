@@ -11,11 +11,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.training import masking, pretraining_data, sop, tfrecords
-from albert_tf.training.corpus import open_corpus, write_corpus_file
-from albert_tf.training.dynamic_masking import DynamicMasking
-from albert_tf.training.input_pipeline import pretraining_dataset
+from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.training.data import (
+    masking,
+    create_data as pretraining_data,
+    pairs as sop,
+    records as tfrecords,
+)
+from albert_tf.training.data.corpus import open_corpus, write_corpus_file
+from albert_tf.training.pretrain.dynamic_masking import DynamicMasking
+from albert_tf.training.pretrain.pipeline import pretraining_dataset
 
 SEQ, PRED, BATCH = 64, 10, 6
 

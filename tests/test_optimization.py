@@ -11,9 +11,14 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf.training import optimization
-from albert_tf.training.optimization import (AdamW, Lamb, WarmupPolynomialDecay,
-                                             create_optimizer, is_excluded)
+from albert_tf.training.runtime import optimization
+from albert_tf.training.runtime.optimization import (
+    AdamW,
+    Lamb,
+    WarmupPolynomialDecay,
+    create_optimizer,
+    is_excluded,
+)
 
 
 def _tiny_model():

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertSequenceClassifier, save_checkpoint
 from albert_tf.serving import export
-from albert_tf.training import distribute
+from albert_tf.training.runtime import distribute
 
 BF16_PROB_TOLERANCE = 0.02  # max |probability difference| bf16 vs fp32 export (README)
 
@@ -59,7 +59,7 @@ def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path)
     import keras
 
     from albert_tf.checkpoint import task_record
-    from albert_tf.task_record import TaskRecord, TaskRecordError
+    from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
 
     config = AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12, num_hidden_layers=2,
                           num_attention_heads=3, intermediate_size=24, max_position_embeddings=16)
@@ -97,7 +97,7 @@ def test_bfloat16_export_keeps_signatures_and_matches_float32(tmp_path, spm_mode
                                                                 corpus_documents):
     import keras
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     keras.utils.set_random_seed(11)
     vocab = AlbertTokenizer(spm_model_path).vocab_size

@@ -27,8 +27,8 @@ RUN_TIMEOUT = 300
 def records(tmp_path_factory, corpus_documents, spm_model_path):
     """Two shards of pretraining TFRecords: train (20 documents, ~400 instances) and
     eval (10). Small enough that a tiny model learns SOP (by memorizing) in 400 steps."""
-    from albert_tf.training import pretraining_data
-    from albert_tf.training.corpus import write_corpus_file
+    from albert_tf.training.data import create_data as pretraining_data
+    from albert_tf.training.data.corpus import write_corpus_file
 
     directory = tmp_path_factory.mktemp("pretrain_records")
     corpus = str(directory / "corpus.txt")
@@ -45,7 +45,7 @@ def records(tmp_path_factory, corpus_documents, spm_model_path):
 
 
 def _command(records, output_dir, *extra):
-    return [sys.executable, "-m", "albert_tf.training.cli", "pretrain",
+    return [sys.executable, "-m", "albert_tf.cli", "pretrain",
             "--train-data", records["train"], "--spm-model", records["spm"],
             "--output-dir", str(output_dir), *TINY, *extra]
 
@@ -75,7 +75,7 @@ def _weights(directory):
 
 # ----------------------------------------------------------------- fast tests
 def test_config_file_then_options_then_overrides(tmp_path):
-    from albert_tf.training.pretrain import load_config
+    from albert_tf.training.pretrain.run import load_config
 
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"train_data": "a/*.tfrecord", "output_dir": "out",
@@ -104,7 +104,7 @@ def test_config_file_then_options_then_overrides(tmp_path):
 
 
 def test_cli_bad_input_is_one_line_and_status_2(tmp_path, capsys, records):
-    from albert_tf.training.pretrain import main
+    from albert_tf.training.pretrain.run import main
 
     assert main(["--train-data", "x", "--output-dir", "o", "trian_steps=5"]) == 2
     err = capsys.readouterr().err
@@ -124,7 +124,7 @@ def test_cli_bad_input_is_one_line_and_status_2(tmp_path, capsys, records):
 
 
 def _tiny_model(cfg_overrides=None):
-    from albert_tf.training.pretrain import load_config
+    from albert_tf.training.pretrain.run import load_config
 
     return load_config(None, ["train_data=x", "output_dir=o", *TINY, "warmup_steps=2",
                               "train_steps=20", "learning_rate=0.02", *(cfg_overrides or [])])
@@ -136,8 +136,8 @@ def test_train_step_compiles_with_xla_and_matches(records):
     import keras
     import tensorflow as tf
 
-    from albert_tf.training.input_pipeline import pretraining_dataset
-    from albert_tf.training.pretrain import build_model
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
+    from albert_tf.training.pretrain.run import build_model
 
     batch = next(iter(pretraining_dataset(records["train"], 6, 64, 10, seed=1)))
     results = []
@@ -161,7 +161,7 @@ def test_init_checkpoint_weights_are_loaded(tmp_path):
     import tensorflow as tf
 
     from albert_tf import AlbertPretrainer, save_checkpoint
-    from albert_tf.training.pretrain import build_model, model_config
+    from albert_tf.training.pretrain.run import build_model, model_config
 
     cfg = _tiny_model()
     source = AlbertPretrainer(model_config(cfg, 1000).replace(hidden_dropout_prob=0.1))
@@ -270,7 +270,7 @@ SHORT = ["--global-batch-size", "16", "--train-steps", "20", "warmup_steps=4",
 def test_mixed_precision_runs_stay_finite(records, tmp_path, precision):
     import keras
 
-    from albert_tf.training.pretrain import load_config, run
+    from albert_tf.training.pretrain.run import load_config, run
 
     cfg = load_config(None, [*TINY, "train_steps=20", "global_batch_size=16",
                              "warmup_steps=4", "learning_rate=0.02", "checkpoint_every=10",
@@ -355,7 +355,7 @@ def _run_mirrored_scenario(train, spm, output):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from albert_tf.training.pretrain import load_config, run
+    from albert_tf.training.pretrain.run import load_config, run
 
     result = {}
     for strategy in ("default", "mirrored"):

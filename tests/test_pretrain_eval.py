@@ -5,8 +5,8 @@ import pytest
 
 @pytest.fixture(scope="module")
 def heldout_records(tmp_path_factory, corpus_documents, spm_model_path):
-    from albert_tf.training import pretraining_data
-    from albert_tf.training.corpus import write_corpus_file
+    from albert_tf.training.data import create_data as pretraining_data
+    from albert_tf.training.data.corpus import write_corpus_file
 
     directory = tmp_path_factory.mktemp("heldout_records")
     text = str(directory / "corpus.txt")
@@ -24,7 +24,7 @@ def pretrainer(spm_model_path):
     import keras
 
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     keras.utils.set_random_seed(7)
     config = AlbertConfig(vocab_size=AlbertTokenizer(spm_model_path).vocab_size,
@@ -44,8 +44,8 @@ def test_matches_keras_metrics(pretrainer, heldout_records):
     """
     import keras
 
-    from albert_tf.training.input_pipeline import pretraining_dataset
-    from albert_tf.training.pretrain_eval import evaluate_pretraining
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
+    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
 
     result = evaluate_pretraining(pretrainer, heldout_records, batch_size=4)
     mlm_acc = keras.metrics.SparseCategoricalAccuracy()
@@ -72,7 +72,7 @@ def test_matches_keras_metrics(pretrainer, heldout_records):
 
 def test_reads_a_checkpoint_and_refuses_tiny_data(pretrainer, heldout_records, tmp_path):
     from albert_tf import save_checkpoint
-    from albert_tf.training.pretrain_eval import evaluate_pretraining
+    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
 
     path = save_checkpoint(pretrainer, str(tmp_path / "model"))
     from_disk = evaluate_pretraining(path, heldout_records, batch_size=4, max_batches=2)

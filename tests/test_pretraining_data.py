@@ -20,9 +20,14 @@ import time
 import numpy as np
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.training import masking, pretraining_data, sop, tfrecords
-from albert_tf.training.corpus import open_corpus, write_corpus_file
+from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.training.data import (
+    masking,
+    create_data as pretraining_data,
+    pairs as sop,
+    records as tfrecords,
+)
+from albert_tf.training.data.corpus import open_corpus, write_corpus_file
 
 SEQ = 128
 PRED = 20
@@ -303,7 +308,7 @@ def test_resume_after_kill(corpus_documents, spm_model_path, tmp_path):
     args = ["create-data", "--input", corpus, "--output-dir", str(out), "--spm-model", spm_model_path,
             "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "10",
             "--documents-per-shard", "1", "--processes", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "albert_tf.training.cli", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "albert_tf.cli", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while len(glob.glob(f"{out}/pretrain-*.tfrecord")) < 3 and time.time() < deadline:

@@ -21,7 +21,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertSequenceClassifier, AlbertSpanExtractor
 from albert_tf.checkpoint import task_record_of
-from albert_tf.serving import client, export
+from albert_tf.serving.client import run as client
+from albert_tf.serving import export
 from albert_tf.serving import requests as rq
 from albert_tf.tokenizer import AlbertPreprocessor
 

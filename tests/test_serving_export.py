@@ -66,7 +66,7 @@ def exported(tmp_path_factory, spm_model_path):
     """{task: (checkpoint dir, BASE/NAME/1)} for one tiny model of each task."""
     import keras
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     keras.utils.set_random_seed(7)
     tok = AlbertTokenizer(spm_model_path)
@@ -124,7 +124,7 @@ def _strings(values):
 @pytest.fixture(scope="module")
 def served(exported, tmp_path_factory, spm_model_path):
     """Outputs of every signature, computed by a fresh process from the exports."""
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     tok = AlbertTokenizer(spm_model_path)
     texts = _strings(HARD + [ONE_MB])
@@ -367,7 +367,7 @@ def tool_runs(exported, tmp_path_factory):
 
 
 def test_tf1_session_loader_runs_the_text_signature(exported, tool_runs, spm_model_path):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     got = eval(tool_runs[0]["session"].strip().splitlines()[-1])  # noqa: S307 (our repr)
     model = load_checkpoint(exported["classification"][0])
@@ -377,7 +377,7 @@ def test_tf1_session_loader_runs_the_text_signature(exported, tool_runs, spm_mod
 
 
 def test_saved_model_cli_shows_and_runs_the_signatures(exported, tool_runs, spm_model_path):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     text = tool_runs[0]["show"]
     for expected in ("signature_def['serving_default']", "signature_def['token_ids']",
@@ -413,7 +413,7 @@ def test_warmup_requests_parse_and_run(exported, served):
 
 def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, capsys,
                                                             spm_model_path):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     checkpoint, first = exported["regression"]
     base = os.path.dirname(first)

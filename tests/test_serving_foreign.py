@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from albert_tf.serving import export
-from albert_tf.training import convert
+from albert_tf.checkpoint import convert
 from tests.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
@@ -158,7 +158,7 @@ def _expected_span(ref, row, allowed_pieces, max_answer_length=30):
 
 
 def test_question_answering_spans_and_null_score(served):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     ref = reference("qa")
     tok = AlbertTokenizer(os.path.join(TASKS, "qa", "hf", "spiece.model"))

@@ -15,8 +15,10 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.serving import offsets, span, text_graph
-from albert_tf.tokenizer import SPIECE_UNDERLINE, AlbertPreprocessor, truncate_seq_pair
+from albert_tf.serving.signatures import offsets, span, text_graph
+from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+from albert_tf.tokenizer.spm import truncate_seq_pair
+from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
 from tests.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 SEQ_LENGTH = 40
@@ -243,7 +245,7 @@ def test_fine_tuning_decoder_ignores_the_same_characters_as_the_graph():
     Unicode database assigns: RE2's tables may be a version newer)."""
     import unicodedata
 
-    from albert_tf.serving.offsets import IGNORABLE
+    from albert_tf.serving.signatures.offsets import IGNORABLE
     from albert_tf.training.finetune.squad import is_ignorable
 
     codes = [c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF

@@ -19,8 +19,8 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_checkpoint
 from albert_tf.serving import export
-from albert_tf.task_record import TaskRecord
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune import files, race
 from albert_tf.training.finetune.examples import encode_texts
 from albert_tf.training.finetune.run import main as finetune_main

@@ -8,8 +8,13 @@ import sys
 
 import pytest
 
-from albert_tf.task_record import (MULTIPLE_CHOICE_DEFAULTS, SPAN_DEFAULTS, TASK_FILE, TaskRecord,
-                                   TaskRecordError)
+from albert_tf.checkpoint.task_record import (
+    MULTIPLE_CHOICE_DEFAULTS,
+    SPAN_DEFAULTS,
+    TASK_FILE,
+    TaskRecord,
+    TaskRecordError,
+)
 
 
 def _write(directory, content) -> str:
@@ -130,7 +135,7 @@ def test_errors_name_the_field_the_value_and_the_file(tmp_path, content, message
 
 
 def test_module_imports_no_tensorflow():
-    code = ("import sys, albert_tf.task_record; "
+    code = ("import sys, albert_tf.checkpoint.task_record; "
             "sys.exit(any(m.split('.')[0] in ('tensorflow', 'keras') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

@@ -18,8 +18,12 @@ import unicodedata
 import pytest
 import sentencepiece as spm
 
-from albert_tf.tokenizer import (USER_DEFINED_SYMBOLS, AlbertTokenizer, normalize_text,
-                                 truncate_seq_pair)
+from albert_tf.tokenizer.spm import (
+    USER_DEFINED_SYMBOLS,
+    AlbertTokenizer,
+    normalize_text,
+    truncate_seq_pair,
+)
 from tests.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 
@@ -236,7 +240,7 @@ for name in ("tensorflow", "tensorflow_text", "keras"):
 package = types.ModuleType("albert_tf")
 package.__path__ = [sys.argv[2]]
 sys.modules["albert_tf"] = package
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer
 tok = AlbertTokenizer(sys.argv[1])
 texts = json.loads(sys.stdin.read())
 ids = [tok.encode_pair(t, t[::-1], seq_length=24)["input_word_ids"] for t in texts]
@@ -250,10 +254,10 @@ print(json.dumps({"ids": ids, "graph": graph}))
 
 
 def test_tokenizer_works_without_tensorflow(spm_model_path):
-    import albert_tf.tokenizer
+    import albert_tf.tokenizer.spm
 
     texts = HARD_CASES[:40]
-    package_dir = os.path.dirname(albert_tf.tokenizer.__file__)
+    package_dir = os.path.dirname(os.path.dirname(albert_tf.tokenizer.spm.__file__))
     result = subprocess.run([sys.executable, "-c", _NO_TF_SCRIPT, spm_model_path, package_dir],
                             input=json.dumps(texts), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]

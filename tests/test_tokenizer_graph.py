@@ -16,7 +16,9 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenizer import AlbertPreprocessor, AlbertTokenizer, normalize_text, truncate_seq_pair
+from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+from albert_tf.tokenizer.spm import normalize_text, truncate_seq_pair
+from albert_tf.tokenizer.spm import AlbertTokenizer
 from tests.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 SEQ_LENGTHS = (3, 8, 29, 128)
@@ -29,7 +31,7 @@ def _strings(texts) -> tf.Tensor:
 
 
 def _graph_normalize(texts, do_lower_case=True, keep_accents=False) -> list[str]:
-    from albert_tf.tokenizer_graph import TextNormalizer
+    from albert_tf.tokenizer.preprocessor import TextNormalizer
 
     normalizer = tf.function(TextNormalizer(do_lower_case, keep_accents).__call__)
     return [s.decode("utf-8") for s in normalizer(_strings(texts)).numpy().tolist()]

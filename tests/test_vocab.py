@@ -9,9 +9,14 @@ import os
 import pytest
 import sentencepiece as spm
 
-from albert_tf.tokenizer import CONTROL_SYMBOLS, USER_DEFINED_SYMBOLS, AlbertTokenizer, normalize_text
-from albert_tf.training import cli
-from albert_tf.training.vocab import VocabError, main, train_vocab
+from albert_tf.tokenizer.spm import (
+    CONTROL_SYMBOLS,
+    USER_DEFINED_SYMBOLS,
+    AlbertTokenizer,
+    normalize_text,
+)
+from albert_tf import cli
+from albert_tf.training.data.vocab import VocabError, main, train_vocab
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +60,7 @@ def test_globs_gzip_and_normalised_input(tmp_path, sentences, caplog):
     with gzip.open(data / "b.txt.gz", "wt", encoding="utf-8") as f:
         f.write("\n".join(sentences[300:]) + "\n")
     (data / "ignored.csv").write_text("NOT,PART,OF,THE,GLOB\n")
-    with caplog.at_level(logging.INFO, logger="albert_tf.training.vocab"):
+    with caplog.at_level(logging.INFO, logger="albert_tf.training.data.vocab"):
         model, vocab = train_vocab([str(data / "*.txt*"), str(data / "a.txt")],
                                    str(tmp_path / "out" / "v"), 120)
     assert (model, vocab) == (str(tmp_path / "out" / "v.model"), str(tmp_path / "out" / "v.vocab"))

@@ -10,7 +10,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from albert_tf.runio import UserError, atomic_write
+from albert_tf.errors import UserError
+from albert_tf.atomic import atomic_write
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence
 
 
 def write_tsv(path: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Writes a tab-separated file (header first) atomically (`runio.atomic_write`).
+    """Writes a tab-separated file (header first) atomically (`atomic.atomic_write`).
 
     A tab or newline inside a cell would shift or split the row, so it is an error.
     """

@@ -5,7 +5,7 @@ JSON object `{"id", "article", "questions": [...], "options": [[4 x str], ...],
 "answers": ["A".."D", ...]}`. Each option becomes `[CLS] article [SEP] qa [SEP]`,
 where qa is the question with its blank ("_") filled by the option, or question
 and option joined by a space, as the original `race_utils`: qa keeps its last
-`max_qa_length` tokens (`albert_tf.task_record`'s default: 128) and the article is cut
+`max_qa_length` tokens (`albert_tf.checkpoint.task_record`'s default: 128) and the article is cut
 to fit `seq_length` (512).
 """
 
@@ -21,7 +21,7 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertMultipleChoice
-from albert_tf.task_record import TaskRecord
+from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 from albert_tf.training.finetune.examples import DataError, progress, write_tsv
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 LEVELS = ("middle", "high")
 CHOICES = "ABCD"
 # run_race.py / README: 12000 steps, 1000 warmup, batch 32, lr 1e-5 (the v2 value),
-# 512 tokens (of which at most max_qa_length for question + option: albert_tf.task_record).
+# 512 tokens (of which at most max_qa_length for question + option: albert_tf.checkpoint.task_record).
 DEFAULTS = {"train_steps": 12000, "warmup_steps": 1000, "batch_size": 32, "learning_rate": 1e-5,
             "seq_length": 512}
 

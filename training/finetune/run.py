@@ -45,9 +45,9 @@ import os
 import shutil
 import sys
 
-from albert_tf import runio
+from albert_tf import arguments, atomic, cli, errors
 from albert_tf.checkpoint import check_seq_length
-from albert_tf.task_record import TASK_FILE, TaskRecord, TaskRecordError
+from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -59,13 +59,13 @@ SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learnin
                       batch_size=48, seq_length=384)
 FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
                      batch_size=32, seq_length=128)
-# --set keys that are task record fields (albert_tf.task_record holds their defaults).
+# --set keys that are task record fields (albert_tf.checkpoint.task_record holds their defaults).
 TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
              "max_answer_length": int, "no_answer_threshold": float, "max_qa_length": int}
 RUN_KEYS = {"spm_model": str, "do_lower_case": "bool", "keep_accents": "bool"}
 
 
-UsageError = runio.UsageError
+UsageError = errors.UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,7 +129,7 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     train_types = {f.name: f.type for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("output_dir", "verbose", *RUN_KEYS)}
     train, task, run = {}, {}, {}
-    for key, text in runio.parse_overrides(items, "--set").items():
+    for key, text in arguments.parse_overrides(items, "--set").items():
         for table, kinds in ((train, train_types), (task, TASK_KEYS), (run, RUN_KEYS)):
             if key in kinds:
                 table[key] = _convert(key, text, kinds[key])
@@ -245,8 +245,8 @@ def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, optio
 
 
 def _tokenizer(checkpoint: str, run: dict):
-    from albert_tf.checkpoint_tokenizer import checkpoint_tokenizer
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"),
                                  run.get("keep_accents"))
@@ -305,7 +305,7 @@ def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
 
 def run(args) -> dict:
     """Builds the strategy, tokenizer, task and config from parsed `args`, then fine-tunes."""
-    from albert_tf.training import distribute
+    from albert_tf.training.runtime import distribute
     from albert_tf.training.finetune.train import TrainConfig, finetune
 
     settings = task_defaults(args.task)
@@ -341,7 +341,7 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     if not replace:
         return train(output)
     parent, name = os.path.split(os.path.abspath(output))
-    staging = runio.temporary_path(os.path.abspath(output))
+    staging = atomic.temporary_path(os.path.abspath(output))
     logger.info("--overwrite: writing to %s, which replaces %s when complete", staging, output)
     try:
         summary = train(staging)
@@ -351,7 +351,7 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     if not chief:
         shutil.rmtree(staging, ignore_errors=True)
         return summary
-    old = runio.temporary_path(os.path.join(parent, f"{name}.old"))
+    old = atomic.temporary_path(os.path.join(parent, f"{name}.old"))
     os.replace(output, old)
     os.replace(staging, output)
     shutil.rmtree(old, ignore_errors=True)
@@ -361,10 +361,10 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     return summary
 
 
-@runio.command("finetune")
+@cli.command("finetune")
 def main(argv: list[str]) -> int:
-    runio.setup_logging()
-    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (runio.command)
+    cli.setup_logging()
+    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (cli.command)
     best = summary["best"]
     if best:
         logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertSpanExtractor
-from albert_tf.task_record import TaskRecord
+from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.training.finetune import metrics
 from albert_tf.training.finetune.bucketing import Encoded
 from albert_tf.training.finetune.squad_data import (ContextPieces, SquadExample, Window,
@@ -136,7 +136,7 @@ class SquadTask:
       n_best, max_answer_length: decoding.
       no_answer_threshold: SQuAD 2.0: answer "" above this no-answer probability;
         None tunes it on the evaluation set to maximise F1.
-    Settings left None take `albert_tf.task_record`'s defaults (the original's
+    Settings left None take `albert_tf.checkpoint.task_record`'s defaults (the original's
     128, 64, 20, 30). They are validated, and saved with the model as its
     `TaskRecord` (`record`), which export and serving read.
     """

@@ -23,10 +23,10 @@ import logging
 
 import numpy as np
 
-from albert_tf.tokenizer import SPIECE_UNDERLINE
+from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
 from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
 from albert_tf.training.finetune.examples import DataError, progress
-from albert_tf.runio import UserError
+from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,182 @@
+"""Which task a foreign (Hugging Face or original TF1) checkpoint was fine-tuned for.
+
+A Hugging Face directory says it in `config.json`: `architectures` names the head,
+`id2label` the classes, `problem_type` single-label, multi-label or regression;
+`tokenizer_config.json` (when present) says `do_lower_case` and `keep_accents`.
+An original google-research checkpoint says it by its variable names only:
+
+| original script | variables | task |
+|---|---|---|
+| run_classifier | `output_weights` [C,H], `output_bias` [C] | classification (C > 1), regression (C = 1) |
+| run_race | `output_weights` [1,H], `output_bias` [1] | multiple_choice |
+| run_squad_v1 | `cls/squad/output_weights` [2,H], `cls/squad/output_bias` [2] | span |
+| run_squad_v2 | `start_logits/...`, `end_logits/...`, `answer_class/...` | span_beam |
+| run_pretraining | `cls/predictions/...`, `cls/seq_relationship/...` | pretraining |
+
+run_classifier's regression (STS-B) and run_race's scorer have the same variables;
+such a checkpoint needs the task named (`task="regression"` or
+`task="multiple_choice"`). The result is the task record, a plain dict with the
+keys of our albert_task.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError
+
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+
+# Hugging Face architectures -> our task (classification is refined by problem_type).
+HF_ARCHITECTURES = {
+    "AlbertForSequenceClassification": "classification",
+    "AlbertForTokenClassification": "token_classification",
+    "AlbertForQuestionAnswering": "span",
+    "AlbertForMultipleChoice": "multiple_choice",
+    "AlbertForMaskedLM": "masked_lm",
+    "AlbertForPreTraining": "pretraining",
+    "AlbertModel": "pretraining",
+}
+HF_PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+# HF's classification problem types -> the record's.
+_PROBLEM_TYPES = {"single_label_classification": "single_label",
+                  "multi_label_classification": "multi_label"}
+
+# SQuAD 2.0 decisions of the foreign span heads: "" when the null score exceeds the best
+# answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both
+# default to 0.0 before tuning it on dev data).
+NULL_SCORE_DIFF_THRESHOLD = 0.0
+
+# Hints a caller may give for a TF1 checkpoint whose variables fit two scripts.
+_TF1_ONE_OUTPUT_TASKS = ("regression", "multiple_choice")
+
+
+def _record(task: str, **fields) -> dict[str, Any]:
+    record = {"task": task, "num_classes": None, "label_names": None, "do_lower_case": True,
+              "keep_accents": False, "seq_length": None}
+    record.update(fields)
+    return record
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return value
+
+
+def _hf_label_names(config: dict, path: str) -> list[str]:
+    id2label = config.get("id2label")
+    if not id2label:
+        count = int(config.get("num_labels", 2))
+        return [f"LABEL_{i}" for i in range(count)]  # what HF names unnamed classes
+    if not isinstance(id2label, dict):
+        raise CheckpointError(f"{path}: id2label must be an object, got {id2label!r}")
+    try:
+        ids = sorted(int(k) for k in id2label)
+    except ValueError:
+        raise CheckpointError(f"{path}: id2label keys must be class ids, got "
+                              f"{sorted(id2label)}") from None
+    if ids != list(range(len(ids))):
+        raise CheckpointError(f"{path}: id2label must name classes 0..{len(ids) - 1}, got "
+                              f"ids {ids}")
+    return [str(id2label[str(i)]) for i in ids]
+
+
+def _hf_tokenizer_options(directory: str) -> dict[str, bool]:
+    """do_lower_case / keep_accents of tokenizer_config.json (HF's defaults otherwise)."""
+    path = os.path.join(directory, HF_TOKENIZER_CONFIG)
+    options = {"do_lower_case": True, "keep_accents": False}  # AlbertTokenizer's defaults
+    if os.path.isfile(path):
+        config = _read_json(path)
+        for key in options:
+            if config.get(key) is not None:
+                options[key] = bool(config[key])
+    return options
+
+
+def hf_task_record(directory: str, tensor_names, task_hint: str | None = None) -> dict:
+    """The task record of a Hugging Face ALBERT directory."""
+    path = os.path.join(directory, HF_CONFIG_FILE)
+    config = _read_json(path)
+    architectures = config.get("architectures") or []
+    known = [a for a in architectures if a in HF_ARCHITECTURES]
+    if known:
+        task = HF_ARCHITECTURES[known[0]]
+    elif architectures:
+        raise CheckpointError(f"{path}: architectures={architectures} names no ALBERT head "
+                              f"albert-tf knows ({', '.join(HF_ARCHITECTURES)})")
+    elif any(n.startswith("qa_outputs.") for n in tensor_names):
+        task = "span"
+    elif any(n.startswith("classifier.") for n in tensor_names):
+        raise CheckpointError(f"{path}: has a classifier.* head but no 'architectures' saying "
+                              f"whether it classifies sequences, tokens or choices")
+    elif any(n.startswith("predictions.") for n in tensor_names) and not any(
+            n.startswith("sop_classifier.") for n in tensor_names):
+        task = "masked_lm"
+    else:
+        task = "pretraining"
+    record = _record(task, **_hf_tokenizer_options(directory))
+    if task == "classification":
+        names = _hf_label_names(config, path)
+        problem = config.get("problem_type") or (
+            "regression" if len(names) == 1 else "single_label_classification")
+        if problem not in HF_PROBLEM_TYPES:
+            raise CheckpointError(f"{path}: problem_type={problem!r} is not one of "
+                                  f"{', '.join(HF_PROBLEM_TYPES)}")
+        if problem == "regression":
+            if len(names) != 1:
+                raise CheckpointError(f"{path}: problem_type 'regression' with "
+                                      f"{len(names)} labels; albert-tf regresses one score")
+            record["task"] = "regression"
+        else:
+            record.update(num_classes=len(names), label_names=names,
+                          problem_type=_PROBLEM_TYPES[problem])
+    elif task == "token_classification":
+        names = _hf_label_names(config, path)
+        record.update(num_classes=len(names), label_names=names)
+    elif task == "span":
+        record.update(answerability=False, null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)
+    _check_hint(record, task_hint, path)
+    return record
+
+
+def tf1_task_record(prefix: str, shapes: dict[str, tuple[int, ...]],
+                    task_hint: str | None = None) -> dict:
+    """The task record of an original TF1 checkpoint, from its variable names."""
+    if "start_logits/dense/kernel" in shapes:
+        from albert_tf.models import END_N_TOP, START_N_TOP
+
+        record = _record("span_beam", start_n_top=START_N_TOP, end_n_top=END_N_TOP,
+                         null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)
+    elif "cls/squad/output_weights" in shapes:  # run_squad_v1: SQuAD 1.1, always answers
+        record = _record("span", answerability=False, null_score_diff_threshold=None)
+    elif "output_weights" in shapes:
+        classes = shapes["output_weights"][0]
+        if classes > 1:
+            record = _record("classification", num_classes=classes, problem_type="single_label")
+        elif task_hint in _TF1_ONE_OUTPUT_TASKS:
+            record = _record(task_hint)
+        else:
+            raise CheckpointError(
+                f"{prefix}: output_weights {shapes['output_weights']} fits both run_classifier's "
+                f"regression (STS-B) and run_race's choice scorer; name the task "
+                f"(--task regression or --task multiple_choice)")
+    elif any(n.startswith("cls/predictions/") for n in shapes):
+        record = _record("pretraining")
+    else:
+        record = _record("pretraining")  # an encoder alone
+    _check_hint(record, task_hint, prefix)
+    return record
+
+
+def _check_hint(record: dict, task_hint: str | None, path: str) -> None:
+    if task_hint in (None, "encoder", record["task"]):
+        return
+    raise CheckpointError(f"{path}: holds a {record['task']} model, not {task_hint}")

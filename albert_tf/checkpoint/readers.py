@@ -1,0 +1,180 @@
+"""Reading tensors out of checkpoint files: original TF1, Hugging Face, Keras .weights.h5.
+
+Each reader returns a `TensorSource`: the canonical names a checkpoint holds, their
+shapes, and a function that reads one tensor (lazily: a TF1 file may hold optimizer
+slots, a large model need not be read twice). Where the tensors go is decided by
+`albert_tf.checkpoint.NAME_TABLE`; here the names are only normalised:
+
+* TF1: a TF-Hub `module/` prefix is dropped; `global_step` and the optimizer slots
+  (`.../adam_m`, `.../adam_v`) are not weights and are left out.
+* Hugging Face: keys of an `AlbertModel` saved on its own (no "albert." prefix) get
+  the prefix; the `position_ids` buffer older files store is left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import pickle
+import re
+from typing import Callable
+
+import numpy as np
+
+from albert_tf.errors import UserError
+
+
+class CheckpointError(UserError):
+    """A checkpoint that cannot be read or does not fit the model."""
+
+
+HF_CONFIG_FILE = "config.json"
+HF_SAFETENSORS = "model.safetensors"
+HF_SAFETENSORS_INDEX = "model.safetensors.index.json"
+HF_TORCH_FILE = "pytorch_model.bin"
+HF_WEIGHT_FILES = (HF_SAFETENSORS, HF_SAFETENSORS_INDEX, HF_TORCH_FILE)
+
+_TF1_PREFIX = "module/"  # TF-Hub modules
+_TF1_NOT_WEIGHTS = re.compile(r"^global_step$|/adam_[mv]$")  # step counter, optimizer slots
+_HF_NOT_WEIGHTS = frozenset({"albert.embeddings.position_ids"})  # a buffer in older files
+_HF_ENCODER_PARTS = ("embeddings.", "encoder.", "pooler.")  # AlbertModel saved standalone
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSource:
+    """Named tensors of one checkpoint file: `shapes[name]` and `read(name) -> ndarray`."""
+
+    path: str
+    kind: str  # "tf1" or "hf": which column of the name table applies
+    shapes: dict[str, tuple[int, ...]]
+    read: Callable[[str], np.ndarray]
+
+
+# ---------------------------------------------------------------------------- TF1
+def tf1_prefix(path: str) -> str | None:
+    """The checkpoint prefix `path` names (prefix, .index file or directory), or None."""
+    if os.path.isfile(path + ".index"):
+        return path
+    if path.endswith(".index") and os.path.isfile(path):
+        return path[: -len(".index")]
+    if not os.path.isdir(path):
+        return None
+    prefixes = sorted(p[: -len(".index")] for p in glob.glob(os.path.join(path, "*.index")))
+    if len(prefixes) <= 1:
+        return prefixes[0] if prefixes else None
+    state = os.path.join(path, "checkpoint")  # tf.train's record of the latest checkpoint
+    if os.path.isfile(state):
+        with open(state, encoding="utf-8") as f:
+            match = re.search(r'^model_checkpoint_path:\s*"(.*)"', f.read(), re.M)
+        if match:
+            return os.path.join(path, os.path.basename(match.group(1)))
+    steps = {p: re.search(r"-(\d+)$", p) for p in prefixes}
+    if all(steps.values()):
+        return max(prefixes, key=lambda p: int(steps[p].group(1)))  # the newest step
+    raise CheckpointError(f"{path}: several checkpoints and no 'checkpoint' file naming one; "
+                          f"pass a prefix: {', '.join(prefixes)}")
+
+
+def read_tf1(prefix: str) -> TensorSource:
+    """An original (TF1, tensor-bundle) checkpoint. Needs TensorFlow, imported only here."""
+    try:
+        import tensorflow as tf  # the bundle format is TensorFlow's; it reads it best
+    except ImportError:
+        raise CheckpointError(f"{prefix}: reading an original TF1 checkpoint needs TensorFlow, "
+                              f"which is not installed; convert it where TensorFlow is "
+                              f"(albert-tf convert) and load the result") from None
+
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{prefix}: not a readable TF checkpoint: {e}") from None
+    shapes, stored_names = {}, {}
+    for stored, shape in reader.get_variable_to_shape_map().items():
+        name = stored[len(_TF1_PREFIX):] if stored.startswith(_TF1_PREFIX) else stored
+        if not _TF1_NOT_WEIGHTS.search(name):
+            shapes[name], stored_names[name] = tuple(shape), stored
+
+    def read(name: str) -> np.ndarray:
+        try:
+            return reader.get_tensor(stored_names[name])
+        except (tf.errors.OpError, IndexError, RuntimeError) as e:  # e.g. a truncated file
+            raise CheckpointError(f"{prefix}: cannot read {stored_names[name]}: {e}") from None
+
+    return TensorSource(prefix, "tf1", shapes, read)
+
+
+# ---------------------------------------------------------------------- Hugging Face
+def _read_safetensors(files: list[str]):
+    from safetensors import SafetensorError, safe_open  # the numpy framework: no torch
+
+    handles = {}
+    for file in files:
+        try:
+            handle = safe_open(file, framework="numpy")
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{file}: not a readable safetensors file: {e}") from None
+        handles.update({key: handle for key in handle.keys()})
+    shapes = {k: tuple(h.get_slice(k).get_shape()) for k, h in handles.items()}
+    return shapes, lambda key: handles[key].get_tensor(key)
+
+
+def _read_torch_bin(path: str):
+    try:
+        import torch
+    except ImportError:
+        raise CheckpointError(f"{path}: reading pytorch_model.bin needs torch, which is not "
+                              f"installed; install torch, or use a model.safetensors") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as e:
+        raise CheckpointError(f"{path}: not a readable PyTorch state dict: {e}") from None
+    arrays = {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
+    return {k: tuple(v.shape) for k, v in arrays.items()}, arrays.__getitem__
+
+
+def read_hf(directory: str) -> TensorSource:
+    """A Hugging Face ALBERT directory: model.safetensors (or its sharded index) or
+    pytorch_model.bin."""
+    single = os.path.join(directory, HF_SAFETENSORS)
+    index = os.path.join(directory, HF_SAFETENSORS_INDEX)
+    if os.path.isfile(single):
+        path, (shapes, read) = single, _read_safetensors([single])
+    elif os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        path, (shapes, read) = index, _read_safetensors(
+            [os.path.join(directory, s) for s in shards])
+    else:
+        path = os.path.join(directory, HF_TORCH_FILE)
+        shapes, read = _read_torch_bin(path)
+    if "albert.embeddings.word_embeddings.weight" not in shapes:
+        stored = {("albert." + k if k.startswith(_HF_ENCODER_PARTS) else k): k for k in shapes}
+        shapes = {name: shapes[key] for name, key in stored.items()}
+        read = (lambda read_stored: lambda name: read_stored(stored[name]))(read)
+    shapes = {k: v for k, v in shapes.items() if k not in _HF_NOT_WEIGHTS}
+    return TensorSource(path, "hf", shapes, read)
+
+
+# ---------------------------------------------------------------------- Keras .h5
+def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """Every model dataset in a Keras `.weights.h5` file: its path and shape.
+
+    Optimizer state (`optimizer/...`, written by `save_weights` of a compiled model)
+    is left out: like the TF1 Adam slots, it is not part of the model.
+    """
+    import h5py
+
+    shapes = {}
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/"):
+            shapes[name] = tuple(obj.shape)
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(visit)
+    except OSError as e:
+        raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
+    return shapes

@@ -1,0 +1,306 @@
+"""The task record: what fine-tuning decided that preprocessing and decoding need.
+
+A fine-tuned checkpoint carries one `albert_task.json`, read and written only
+through `TaskRecord`. Fine-tuning writes it with the settings it actually used
+(its defaults, the command line's flags and `--set` overrides); export, predict and
+every serving signature read it and nothing else, so a model is always served the
+way it was trained. The defaults of these settings live here and nowhere else.
+
+| field | tasks | meaning (default) |
+|---|---|---|
+| task | all | pretraining, masked_lm, classification, regression, token_classification, span, span_beam, multiple_choice |
+| seq_length | all | tokens per sequence at fine-tuning (None: not fine-tuned) |
+| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False) |
+| num_classes, label_names | classification, token_classification | classes and their names |
+| problem_type | classification | single_label (softmax) or multi_label (sigmoid) |
+| answerability | span | SQuAD 2.0's no-answer head (False) |
+| doc_stride | span | context pieces between window starts (128) |
+| max_query_length | span | question pieces kept (64, at most seq_length - 4) |
+| max_answer_length | span | longest answer in pieces (30) |
+| n_best | span | candidate starts / ends per window (20) |
+| no_answer_threshold | span | "" when P(no answer) exceeds it (0.5; SQuAD 2.0 fine-tuning tunes it) |
+| null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
+| start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
+| max_qa_length | multiple_choice | question + option pieces kept (128, at most seq_length - 3) |
+| precision | all | the Keras dtype policy the model was trained under, e.g. float32 or mixed_bfloat16 (None: not recorded); `export --precision auto` serves in it |
+
+Example:
+    >>> record = TaskRecord.create("span", seq_length=384, max_query_length=32)
+    >>> record.max_answer_length
+    30
+    >>> record.write("out/squad")  # out/squad/albert_task.json, atomically
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any, Mapping
+
+from albert_tf.errors import UserError
+from albert_tf.atomic import atomic_write
+
+__all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
+           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "read_task_record"]
+
+TASK_FILE = "albert_task.json"
+TASKS = ("pretraining", "masked_lm", "classification", "regression", "token_classification",
+         "span", "span_beam", "multiple_choice")
+PROBLEM_TYPES = ("single_label", "multi_label")
+
+# The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
+# --max_answer_length 30, --n_best_size 20) and run_race (--max_qa_length 128).
+SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
+                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
+MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
+# run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
+BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
+_COMMON = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
+# The Keras dtype policies a model can be trained under (`precision`): the ones
+# `--precision` names (training.distribute), and the pure low-precision policies a
+# model built through the Keras API may carry.
+TRAINING_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = TRAINING_PRECISIONS + ("bfloat16", "float16")
+_CLASSES = ("num_classes", "label_names")
+# The fields each task's record holds (the others must stay None).
+_FIELDS = {
+    "pretraining": _COMMON,
+    "classification": _COMMON + _CLASSES + ("problem_type",),
+    "regression": _COMMON,
+    "token_classification": _COMMON + _CLASSES,
+    "masked_lm": _COMMON,
+    "span": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",),
+    "span_beam": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",)
+                 + tuple(BEAM_DEFAULTS),
+    "multiple_choice": _COMMON + tuple(MULTIPLE_CHOICE_DEFAULTS),
+}
+# Fields older albert_task.json files wrote for every task (as null when not applicable).
+_LEGACY_NULLS = ("num_classes", "label_names")
+
+
+class TaskRecordError(UserError):
+    """An invalid task record; the message names the field, the value and the file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRecord:
+    """Every setting of a fine-tuned model that preprocessing and decoding need.
+
+    Build one with `TaskRecord.create` (fills the task's defaults) or read one with
+    `TaskRecord.read`; the constructor validates either way. Fields that do not
+    apply to `task` are None. `source` (the file it came from or goes to) only
+    makes error messages name it.
+    """
+
+    task: str
+    seq_length: int | None = None
+    do_lower_case: bool = True
+    keep_accents: bool = False
+    num_classes: int | None = None
+    label_names: tuple[str, ...] | None = None
+    problem_type: str | None = None
+    answerability: bool | None = None
+    doc_stride: int | None = None
+    max_query_length: int | None = None
+    max_answer_length: int | None = None
+    n_best: int | None = None
+    no_answer_threshold: float | None = None
+    max_qa_length: int | None = None
+    null_score_diff_threshold: float | None = None
+    start_n_top: int | None = None
+    end_n_top: int | None = None
+    precision: str | None = None
+    source: str | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def create(cls, task: str, source: str | None = None, **fields) -> "TaskRecord":
+        """A record for `task`: the given fields, and this module's defaults for the rest.
+
+        Defaults that depend on `seq_length` shrink to fit it (max_query_length is
+        at most seq_length - 4, max_qa_length at most seq_length - 3); a value given
+        explicitly that does not fit is an error.
+        """
+        where = f" in {source}" if source else ""
+        if task not in TASKS:
+            raise TaskRecordError(f"task={task!r}{where} is not one of {', '.join(TASKS)}")
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise TaskRecordError(f"unknown field {unknown[0]}={fields[unknown[0]]!r}{where}; "
+                                  f"a {task} record holds {', '.join(_FIELDS[task])}")
+        given = dict(fields)
+        seq_length = given.get("seq_length")
+        if task in ("classification", "token_classification") and \
+                given.get("num_classes") is None and isinstance(given.get("label_names"), (list, tuple)):
+            given["num_classes"] = len(given["label_names"])
+        if task == "classification" and given.get("problem_type") is None:
+            given["problem_type"] = "single_label"
+        defaults = {"span": SPAN_DEFAULTS, "span_beam": {**SPAN_DEFAULTS, **BEAM_DEFAULTS},
+                    "multiple_choice": MULTIPLE_CHOICE_DEFAULTS}.get(task, {})
+        for name, value in defaults.items():
+            if given.get(name) is None:
+                given[name] = _fit_default(name, value, seq_length)
+        if isinstance(given.get("label_names"), list):
+            given["label_names"] = tuple(given["label_names"])
+        return cls(task=task, source=source, **given)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> "TaskRecord":
+        """A record from albert_task.json's content (missing fields: the defaults)."""
+        where = f" in {source}" if source else ""
+        if not isinstance(data, Mapping):
+            raise TaskRecordError(f"expected a JSON object{where}, got {type(data).__name__}")
+        if "task" not in data:
+            raise TaskRecordError(f"no 'task' field{where}")
+        fields = dict(data)
+        task = fields.pop("task")
+        if task in TASKS:
+            for name in _LEGACY_NULLS:  # older files wrote these as null for every task
+                if name not in _FIELDS[task] and fields.get(name, 0) is None:
+                    del fields[name]
+        if "source" in fields:
+            raise TaskRecordError(f"unknown field source={fields['source']!r}{where}")
+        return cls.create(task, source=source, **fields)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> "TaskRecord":
+        """The record of a checkpoint directory (or an albert_task.json path).
+
+        A directory without albert_task.json is a pretraining checkpoint.
+        """
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, TASK_FILE)
+            if not os.path.exists(path):
+                return cls.create("pretraining", source=path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise TaskRecordError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+        except UnicodeDecodeError as e:
+            raise TaskRecordError(f"{path}: not UTF-8 text ({e.reason})") from None
+        except OSError as e:
+            raise TaskRecordError(f"{path}: cannot read: {e.strerror or e}") from None
+        return cls.from_dict(data, source=path)
+
+    def replace(self, **changes) -> "TaskRecord":
+        """A copy with `changes`, validated."""
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------ validation
+    def __post_init__(self):
+        where = f" in {self.source}" if self.source else ""
+        if self.task not in TASKS:
+            raise TaskRecordError(f"task={self.task!r}{where} is not one of {', '.join(TASKS)}")
+        applicable = _FIELDS[self.task]
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name not in applicable and field.name != "source" and value is not None:
+                raise TaskRecordError(f"{field.name}={value!r}{where} does not apply to "
+                                      f"task={self.task!r} (it holds {', '.join(applicable)})")
+        self._check_common(where)
+        if self.task in ("classification", "token_classification"):
+            self._check_classes(where)
+        elif self.task in ("span", "span_beam"):
+            self._check_span(where)
+        elif self.task == "multiple_choice":
+            _check_int("max_qa_length", self.max_qa_length, 1, where)
+            if self.seq_length is not None and self.max_qa_length > self.seq_length - 3:
+                raise TaskRecordError(f"max_qa_length={self.max_qa_length} exceeds seq_length="
+                                      f"{self.seq_length} - 3 (the [CLS] and two [SEP]){where}")
+
+    def _check_common(self, where: str) -> None:
+        if self.seq_length is not None:
+            _check_int("seq_length", self.seq_length, 3, where)
+        _check_bool("do_lower_case", self.do_lower_case, where)
+        _check_bool("keep_accents", self.keep_accents, where)
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise TaskRecordError(f"precision={self.precision!r}{where} is not one of "
+                                  f"{', '.join(PRECISIONS)}")
+
+    def _check_classes(self, where: str) -> None:
+        if self.num_classes is None:
+            raise TaskRecordError(f"num_classes is missing{where} (a {self.task} record needs it)")
+        _check_int("num_classes", self.num_classes, 1, where)
+        if self.label_names is not None:
+            names = self.label_names
+            if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
+                raise TaskRecordError(f"label_names={names!r}{where}: expected a list of strings")
+            if len(names) != self.num_classes:
+                raise TaskRecordError(f"label_names has {len(names)} names but num_classes="
+                                      f"{self.num_classes}{where}")
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise TaskRecordError(f"label_names repeats {duplicates[0]!r}{where}")
+        if self.task == "classification" and self.problem_type not in PROBLEM_TYPES:
+            raise TaskRecordError(f"problem_type={self.problem_type!r}{where} is not one of "
+                                  f"{', '.join(PROBLEM_TYPES)}")
+
+    def _check_span(self, where: str) -> None:
+        _check_bool("answerability", self.answerability, where)
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
+            _check_int(name, getattr(self, name), 1, where)
+        value = self.no_answer_threshold
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            raise TaskRecordError(f"no_answer_threshold={value!r}{where}: expected a "
+                                  "probability in [0, 1]")
+        diff = self.null_score_diff_threshold
+        if diff is not None and (isinstance(diff, bool) or not isinstance(diff, (int, float))
+                                 or not math.isfinite(diff)):
+            raise TaskRecordError(f"null_score_diff_threshold={diff!r}{where}: expected a "
+                                  "finite number or null")
+        if self.task == "span_beam":
+            for name in BEAM_DEFAULTS:
+                _check_int(name, getattr(self, name), 1, where)
+        if self.seq_length is not None and self.max_query_length > self.seq_length - 4:
+            raise TaskRecordError(f"max_query_length={self.max_query_length} exceeds seq_length="
+                                  f"{self.seq_length} - 4 (the [CLS], two [SEP] and at least one "
+                                  f"context piece){where}")
+
+    # ------------------------------------------------------------ writing
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object albert_task.json holds: the fields of this record's task."""
+        out = {}
+        for name in _FIELDS[self.task]:
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def write(self, directory: str | os.PathLike) -> str:
+        """Writes `directory`/albert_task.json atomically; returns its path."""
+        path = os.path.join(os.fspath(directory), TASK_FILE)
+        with atomic_write(path) as f:
+            json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        return path
+
+
+def read_task_record(directory: str | os.PathLike) -> TaskRecord:
+    """`TaskRecord.read(directory)`."""
+    return TaskRecord.read(directory)
+
+
+def _fit_default(name: str, value, seq_length: int | None):
+    """A default that depends on seq_length, shrunk to fit (never below 1)."""
+    if isinstance(seq_length, int) and not isinstance(seq_length, bool) and seq_length >= 3:
+        if name == "max_query_length":
+            return max(1, min(value, seq_length - 4))
+        if name == "max_qa_length":
+            return max(1, min(value, seq_length - 3))
+    return value
+
+
+def _check_int(name: str, value, minimum: int, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TaskRecordError(f"{name}={value!r}{where}: expected an integer >= {minimum}")
+    if value < minimum:
+        raise TaskRecordError(f"{name}={value}{where}: must be >= {minimum}")
+
+
+def _check_bool(name: str, value, where: str) -> None:
+    if not isinstance(value, bool):
+        raise TaskRecordError(f"{name}={value!r}{where}: expected true or false")

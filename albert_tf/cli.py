@@ -1,0 +1,154 @@
+"""`albert-tf`: the command table, and the wrapper that turns errors into one line.
+
+Each subcommand lives in its own module with a `main(argv)`; `COMMANDS` names it
+as data and `main` imports it only when its command is run, so `albert-tf params`
+does not pay for TensorFlow's start-up (and this module imports no room of the
+package statically). `command(NAME)` wraps a command's `main`: a `UserError` (and
+a file-system error naming its path) becomes `albert-tf NAME: message` on stderr
+and exit status 2; anything else status 1 with a hint to rerun with `--debug`.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import importlib
+import logging
+import os
+import sys
+import traceback
+from typing import Callable
+
+from albert_tf.errors import UserError
+
+DEBUG_ENV = "ALBERT_TF_DEBUG"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+COMMANDS = {
+    # name: (module, one-line help)
+    "demo": ("albert_tf.training.experiments.demo.run", "the whole job on the embedded corpus: vocab -> data -> pretrain -> export -> answers"),
+    "vocab": ("albert_tf.training.data.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
+    "create-data": ("albert_tf.training.data.create_data", "write SOP (or NSP) + n-gram-masked pretraining TFRecords"),
+    "pretrain": ("albert_tf.training.pretrain.run", "pretrain with model.fit under a distribution strategy"),
+    "finetune": ("albert_tf.training.finetune.run", "fine-tune on GLUE, SQuAD, RACE or your own files"),
+    "export": ("albert_tf.serving.export", "export a SavedModel with raw-text signatures for TF Serving"),
+    "predict": ("albert_tf.serving.client.run", "query TF Serving (REST/gRPC) or a local SavedModel"),
+    "convert": ("albert_tf.checkpoint.convert", "convert a TF1 or Hugging Face checkpoint to albert-tf's format"),
+    "params": ("albert_tf.params", "print parameter counts of the paper's configurations"),
+    "ablate": ("albert_tf.training.experiments.ablate.run", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),
+}
+
+
+def debug_enabled() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def set_debug(enabled: bool) -> None:
+    """`--debug`: tracebacks instead of one-line errors (also for child processes)."""
+    if enabled:
+        os.environ[DEBUG_ENV] = "1"
+
+
+def _os_error_line(e: OSError) -> str:
+    where = e.filename if e.filename is not None else ""
+    if getattr(e, "filename2", None):
+        where = f"{where} -> {e.filename2}"
+    reason = e.strerror or str(e)
+    return f"{where}: {reason}" if where else reason
+
+
+def _user_facing(e: BaseException) -> str | None:
+    """The one-line message of an error the user can act on, else None."""
+    if isinstance(e, UserError):
+        return str(e)
+    if isinstance(e, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+                      NotADirectoryError)):
+        return _os_error_line(e) if e.filename is not None else str(e)
+    if isinstance(e, OSError) and (e.filename is not None or e.errno in (
+            errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT, errno.ENOENT)):
+        return _os_error_line(e)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(e, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
+                                         tf.errors.DataLossError, tf.errors.ResourceExhaustedError)):
+        # TensorFlow's file errors carry the path in their message; keep its first line.
+        return f"{type(e).__name__}: {str(e.message).strip().splitlines()[0]}"
+    return None
+
+
+def report_error(name: str, e: BaseException) -> int:
+    """Prints one line for `e` on stderr; returns the exit status (2: user error, 1: bug)."""
+    message = _user_facing(e)
+    if message is not None:
+        print(f"albert-tf {name}: {message}", file=sys.stderr)
+        return getattr(e, "exit_status", 2)
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    print(f"albert-tf {name}: unexpected error: {type(e).__name__}"
+          f"{': ' + first if first else ''} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return 1
+
+
+def command(name: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Decorates a command's `main(argv)`: errors become one line on stderr and a status.
+
+    UserError (and file-system errors naming their path) -> status 2; anything
+    else -> status 1 with a hint; with `--debug` (ALBERT_TF_DEBUG=1) the
+    traceback is printed in full instead.
+    """
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def run(*args, **kwargs) -> int:
+            try:
+                return int(main(*args, **kwargs) or 0)
+            except KeyboardInterrupt:
+                print(f"albert-tf {name}: interrupted", file=sys.stderr)
+                return 130
+            except Exception as e:  # noqa: BLE001 - the one place errors become exit codes
+                if debug_enabled():
+                    traceback.print_exc()
+                    return getattr(e, "exit_status", 2) if _user_facing(e) is not None else 1
+                return report_error(name, e)
+        return run
+    return wrap
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """One log format for every command (INFO by default; DEBUG with --debug)."""
+    logging.basicConfig(level=logging.DEBUG if debug_enabled() else level, format=LOG_FORMAT,
+                        datefmt="%H:%M:%S")
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: albert-tf COMMAND [options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run 'albert-tf COMMAND --help' for a command's options.",
+              "--debug (anywhere): show the traceback of an error instead of one line."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--debug" in argv:
+        argv = [a for a in argv if a != "--debug"]
+        set_debug(True)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"albert-tf: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line users.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Every command reports errors the same way: one line (see `command`).
+    return command(command)(_run)(COMMANDS[command][0], rest)
+
+
+def _run(module_name: str, argv: list[str]) -> int:
+    return int(importlib.import_module(module_name).main(argv) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Tokenization: the Python tokenizer and the in-graph preprocessor, with the same ids.
+
+  spm.py           `AlbertTokenizer`: the original rules on a SentencePiece model
+                   (sentencepiece only, no TensorFlow), packing and truncation
+  normalize.py     the Unicode tables both sides share (whitespace, marks, casing)
+  preprocessor.py  `AlbertPreprocessor`: the same rules as TensorFlow ops, a Keras
+                   layer for tf.data and SavedModels; it imports `spm`, never the reverse
+
+`AlbertPreprocessor` is loaded on first use, so `from albert_tf.tokenizer import
+AlbertTokenizer` works where only sentencepiece is installed.
+"""
+
+import importlib
+
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+__all__ = ["AlbertTokenizer", "AlbertPreprocessor"]
+
+
+def __getattr__(name: str):
+    # Deferred on purpose: the in-graph layer needs TensorFlow and tensorflow-text.
+    if name == "AlbertPreprocessor":
+        value = importlib.import_module("albert_tf.tokenizer.preprocessor").AlbertPreprocessor
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,329 @@
+"""`AlbertPreprocessor`: the Python tokenizer's rules in TensorFlow ops (tf.data, SavedModels).
+
+Every step mirrors `albert_tf.tokenizer.spm` (see its docstring for the rules):
+
+* invalid UTF-8 -> U+FFFD (`tf.strings.unicode_decode` with errors="replace",
+  which agrees byte for byte with Python's `bytes.decode(errors="replace")`);
+* whitespace runs -> one space, ends stripped, with Python's `str.isspace` set;
+* NFKD with `tensorflow_text.normalize_utf8` (ICU); combining marks dropped and
+  `str.lower` (Final_Sigma included) applied on code points, with tables read
+  from Python's `unicodedata` (`tokenizer_unicode`);
+* `tensorflow_text.FastSentencepieceTokenizer` -> ids (it breaks Viterbi ties as
+  the sentencepiece package does; `SentencepieceTokenizer` does not), then the
+  digit-comma rule as
+  a ragged gather: each vocabulary id maps to the ids the Python tokenizer's
+  rule gives for its piece (exact, and 4x faster than re-segmenting strings);
+* packing with `RoundRobinTrimmer` (equal to the original `_truncate_seq_pair`
+  for two segments), `combine_segments` and `pad_model_inputs`.
+
+Residual difference: `normalize_utf8` uses ICU's Unicode version (newer than
+Python 3.11's 14.0), so about a hundred code points that Python 3.11 treats as
+unassigned get decomposed in the graph only. They are absent from real text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenizer.spm import MODEL_INPUT_NAMES, AlbertTokenizer, check_seq_length
+from albert_tf.tokenizer.normalize import unicode_tables
+
+logger = logging.getLogger(__name__)
+
+_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
+
+
+def _in_ranges(code_points: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) -> tf.Tensor:
+    """Whether each int32 code point lies in one of the sorted inclusive `ranges`; same shape."""
+    starts, ends = tf.constant(ranges[0]), tf.constant(ranges[1])
+    index = tf.searchsorted(starts, code_points, side="right") - 1
+    return (index >= 0) & (code_points <= tf.gather(ends, tf.maximum(index, 0)))
+
+
+def _with_non_ascii(values: tf.Tensor, ascii_result: tf.Tensor, fn) -> tf.Tensor:
+    """`ascii_result` [N] with its non-ASCII positions replaced by `fn(those code points)`.
+
+    Most text is ASCII, answered by 128-entry tables; only the rest pays for a
+    binary search.
+    """
+    where = tf.where(values >= 0x80)  # [M, 1]
+    return tf.tensor_scatter_nd_update(ascii_result, where, fn(tf.gather_nd(values, where)))
+
+
+def _member(values: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) -> tf.Tensor:
+    """`_in_ranges` for int32 code points [N], with a table for ASCII."""
+    ascii_table = np.zeros(128, bool)
+    for start, end in zip(*ranges):
+        ascii_table[min(start, 128):min(end + 1, 128)] = True
+    in_ascii = tf.gather(tf.constant(ascii_table), tf.minimum(values, 127))
+    return _with_non_ascii(values, in_ascii, lambda wide: _in_ranges(wide, ranges))
+
+
+class TextNormalizer:
+    """`normalize_text` in TF ops: `tf.string [B]` -> `tf.string [B]`.
+
+    Works on code points (`unicode_decode`, which also replaces invalid UTF-8
+    exactly as Python's errors="replace" does) except for NFKD, which needs ICU.
+    """
+
+    def __init__(self, do_lower_case: bool, keep_accents: bool):
+        self.do_lower_case = do_lower_case
+        self.keep_accents = keep_accents
+        self.tables = unicode_tables()
+        ascii_lower = np.arange(128, dtype=np.int32)
+        for key, value in zip(self.tables.lower_keys, self.tables.lower_values):
+            if key < 128:
+                ascii_lower[key] = value
+        self._ascii_lower = ascii_lower
+
+    def __call__(self, texts: tf.Tensor) -> tf.Tensor:
+        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                          replacement_char=0xFFFD)  # int32 [B, (C)]
+        chars = self._collapse_whitespace(chars)
+        if not self.keep_accents:
+            texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFKD")
+            chars = tf.strings.unicode_decode(texts, "UTF-8")
+            combining = tf.ragged.map_flat_values(_member, chars, self.tables.combining)
+            chars = tf.ragged.boolean_mask(chars, ~combining)
+        elif self.do_lower_case:
+            # str.lower's only one-to-many mapping (NFKD has split it otherwise).
+            texts = tf.strings.regex_replace(tf.strings.unicode_encode(chars, "UTF-8"),
+                                             "\u0130", "i\u0307")
+            chars = tf.strings.unicode_decode(texts, "UTF-8")
+        if self.do_lower_case:
+            chars = chars.with_flat_values(self._lower(chars.flat_values, chars.value_rowids()))
+        return tf.strings.unicode_encode(chars, "UTF-8")
+
+    def _collapse_whitespace(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
+        """`" ".join(text.split())` on code points [B, (C)]."""
+        values, rows = chars.flat_values, chars.value_rowids()
+        space = _member(values, self.tables.whitespace)
+        position = tf.range(tf.size(values, out_type=rows.dtype))
+        after_space = (position == tf.gather(chars.row_starts(), rows)) | tf.concat(
+            [[True], space[:-1]], 0)  # a row start counts as after a space: strips the left
+        last_word_char = tf.math.unsorted_segment_max(
+            tf.where(space, tf.constant(-1, rows.dtype), position), rows, chars.nrows())
+        keep = ~space | (~after_space & (position < tf.gather(last_word_char, rows)))
+        values = tf.where(space, 0x20, values)
+        return tf.ragged.boolean_mask(chars.with_flat_values(values),
+                                      chars.with_flat_values(keep))
+
+    def _lower(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+        """`str.lower` on the flat code points [N] of rows `rows` [N]."""
+        lowered = tf.gather(tf.constant(self._ascii_lower), tf.minimum(chars, 127))
+        lowered = _with_non_ascii(chars, lowered, self._lower_non_ascii)
+        final = tf.cond(tf.reduce_any(chars == _SIGMA), lambda: self._final_sigma(chars, rows),
+                        lambda: tf.zeros_like(chars, tf.bool))
+        return tf.where(final, _FINAL_SIGMA, lowered)
+
+    def _lower_non_ascii(self, chars: tf.Tensor) -> tf.Tensor:
+        keys = tf.constant(self.tables.lower_keys)
+        index = tf.minimum(tf.searchsorted(keys, chars), tf.size(keys) - 1)
+        hit = tf.gather(keys, index) == chars
+        return tf.where(hit, tf.gather(tf.constant(self.tables.lower_values), index), chars)
+
+    def _final_sigma(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+        """Unicode's Final_Sigma context, as CPython's str.lower applies it: bool [N].
+
+        A capital sigma is final when the nearest non-case-ignorable character
+        before it (same row) is cased, and the nearest one after it is not.
+        """
+        relevant = ~_member(chars, self.tables.case_ignorable)
+        cased = _member(chars, self.tables.cased)
+        # Positions of the relevant characters, then a sentinel N that is in no row.
+        n = tf.size(chars, out_type=tf.int64)
+        positions = tf.concat([tf.where(relevant)[:, 0], [n]], 0)
+        rows_ext = tf.concat([rows, [-1]], 0)
+        cased_ext = tf.concat([cased, [False]], 0)
+        upto = tf.cumsum(tf.cast(relevant, tf.int64))  # relevant characters in [0, i]
+        before_count = upto - tf.cast(relevant, tf.int64)  # ... in [0, i)
+        before = tf.gather(positions, tf.maximum(before_count - 1, 0))
+        cased_before = ((before_count > 0) & (tf.gather(rows_ext, before) == rows)
+                        & tf.gather(cased_ext, before))
+        after = tf.gather(positions, upto)  # the first relevant character after i
+        cased_after = (tf.gather(rows_ext, after) == rows) & tf.gather(cased_ext, after)
+        return (chars == _SIGMA) & cased_before & ~cased_after
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _proto_fields(data: bytes):
+    """Yields (field number, wire type, value) of a serialized protobuf message."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _read_varint(data, pos)
+        elif wire == 2:
+            length, pos = _read_varint(data, pos)
+            value, pos = data[pos:pos + length], pos + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, pos = data[pos:pos + size], pos + size
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire}")
+        yield number, wire, value
+
+
+def spm_model_type(model_proto: bytes) -> str:
+    """"unigram", "bpe", "word" or "char": ModelProto.trainer_spec (2) .model_type (3)."""
+    for number, wire, value in _proto_fields(model_proto):
+        if number == 2 and wire == 2:
+            for field, field_wire, field_value in _proto_fields(value):
+                if field == 3 and field_wire == 0:
+                    return {1: "unigram", 2: "bpe", 3: "word", 4: "char"}.get(field_value, "?")
+    return "unigram"  # the field's default
+
+
+def _digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """Each vocabulary id's ids after the digit-comma rule, as ragged (values, row_lengths).
+
+    The rule depends only on the piece, so it is applied once per vocabulary
+    piece by the Python tokenizer itself. Unknown text comes out of
+    SentencePiece as one `<unk>` piece per run of unknown characters; such a run
+    cannot end in "," when "," is a piece, so the table covers every case then.
+    """
+    if tokenizer.piece_to_id(",") == tokenizer.unk_id:
+        logger.warning("%s has no ',' piece: an unknown digit before a comma yields one <unk> "
+                       "in the graph where the Python tokenizer gives two",
+                       tokenizer.spm_model_path)
+    rows = []
+    for piece_id in range(tokenizer.vocab_size):
+        pieces = tokenizer.split_piece(tokenizer.id_to_piece(piece_id))
+        rows.append([piece_id] if len(pieces) == 1 else [tokenizer.piece_to_id(p) for p in pieces])
+    return (np.array([i for row in rows for i in row], np.int32),
+            np.array([len(row) for row in rows], np.int64))
+
+
+class AlbertPreprocessor(keras.layers.Layer):
+    """Raw text -> ALBERT model inputs, in the graph; the same ids as `AlbertTokenizer.encode_pair`.
+
+    Works eagerly, in `tf.data.Dataset.map`, and in a `tf.function` exported to a
+    SavedModel: the SentencePiece model travels with the graph (a constant, plus
+    the tracked resource of `.sentencepiece`), so a fresh process needs only
+    `import tensorflow_text`. `get_config` stores the model's path, so a `.keras`
+    file reloads only where that path exists.
+
+    Args:
+      spm_model_path: the SentencePiece `.model` file (read once, at construction).
+      seq_length: length of every output row, >= 3.
+      do_lower_case, keep_accents: as for `AlbertTokenizer`.
+
+    Call with `tf.string [B]` (one segment) or a pair `(texts_a, texts_b)`;
+    returns {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, seq_length].
+
+    Example:
+      >>> pre = AlbertPreprocessor("30k-clean.model", seq_length=128)
+      >>> ds = ds.map(lambda q, p: pre((q, p)))
+    """
+
+    def __init__(self, spm_model_path: str | os.PathLike, seq_length: int,
+                 do_lower_case: bool = True, keep_accents: bool = False, **kwargs):
+        kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
+        super().__init__(trainable=False, **kwargs)
+        self.seq_length = check_seq_length(seq_length)
+        self.spm_model_path = os.fspath(spm_model_path)
+        self.do_lower_case = bool(do_lower_case)
+        self.keep_accents = bool(keep_accents)
+        # The Python tokenizer validates the file and owns the special ids.
+        self.tokenizer = AlbertTokenizer(self.spm_model_path, self.do_lower_case,
+                                         keep_accents=self.keep_accents)
+        model_type = spm_model_type(self.tokenizer.model_proto)
+        if model_type != "unigram":
+            raise ValueError(f"{self.spm_model_path} is a {model_type} SentencePiece model; the "
+                             "in-graph tokenizer supports unigram models (ALBERT's kind) only")
+        self._normalizer = TextNormalizer(self.do_lower_case, self.keep_accents)
+        # FastSentencepieceTokenizer, not SentencepieceTokenizer, makes the ids: the
+        # latter's bundled SentencePiece breaks exact Viterbi ties the other way from
+        # the sentencepiece package (":::" -> "::" ":" instead of ":" "::"), the
+        # former agrees with it. Its converted model is a constant of the graph.
+        self._fast_sentencepiece = tf_text.FastSentencepieceTokenizer(self.tokenizer.model_proto)
+        # The classic op, a tracked resource, only for its byte offsets
+        # (`tokenize_with_offsets`); its ids may differ on such ties.
+        self.sentencepiece = tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
+        self._replacements = _digit_comma_table(self.tokenizer)
+
+    def normalize(self, texts: tf.Tensor) -> tf.Tensor:
+        """`AlbertTokenizer.normalize` on `tf.string [B]`."""
+        return self._normalizer(tf.convert_to_tensor(texts, tf.string))
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """`AlbertTokenizer.encode` on `tf.string [B]` -> int32 `[B, (tokens)]`."""
+        ids = self._fast_sentencepiece.tokenize(self.normalize(texts))  # [B, (P)]
+        ids = ids.with_row_splits_dtype(tf.int64)
+        values, lengths = self._replacements
+        table = tf.RaggedTensor.from_row_lengths(tf.constant(values), tf.constant(lengths))
+        return tf.gather(table, ids).merge_dims(1, 2)  # [B, (P), (k)] -> [B, (T)]
+
+    def call(self, inputs) -> dict[str, tf.Tensor]:
+        segments = self._segments(inputs)
+        batch = tf.shape(segments[0])[0]
+        # One normalise + tokenize pass over all segments, then split back.
+        ids = self.tokenize(tf.concat(segments, axis=0))
+        ids = [ids[i * batch:(i + 1) * batch] for i in range(len(segments))]
+        return self.pack(ids)[0]
+
+    def pack(self, segments: list[tf.RaggedTensor]) -> tuple[dict[str, tf.Tensor], list]:
+        """`[CLS] A [SEP] (B [SEP])` packing of one or two token-id segments [B, (n)].
+
+        The one packing function: `call` and the serving signatures (which
+        tokenize their segments themselves) both use it. Segments are trimmed
+        round-robin to fit `seq_length`, as `AlbertTokenizer.encode_pair` does.
+
+        Returns:
+          (features: {input_word_ids, input_mask, input_type_ids} int32
+          [B, seq_length], trimmed: the segments as kept after truncation).
+        """
+        tok = self.tokenizer
+        trimmed = tf_text.RoundRobinTrimmer(self.seq_length - 1 - len(segments)).trim(segments)
+        word_ids, type_ids = tf_text.combine_segments(
+            trimmed, start_of_sequence_id=tok.cls_id, end_of_segment_id=tok.sep_id)
+        word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, pad_value=tok.pad_id)
+        type_ids, _ = tf_text.pad_model_inputs(type_ids, self.seq_length, pad_value=0)
+        values = (word_ids, mask, type_ids)
+        return {name: tf.cast(v, tf.int32) for name, v in zip(MODEL_INPUT_NAMES, values)}, trimmed
+
+    def _segments(self, inputs) -> list[tf.Tensor]:
+        segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
+        if len(segments) not in (1, 2):
+            raise ValueError(f"AlbertPreprocessor takes one or two text segments, "
+                             f"got {len(segments)}")
+        out = []
+        for segment in segments:
+            segment = tf.convert_to_tensor(segment)
+            if segment.dtype != tf.string:
+                raise TypeError(f"AlbertPreprocessor expects tf.string text, got {segment.dtype}")
+            if segment.shape.rank == 2 and segment.shape[-1] == 1:
+                segment = tf.squeeze(segment, axis=-1)  # [B, 1], as keras.Input(shape=(1,)) gives
+            if segment.shape.rank != 1:
+                raise ValueError(f"AlbertPreprocessor expects text of shape [batch], "
+                                 f"got {segment.shape}")
+            out.append(segment)
+        return out
+
+    def compute_output_spec(self, inputs):
+        batch = (list(inputs)[0] if isinstance(inputs, (tuple, list)) else inputs).shape[0]
+        return {name: keras.KerasTensor((batch, self.seq_length), dtype="int32")
+                for name in MODEL_INPUT_NAMES}
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(spm_model_path=self.spm_model_path, seq_length=self.seq_length,
+                      do_lower_case=self.do_lower_case, keep_accents=self.keep_accents)
+        return config

@@ -1,0 +1,250 @@
+"""ALBERT tokenization: one definition, the same ids in Python, in tf.data and in a SavedModel.
+
+`AlbertTokenizer` (this module, sentencepiece only, no TensorFlow) reproduces the
+original google-research/albert `tokenization.py` on a SentencePiece model:
+
+1. `normalize`: the original `preprocess_text` -- collapse every run of
+   whitespace (`str.split()`) to one space and strip the ends; NFKD and drop
+   every code point whose canonical combining class is non-zero (unless
+   `keep_accents`, Hugging Face's option); `str.lower()` when `do_lower_case`.
+   Unlike Hugging Face's port, `` and '' are NOT rewritten to '"': the
+   original never did, and the released vocabularies were built without it.
+2. SentencePiece segmentation, then the original `encode_pieces` digit-comma
+   rule: a piece longer than one character that ends in "," after a digit
+   ("▁1,000," or "3,") is re-segmented without the comma and "," is appended;
+   when the piece had no leading "▁", a leading "▁" that re-segmentation adds
+   is removed. (The original wrote that test as a bytes/str comparison that is
+   never true on Python 3; we apply the rule it describes, as Hugging Face does.)
+3. Ids are `piece_to_id` of the pieces; packing is `[CLS] A [SEP] (B [SEP])`
+   with type ids 0 / 1, mask 1 on real tokens and `<pad>` after them;
+   over-long pairs lose one token at a time from the longer segment, the second
+   on ties (the original `_truncate_seq_pair`; in the graph this is exactly
+   tensorflow-text's `RoundRobinTrimmer`, see `truncate_seq_pair`).
+
+Bytes input is decoded as UTF-8 with each invalid sequence replaced by U+FFFD
+(Python's `errors="replace"`), which is what the graph does with invalid bytes.
+
+`AlbertPreprocessor`, the in-graph Keras layer, lives in
+`albert_tf.tokenizer.preprocessor` (TensorFlow + tensorflow-text); it imports this
+module, never the reverse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from typing import Sequence
+
+import sentencepiece as spm
+
+from albert_tf.inputs import INPUT_NAMES as MODEL_INPUT_NAMES  # one home for the names
+from albert_tf.errors import UserError
+
+SPIECE_UNDERLINE = "\u2581"
+PAD_PIECE = "<pad>"
+UNK_PIECE = "<unk>"
+CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"
+CONTROL_SYMBOLS = (CLS_PIECE, SEP_PIECE, MASK_PIECE)
+# `--user_defined_symbols` of the original spm_train command (ALBERT README):
+# always segmented as pieces of their own.
+USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+MIN_SEQ_LENGTH = 3  # [CLS] [SEP] [SEP]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _to_text(text: str | bytes) -> str:
+    """Returns `text` as a str of Unicode scalar values (invalid UTF-8 -> U+FFFD)."""
+    if isinstance(text, bytes):
+        return text.decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str or bytes, got {type(text).__name__}: {text!r:.80}")
+    if _SURROGATE.search(text):
+        # Lone surrogates cannot be UTF-8 encoded; treat them as the invalid
+        # bytes they would be, as the graph would.
+        return text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return text
+
+
+def normalize_text(text: str | bytes, do_lower_case: bool = True,
+                   keep_accents: bool = False) -> str:
+    """The original `preprocess_text`: whitespace, NFKD without combining marks, lowercase.
+
+    Example: `normalize_text("  Héllo\\tWORLD ")` -> `"hello world"`.
+    """
+    text = " ".join(_to_text(text).split())
+    if not keep_accents:
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
+    if do_lower_case:
+        text = text.lower()
+    return text
+
+
+def _ends_with_digit_comma(piece: str) -> bool:
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
+                      max_length: int) -> tuple[list, list]:
+    """Shortens a pair to `max_length` items in total, the longer one first, B on ties.
+
+    The original `_truncate_seq_pair`. The result equals tensorflow-text's
+    `RoundRobinTrimmer` for two segments (tested exhaustively), whereas its
+    `ShrinkLongestTrimmer` breaks ties the other way.
+    """
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    while len_a + len_b > max_length:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return list(tokens_a[:len_a]), list(tokens_b[:len_b])
+
+
+def check_seq_length(seq_length: int) -> int:
+    """Returns `seq_length` if packing can fit [CLS] A [SEP] B [SEP] into it, else raises."""
+    if isinstance(seq_length, bool) or not isinstance(seq_length, int):
+        raise TypeError(f"seq_length must be an int, got {seq_length!r}")
+    if seq_length < MIN_SEQ_LENGTH:
+        raise UserError(f"seq_length={seq_length} is too small: packing needs at least "
+                         f"{MIN_SEQ_LENGTH} positions for [CLS] A [SEP] B [SEP]")
+    return seq_length
+
+
+def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.SentencePieceProcessor]:
+    """Reads and parses a SentencePiece .model file; clear errors for missing or corrupt files."""
+    path = os.fspath(spm_model_path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"SentencePiece model not found: {path}")
+    with open(path, "rb") as f:
+        proto = f.read()
+    processor = spm.SentencePieceProcessor()
+    try:
+        if not proto:
+            raise RuntimeError("the file is empty")
+        processor.LoadFromSerializedProto(proto)
+    except (RuntimeError, OSError) as err:
+        raise UserError(f"{path} is not a valid SentencePiece model: {err}") from None
+    return proto, processor
+
+
+class AlbertTokenizer:
+    """SentencePiece tokenization with the original ALBERT rules (needs only sentencepiece).
+
+    Loads any ALBERT-style model as released (30k-clean.model, Hugging Face's
+    spiece.model, or one from `albert-tf vocab`): the special ids are looked up
+    by piece name, so "<pad>", "[CLS]", "[SEP]" and "[MASK]" must be pieces.
+
+    Args:
+      spm_model_path: the SentencePiece `.model` file.
+      do_lower_case: lowercase before segmentation (True for the released models).
+      keep_accents: keep combining marks and skip NFKD (Hugging Face's
+        `keep_accents`; the original always strips them).
+
+    Example:
+      >>> tok = AlbertTokenizer("30k-clean.model")
+      >>> tok.tokenize("It costs 1,000,")   # ['▁it', '▁costs', '▁1,000', ',']
+      >>> tok.encode_pair("a question", "a passage", seq_length=16)["input_word_ids"]
+    """
+
+    def __init__(self, spm_model_path: str | os.PathLike, do_lower_case: bool = True, *,
+                 keep_accents: bool = False):
+        self.spm_model_path = os.fspath(spm_model_path)
+        self.do_lower_case = bool(do_lower_case)
+        self.keep_accents = bool(keep_accents)
+        self.model_proto, self.sp_model = load_spm_model(self.spm_model_path)
+        self.unk_id = self.sp_model.unk_id()
+        self.pad_id = self._special_id(PAD_PIECE)
+        self.cls_id, self.sep_id, self.mask_id = (self._special_id(p) for p in CONTROL_SYMBOLS)
+
+    def _special_id(self, piece: str) -> int:
+        piece_id = self.sp_model.piece_to_id(piece)
+        if piece_id == self.unk_id and piece != UNK_PIECE:
+            raise UserError(f"{self.spm_model_path} has no {piece!r} piece; an ALBERT "
+                             f"vocabulary needs {PAD_PIECE!r} and {', '.join(CONTROL_SYMBOLS)} "
+                             f"(train one with `albert-tf vocab`)")
+        return piece_id
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of pieces, special ones included."""
+        return self.sp_model.get_piece_size()
+
+    def normalize(self, text: str | bytes) -> str:
+        """The text the SentencePiece model sees (see `normalize_text`)."""
+        return normalize_text(text, self.do_lower_case, self.keep_accents)
+
+    def tokenize(self, text: str | bytes) -> list[str]:
+        """Normalizes and segments `text` into pieces, with the digit-comma rule."""
+        pieces = []
+        for piece in self.sp_model.encode_as_pieces(self.normalize(text)):
+            if _ends_with_digit_comma(piece):
+                pieces.extend(self._split_digit_comma(piece))
+            else:
+                pieces.append(piece)
+        return pieces
+
+    def split_piece(self, piece: str) -> list[str]:
+        """The digit-comma rule on one piece: `"▁1,000,"` -> `["▁1,000", ","]` (the
+        re-segmentation depends on the vocabulary); `[piece]` where it does not apply."""
+        return self._split_digit_comma(piece) if _ends_with_digit_comma(piece) else [piece]
+
+    def _split_digit_comma(self, piece: str) -> list[str]:
+        # Segment the piece afresh without its comma, then a separate ",". A piece
+        # that continued a word ("x3,") must not gain the "▁" that segmenting "3" adds.
+        sub = self.sp_model.encode_as_pieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+        if sub and not piece.startswith(SPIECE_UNDERLINE) and sub[0].startswith(SPIECE_UNDERLINE):
+            sub = sub[1:] if sub[0] == SPIECE_UNDERLINE else [sub[0][1:]] + sub[1:]
+        return sub + [","]
+
+    def encode(self, text: str | bytes) -> list[int]:
+        """Token ids of `text` (no [CLS]/[SEP]): `piece_to_id` of `tokenize(text)`."""
+        pieces = self.tokenize(text)
+        return list(self.sp_model.piece_to_id(pieces)) if pieces else []
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`; <pad>, [CLS], [SEP] and [MASK] decode to nothing."""
+        return self.sp_model.decode_ids([int(i) for i in ids])
+
+    def id_to_piece(self, piece_id: int) -> str:
+        return self.sp_model.id_to_piece(int(piece_id))
+
+    def piece_to_id(self, piece: str) -> int:
+        return self.sp_model.piece_to_id(piece)
+
+    def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None,
+             seq_length: int = 128) -> dict[str, list[int]]:
+        """Packs token ids as `[CLS] A [SEP] (B [SEP])`, truncated and padded to `seq_length`.
+
+        Returns: {"input_word_ids", "input_mask", "input_type_ids"}, lists of
+        `seq_length` ints. A single segment keeps its first `seq_length - 2`
+        ids; a pair is cut by `truncate_seq_pair` to `seq_length - 3`. An empty
+        B still gets its [SEP] (pass None for a single segment).
+        """
+        check_seq_length(seq_length)
+        if ids_b is None:
+            word_ids = [self.cls_id, *ids_a[:seq_length - 2], self.sep_id]
+            type_ids = [0] * len(word_ids)
+        else:
+            ids_a, ids_b = truncate_seq_pair(ids_a, ids_b, seq_length - 3)
+            word_ids = [self.cls_id, *ids_a, self.sep_id, *ids_b, self.sep_id]
+            type_ids = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
+        padding = seq_length - len(word_ids)
+        return {
+            "input_word_ids": [int(i) for i in word_ids] + [self.pad_id] * padding,
+            "input_mask": [1] * len(word_ids) + [0] * padding,
+            "input_type_ids": type_ids + [0] * padding,
+        }
+
+    def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
+                    seq_length: int = 128) -> dict[str, list[int]]:
+        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
+        check_seq_length(seq_length)
+        ids_b = None if text_b is None else self.encode(text_b)
+        return self.pack(self.encode(text_a), ids_b, seq_length)
+
+    def __repr__(self) -> str:
+        return (f"AlbertTokenizer({self.spm_model_path!r}, do_lower_case={self.do_lower_case}, "
+                f"keep_accents={self.keep_accents}, vocab_size={self.vocab_size})")

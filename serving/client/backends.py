@@ -1,0 +1,145 @@
+"""The three routes `albert-tf predict` takes to a signature: REST, gRPC, local SavedModel.
+
+Each backend offers `signatures()` -> {name: {"inputs": {input: dtype}, "outputs":
+[names]}} and `predict(signature, inputs)` -> one JSON-ready dict per row, so the
+client treats them alike and the tests can check that they agree.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Mapping
+
+import numpy as np
+
+from albert_tf.errors import UserError
+
+from albert_tf.serving import requests as rq
+
+
+class ServerError(UserError, RuntimeError):
+    """The server could not be reached or refused a request (one-line message, exit 1)."""
+
+    exit_status = 1
+
+
+class RestBackend:
+    """TF Serving's REST API at `server` (e.g. http://localhost:8501)."""
+
+    def __init__(self, server: str, model: str, version: int | None = None,
+                 fmt: str = "instances", timeout: float = 60.0):
+        if fmt not in rq.REST_FORMATS:
+            raise ValueError(f"REST format {fmt!r} is not one of {rq.REST_FORMATS}")
+        self.server, self.model, self.version = server, model, version
+        self.fmt, self.timeout = fmt, timeout
+        self._signatures: dict | None = None
+
+    def _call(self, url: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(url, data=data,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as e:  # TF Serving puts {"error": ...} in the body
+            detail = e.read().decode("utf-8", errors="replace")
+            try:
+                detail = json.loads(detail)["error"]
+            except (ValueError, KeyError, TypeError):
+                pass
+            raise ServerError(f"{url}: HTTP {e.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ServerError(f"{url}: {getattr(e, 'reason', e)}") from None
+        try:
+            reply = json.loads(raw)
+        except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+            shown = raw[:60].decode("utf-8", errors="replace")
+            raise ServerError(f"{url}: the reply is not JSON ({e}); it starts {shown!r}; is "
+                              "this a TF Serving REST port?") from None
+        if not isinstance(reply, dict):
+            raise ServerError(f"{url}: the reply is a JSON {type(reply).__name__}, not an object")
+        return reply
+
+    def signatures(self) -> dict[str, dict]:
+        if self._signatures is None:
+            url = rq.rest_url(self.server, self.model, self.version, verb="metadata")
+            self._signatures = rq.signatures_from_rest_metadata(self._call(url))
+        return self._signatures
+
+    def predict(self, signature: str, inputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        body = rq.rest_body(inputs, signature, self.fmt)
+        response = self._call(rq.rest_url(self.server, self.model, self.version), body)
+        return rq.rows_from_rest_response(response, self.signatures()[signature]["outputs"])
+
+
+class GrpcBackend:
+    """TF Serving's gRPC PredictionService at `target` (e.g. localhost:8500)."""
+
+    def __init__(self, target: str, model: str, version: int | None = None,
+                 timeout: float = 60.0):
+        import grpc
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+        self.model, self.version, self.timeout = model, version, timeout
+        self._grpc = grpc
+        # Long contexts and [B, T, H] outputs exceed gRPC's 4 MB default message size.
+        options = [("grpc.max_send_message_length", 1 << 30),
+                   ("grpc.max_receive_message_length", 1 << 30)]
+        self._stub = prediction_service_pb2_grpc.PredictionServiceStub(
+            grpc.insecure_channel(target, options=options))
+        self._signatures: dict | None = None
+
+    def _rpc(self, method, request):
+        try:
+            return method(request, timeout=self.timeout)
+        except self._grpc.RpcError as e:
+            raise ServerError(f"gRPC {e.code().name}: {e.details()}") from None
+
+    def signatures(self) -> dict[str, dict]:
+        if self._signatures is None:
+            from tensorflow_serving.apis import get_model_metadata_pb2
+
+            request = get_model_metadata_pb2.GetModelMetadataRequest(
+                metadata_field=["signature_def"])
+            request.model_spec.name = self.model
+            if self.version is not None:
+                request.model_spec.version.value = self.version
+            response = self._rpc(self._stub.GetModelMetadata, request)
+            defs = get_model_metadata_pb2.SignatureDefMap()
+            response.metadata["signature_def"].Unpack(defs)
+            self._signatures = rq.signatures_from_signature_defs(defs.signature_def)
+        return self._signatures
+
+    def predict(self, signature: str, inputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        request = rq.predict_request(self.model, signature, inputs, self.version)
+        return rq.rows_from_predict_response(self._rpc(self._stub.Predict, request))
+
+
+class LocalBackend:
+    """The SavedModel at `path`, loaded in this process (TF + tensorflow-text ops)."""
+
+    def __init__(self, path: str):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the graph uses)
+
+        try:
+            self._model = tf.saved_model.load(path)
+        except (OSError, ValueError) as e:
+            raise ServerError(f"cannot load a SavedModel from {path}: {e}") from None
+        self._tf = tf
+
+    def signatures(self) -> dict[str, dict]:
+        result = {}
+        for name, fn in self._model.signatures.items():
+            specs = fn.structured_input_signature[1]
+            result[name] = {"inputs": {n: object if s.dtype == self._tf.string
+                                       else s.dtype.as_numpy_dtype for n, s in specs.items()},
+                            "outputs": sorted(fn.structured_outputs)}
+        return result
+
+    def predict(self, signature: str, inputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        fn = self._model.signatures[signature]
+        outputs = fn(**{name: self._tf.constant(value) for name, value in inputs.items()})
+        return rq.rows_from_columns({name: value.numpy() for name, value in outputs.items()})

@@ -1,0 +1,207 @@
+"""`albert-tf predict`: run an exported model over a file of inputs, write JSONL.
+
+Three routes to the same signature: TF Serving's REST API (`--server`), its gRPC
+PredictionService (`--grpc`), or the SavedModel loaded in this process
+(`--saved-model`). Inputs are one text per line (for signatures with one text
+input) or JSON Lines whose keys are the signature's input names, e.g.
+`{"question": "...", "context": "..."}`. Each input row gives one output line.
+
+Example:
+    albert-tf predict --server http://localhost:8501 --model albert_sst2 \\
+        --input reviews.txt --output predictions.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from typing import Any, Iterator, Mapping, Sequence
+
+from albert_tf import arguments, atomic, cli
+from albert_tf.errors import UserError
+
+
+from albert_tf.serving.requests import (DEFAULT_SIGNATURE, REST_FORMATS, RequestError,
+                                        columns_from_rows)
+
+logger = logging.getLogger(__name__)
+
+
+class ClientError(UserError, RuntimeError):
+    """A failure talking to the server or reading the inputs, with one clear message."""
+
+
+# -------------------------------------------------------------------- inputs
+def read_rows(path: str, inputs: Mapping[str, Any], jsonl: bool) -> Iterator[dict]:
+    """Yields one input row per line of `path` ('-' for stdin).
+
+    Args:
+      path: the input file.
+      inputs: the signature's inputs, name -> NumPy dtype.
+      jsonl: JSON Lines (keys = input names; blank lines skipped) rather than one
+        raw text per line (kept byte for byte, so invalid UTF-8 reaches the model).
+    """
+    if not jsonl and (len(inputs) != 1 or next(iter(inputs.values())) is not object):
+        raise ClientError(f"{path}: the signature takes {sorted(inputs)}; give JSON Lines "
+                          "with those keys (--input-format jsonl)")
+    with _open_input(path) as stream:
+        for number, line in enumerate(stream, 1):
+            line = line.rstrip(b"\n").rstrip(b"\r")
+            if not jsonl:
+                yield {next(iter(inputs)): line}
+            elif line.strip():
+                yield _jsonl_row(path, number, line, inputs)
+
+
+def _jsonl_row(path: str, number: int, line: bytes, inputs: Mapping[str, Any]) -> dict:
+    try:
+        row = json.loads(line)
+    except ValueError as e:
+        raise ClientError(f"{path}:{number}: not valid JSON ({e})") from None
+    if not isinstance(row, dict) or set(row) != set(inputs):
+        keys = sorted(row) if isinstance(row, dict) else type(row).__name__
+        raise ClientError(f"{path}:{number}: expected an object with keys {sorted(inputs)}, "
+                          f"got {keys}")
+    return row
+
+
+@contextlib.contextmanager
+def _open_input(path: str):
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    try:
+        stream = open(path, "rb")
+    except OSError as e:
+        raise ClientError(f"cannot read {path}: {e.strerror}") from None
+    with stream:
+        yield stream
+
+
+def batches(rows: Iterator[dict], size: int) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -------------------------------------------------------------------- routes
+def make_backend(args: argparse.Namespace):
+    """The REST, gRPC or local backend the arguments name (see backends.py)."""
+    from albert_tf.serving.client import backends
+
+    if args.server:
+        return backends.RestBackend(args.server, args.model, args.version, args.rest_format,
+                                    args.timeout)
+    if args.grpc:
+        return backends.GrpcBackend(args.grpc, args.model, args.version, args.timeout)
+    return backends.LocalBackend(args.saved_model)
+
+
+def predict_file(backend, signature: str, input_path: str, output_stream, batch_size: int,
+                 jsonl: bool) -> int:
+    """Streams rows from `input_path` through `signature`; writes one JSON line per row.
+
+    Returns:
+      The number of rows written.
+    """
+    from tqdm import tqdm
+
+    signatures = backend.signatures()
+    if signature not in signatures:
+        raise ClientError(f"the model has no signature {signature!r}; it has "
+                          f"{', '.join(sorted(signatures))}")
+    inputs = signatures[signature]["inputs"]
+    count = 0
+    with tqdm(unit=" rows", disable=None, file=sys.stderr) as progress:
+        for batch in batches(read_rows(input_path, inputs, jsonl), batch_size):
+            try:
+                columns = columns_from_rows(batch, inputs)
+            except RequestError as e:
+                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: {e}") \
+                    from None
+            rows = backend.predict(signature, columns)
+            if len(rows) != len(batch):  # a short reply must not pass as complete output
+                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: the "
+                                  f"server returned {len(rows)} predictions for {len(batch)} "
+                                  "inputs; no output was kept")
+            for row in rows:
+                output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += len(batch)
+            progress.update(len(batch))
+    return count
+
+
+@contextlib.contextmanager
+def _open_output(path: str):
+    """stdout, or a file written under a temporary name and renamed when complete."""
+    if path == "-":
+        yield sys.stdout
+        return
+    with atomic.atomic_write(path) as stream:
+        yield stream
+
+
+# ----------------------------------------------------------------------- CLI
+def _latest_version(path: str) -> str:
+    """BASE/NAME -> its highest BASE/NAME/VERSION, as TF Serving would serve; else `path`."""
+    from albert_tf.serving.layout import existing_versions
+
+    if os.path.isfile(os.path.join(path, "saved_model.pb")) or not os.path.isdir(path):
+        return path
+    versions = existing_versions(path)
+    return os.path.join(path, str(versions[-1])) if versions else path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = arguments.ArgumentParser(prog="albert-tf predict", description=__doc__.split("\n")[0])
+    route = p.add_mutually_exclusive_group(required=True)
+    route.add_argument("--server", help="TF Serving REST address, e.g. http://localhost:8501")
+    route.add_argument("--grpc", help="TF Serving gRPC address, e.g. localhost:8500")
+    route.add_argument("--saved-model", help="load this SavedModel locally (BASE/NAME/VERSION, "
+                       "or BASE/NAME for its latest version)")
+    p.add_argument("--model", default="albert", help="model name on the server (default: albert)")
+    p.add_argument("--version", type=int, help="model version on the server (default: latest)")
+    p.add_argument("--signature", default=DEFAULT_SIGNATURE, help="signature to call")
+    p.add_argument("--input", required=True, help="input file ('-' for stdin)")
+    p.add_argument("--input-format", choices=("text", "jsonl"),
+                   help="one text per line, or JSON Lines (default: by extension .jsonl/.json)")
+    p.add_argument("--output", default="-", help="JSONL output file (default: stdout)")
+    p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
+    p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
+                   help="REST body form: row 'instances' or columnar 'inputs'")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    return p
+
+
+@cli.command("predict")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    arguments.require_positive("--batch-size", args.batch_size)
+    jsonl = (args.input_format == "jsonl" if args.input_format
+             else args.input.endswith((".jsonl", ".json")))
+    if args.saved_model:
+        args.saved_model = _latest_version(args.saved_model)
+        if not os.path.isfile(os.path.join(args.saved_model, "saved_model.pb")):
+            raise ClientError(f"--saved-model {args.saved_model} is not a SavedModel "
+                              "directory (no saved_model.pb)")
+    cli.setup_logging()
+    backend = make_backend(args)
+    with _open_output(args.output) as stream:
+        count = predict_file(backend, args.signature, args.input, stream,
+                             args.batch_size, jsonl)
+    logger.info("wrote %d predictions to %s", count, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""One serving module per task: signatures on raw text (and on token ids) for TF Serving.
+
+Every text signature runs the same steps in the graph: the project's
+`AlbertPreprocessor` (normalise, SentencePiece, pack to `seq_length`), dynamic
+padding (`text_graph.trim_padding`: each request is cut to its longest row,
+rounded up to `pad_multiple`), the Keras model, and a task-specific read-out.
+Every task also has a `token_ids` signature for clients that tokenize themselves.
+
+| task | signatures | outputs (B = batch, T = padded length) |
+|---|---|---|
+| pretraining | serving_default(text), text_pair(text_a, text_b) | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
+|  | fill_mask(text with "[MASK]") | top_k_tokens, top_k_ids, top_k_scores [B,M,k]; mask_positions [B,M] |
+| classification | serving_default, text_pair | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
+| token_classification (token_labels.py) | serving_default(text) | tokens, label, label_id [B,N], probabilities [B,N,C], start_char, end_char [B,N] |
+| span_beam (span_beam.py) | serving_default(question, context) | as span, + null_score_diff [B] |
+| regression | serving_default, text_pair | score [B] |
+| span (span.py) | serving_default(question, context) | answer, start_char, end_char, score, has_answer [B] (+ no_answer_probability, SQuAD 2.0) |
+| multiple_choice | serving_default(context [B], options [B,K]) | probabilities [B,K], choice [B] |
+
+Strings in outputs are valid UTF-8; malformed input bytes are read as U+FFFD.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.serving.signatures import text_graph
+from albert_tf.serving.signatures.base import (
+    IDS_SPEC,
+    PAD_MULTIPLE,
+    TEXT_SPEC,
+    ServingModule,
+    strings,
+)
+from albert_tf.serving.signatures.text_graph import INPUT_NAMES
+
+TOP_K = 5  # fill_mask candidates per [MASK]
+
+
+class PretrainedModule(ServingModule):
+    """Encoder features for text and pairs; fill_mask when the model has its MLM head."""
+
+    def _encode(self, features):
+        encoder = getattr(self.model, "encoder", self.model)
+        out = encoder(features, training=False)
+        return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
+                "sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "input_mask": features["input_mask"]}
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def encode(self, text):
+        return self._encode(self._features(text))
+
+    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    def encode_pair(self, text_a, text_b):
+        return self._encode(self._features((text_a, text_b)))
+
+    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    def encode_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._encode(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def fill_mask(self, text):
+        """Top-k pieces for each "[MASK]" of each text (M = most masks in a row, >= 1).
+
+        Rows with fewer masks are padded with mask_positions -1, top_k_ids -1,
+        top_k_tokens "" and top_k_scores 0.
+        """
+        pre = self.preprocessor
+        ids = text_graph.tokenize_with_masks(pre, text)
+        features, _ = text_graph.pack(pre, [ids])
+        features = text_graph.trim_padding(features, self.pad_multiple)
+        is_mask = ((features["input_word_ids"] == pre.tokenizer.mask_id)
+                   & (features["input_mask"] == 1))
+        where = tf.where(is_mask)  # [N, 2] (row, position), row-major
+        positions = tf.RaggedTensor.from_value_rowids(
+            tf.cast(where[:, 1], tf.int32), where[:, 0], nrows=tf.shape(text, tf.int64)[0])
+        has = tf.RaggedTensor.from_value_rowids(
+            tf.ones_like(where[:, 0], tf.bool), where[:, 0], nrows=tf.shape(text, tf.int64)[0])
+        positions, has = positions.to_tensor(-1), has.to_tensor(False)  # [B, M]
+        # At least one column, so that a batch without any [MASK] (or without any
+        # text) still has a well-formed gather; the column reads as "no mask".
+        missing = 1 - tf.minimum(tf.shape(positions)[1], 1)
+        positions = tf.pad(positions, [[0, 0], [0, missing]], constant_values=-1)
+        has = tf.pad(has, [[0, 0], [0, missing]], constant_values=False)
+        logits = self.model({**features, "masked_lm_positions": tf.maximum(positions, 0)},
+                            training=False)["mlm_logits"]  # [B, M, V]
+        scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=TOP_K)
+        tokens = pre.sentencepiece.id_to_string(top_ids)
+        keep = has[:, :, None]
+        return {"top_k_ids": tf.where(keep, top_ids, -1),
+                "top_k_tokens": tf.where(keep, tokens, ""),
+                "top_k_scores": tf.where(keep, scores, 0.0),
+                "mask_positions": positions}
+
+    def signatures(self):
+        sigs = {"serving_default": self.encode, "text_pair": self.encode_pair,
+                "token_ids": self.encode_ids}
+        if hasattr(self.model, "mlm_head"):
+            sigs["fill_mask"] = self.fill_mask
+        return sigs
+
+    def warmup_examples(self):
+        examples = self.text_warmup_examples()
+        if "fill_mask" in self.signatures():
+            examples["fill_mask"] = [{"text": strings(
+                [b"The [MASK] sat on the [MASK].", b"no mask here", b"[MASK]", b""])}]
+        return examples
+
+
+class ClassifierModule(ServingModule):
+    """Probabilities, predicted label id and label name for texts and pairs.
+
+    The record's `problem_type` picks softmax (single_label) or per-class sigmoid
+    (multi_label, Hugging Face's multi_label_classification) probabilities; with
+    multi_label, `active` [B,C] says which classes exceed 0.5 and label is the most
+    probable class. `label_names` name the classes (default "0", "1", ...).
+    """
+
+    def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
+        super().__init__(model, preprocessor, pad_multiple)
+        if record.task != "classification" or record.num_classes != model.num_classes:
+            raise ValueError(f"a classifier of {model.num_classes} classes needs a "
+                             f"classification record of as many, not {record}")
+        names = list(record.label_names or [str(i) for i in range(model.num_classes)])
+        self.label_names = tf.constant(names)
+        self.multi_label = record.problem_type == "multi_label"
+
+    def _classify(self, features):
+        logits = self.model(features, training=False)["logits"]
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        outputs = {"label_id": label_id, "label": tf.gather(self.label_names, label_id)}
+        if self.multi_label:
+            probabilities = tf.sigmoid(logits)
+            return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
+        return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def classify(self, text):
+        return self._classify(self._features(text))
+
+    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    def classify_pair(self, text_a, text_b):
+        return self._classify(self._features((text_a, text_b)))
+
+    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    def classify_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._classify(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+
+    def signatures(self):
+        return {"serving_default": self.classify, "text_pair": self.classify_pair,
+                "token_ids": self.classify_ids}
+
+    warmup_examples = ServingModule.text_warmup_examples
+
+
+class RegressorModule(ServingModule):
+    """A score per text or pair (e.g. STS-B similarity)."""
+
+    def _score(self, features):
+        return {"score": self.model(features, training=False)["score"]}
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def regress(self, text):
+        return self._score(self._features(text))
+
+    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    def regress_pair(self, text_a, text_b):
+        return self._score(self._features((text_a, text_b)))
+
+    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    def regress_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._score(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+
+    def signatures(self):
+        return {"serving_default": self.regress, "text_pair": self.regress_pair,
+                "token_ids": self.regress_ids}
+
+    warmup_examples = ServingModule.text_warmup_examples
+
+
+class MultipleChoiceModule(ServingModule):
+    """Probabilities over K options, each packed as `[CLS] context [SEP] option [SEP]`.
+
+    RACE-style models put the article in `context` and the question with the
+    option (its blank filled, or appended after a space) in each option. As RACE
+    fine-tuning packs it, each option keeps its last `max_qa_length` tokens (from
+    the model's task record) and the context is cut to fill the rest.
+    """
+
+    def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
+        super().__init__(model, preprocessor, pad_multiple)
+        if record.task != "multiple_choice":
+            raise ValueError(f"a multiple-choice model needs a multiple_choice record, "
+                             f"not {record.task!r}")
+        self.max_qa_length = min(record.max_qa_length, preprocessor.seq_length - 3)
+
+    def _choose(self, features):
+        logits = self.model(features, training=False)["logits"]  # [B, K]
+        return {"probabilities": tf.nn.softmax(logits, axis=-1),
+                "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
+    def choose(self, context, options):
+        pre = self.preprocessor
+        shape = tf.shape(options, tf.int64)  # [B, K]
+        qa = text_graph.keep_last(pre.tokenize(tf.reshape(options, [-1])),
+                                  self.max_qa_length)  # [B*K, (m)]
+        contexts = tf.gather(pre.tokenize(context), tf.repeat(tf.range(shape[0]), shape[1]))
+        contexts = text_graph.keep_first(contexts, pre.seq_length - 3 - qa.row_lengths())
+        flat, _ = text_graph.pack(pre, [contexts, qa])  # [B*K, T]
+        features = {name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
+                    for name, value in flat.items()}
+        return self._choose(text_graph.trim_padding(features, self.pad_multiple))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
+    def choose_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._choose(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+
+    def signatures(self):
+        return {"serving_default": self.choose, "token_ids": self.choose_ids}
+
+    def warmup_examples(self):
+        options = strings([[b"a cat", b"a dog", b""], ["\u00fcber \U0001F600".encode(),
+                                                          b"\xff", b"yes"]])
+        ids = {name: np.ones([1, 2, 3], np.int32) for name in INPUT_NAMES}
+        return {"serving_default": [{"context": strings([b"Pets.", b""]), "options": options}],
+                "token_ids": [ids]}

@@ -1,0 +1,399 @@
+"""`albert-tf create-data`: SOP (or NSP, or no) pairs with whole-word n-gram masking, in sharded TFRecords.
+
+Documents are read in a fixed order and cut into blocks of
+`documents_per_shard`; each block becomes one shard, written by a pool of
+processes. Every random choice is drawn from a Generator seeded by (seed,
+input, document, dupe) (see `sop.py`), and each shard's records are shuffled
+by a Generator seeded by (seed, shard), so the output does not depend on the
+number of processes, and the Beam pipeline (`beam_pipeline.py`) writes the
+same records. `--objective nsp` draws its negatives from the other documents
+of the same shard (see `sop.py`).
+
+Output directory:
+  pretrain-00000.tfrecord ...   the shards (original ALBERT features, see tfrecords.py)
+  stats/pretrain-00000.json     per-shard statistics (written before its shard)
+  create_data_config.json       the options and input identity, checked on resume
+  summary.json                  totals: documents, instances, tokens, masked
+                                fraction, n-gram histogram, SOP balance, skipped inputs
+
+A shard is written under a hidden temporary name and renamed when complete, so
+rerunning the same command after a crash or kill skips the finished shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import multiprocessing
+import os
+import time
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from albert_tf import arguments, atomic, cli, errors
+from albert_tf.training.data import pairs as sop
+from albert_tf.training.data.corpus import Corpus, CorpusReport, Document, open_corpus
+from albert_tf.training.data.stats import DataStats, summarize
+
+logger = logging.getLogger(__name__)
+
+SHARD_NAME = "pretrain-{:05d}.tfrecord"
+SHARD_GLOB = "pretrain-*.tfrecord"
+STATS_DIR = "stats"
+CONFIG_FILE = "create_data_config.json"
+SUMMARY_FILE = "summary.json"
+DOCUMENTS_PER_SHARD = 256
+
+
+def tokenize_sentences(tokenizer, sentences: Sequence[str]) -> list[np.ndarray]:
+    """Token ids of each sentence (no special tokens); sentences with no tokens are dropped."""
+    ids = (np.asarray(tokenizer.encode(s), np.int32) for s in sentences)
+    return [s for s in ids if len(s)]
+
+
+def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
+                     options: sop.GenerationOptions, stats: DataStats,
+                     shard_documents: Sequence[list[np.ndarray]] = (), own: int = 0) -> list[bytes]:
+    """All serialized instances (every dupe) of one document; updates `stats`.
+
+    Args:
+      shard_documents, own: for objective "nsp", the tokenized documents of the
+        shard (this one at index `own`, its sentences taken from there).
+    """
+    from albert_tf.training.data.records import serialize_instance
+
+    sentences = (shard_documents[own] if shard_documents
+                 else tokenize_sentences(tokenizer, document.sentences))
+    if len(sentences) < 2:
+        stats.skipped.skip("one_sentence_document", document.file,
+                           f"line {document.line}: fewer than two sentences with tokens")
+        return []
+    num_tokens = sum(len(s) for s in sentences)
+    if num_tokens < options.max_seq_length - 3:
+        stats.short.skip("shorter_than_sequence", document.file,
+                         f"line {document.line}: {num_tokens} tokens")
+    result = sop.document_instances(sentences, document.source, document.index, vocab, options,
+                                    shard_documents, own)
+    if result.skipped_chunks:
+        reason = "no_other_document" if options.objective == "nsp" else "single_word_chunk"
+        stats.skipped.skip(reason, document.file, f"line {document.line}",
+                           count=result.skipped_chunks)
+    stats.documents += 1
+    for instance in result.instances:
+        stats.add(instance)
+    return [serialize_instance(i, options.max_seq_length, options.max_predictions_per_seq)
+            for i in result.instances]
+
+
+# ---------------------------------------------------------------------------
+# Shards: one block of documents each, written by worker processes.
+
+_WORKER: dict = {}  # per-process tokenizer and vocabulary, set by `_init_worker`
+
+
+def _init_worker(spm_model: str, do_lower_case: bool, parent: int | None = None) -> None:
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+
+    if parent is not None:
+        die_with_parent(parent)
+    tokenizer = AlbertTokenizer(spm_model, do_lower_case=do_lower_case)
+    _WORKER.update(tokenizer=tokenizer, vocab=sop.Vocabulary.from_tokenizer(tokenizer))
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int, poll_seconds: float = 1.0) -> None:
+    """Ends this worker process when process `parent` dies, even by SIGKILL.
+
+    Linux: the kernel sends SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG).
+    Everywhere, a daemon thread also polls the parent id, which covers other
+    systems and the parent dying before the prctl call.
+    """
+    import signal
+    import threading
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the watchdog alone
+        pass
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def shard_path(output_dir: str, shard: int) -> str:
+    return os.path.join(output_dir, SHARD_NAME.format(shard))
+
+
+def stats_path(output_dir: str, shard: int) -> str:
+    return os.path.join(output_dir, STATS_DIR, SHARD_NAME.format(shard).replace(".tfrecord", ".json"))
+
+
+def _write_json(path: str, data: dict) -> None:
+    atomic.atomic_write_json(path, data)
+
+
+def make_shard(shard: int, documents: list[Document], output_dir: str,
+               options: sop.GenerationOptions) -> dict:
+    """Generates, shuffles and writes one shard; returns its statistics (`DataStats.to_dict`)."""
+    from albert_tf.training.data.records import write_records
+
+    stats = DataStats()
+    records: list[bytes] = []
+    tokenized: list[list[np.ndarray]] = []
+    if options.objective == "nsp":  # negatives come from the shard's other documents
+        tokenized = [tokenize_sentences(_WORKER["tokenizer"], d.sentences) for d in documents]
+    for own, document in enumerate(documents):
+        records.extend(document_records(document, _WORKER["tokenizer"], _WORKER["vocab"],
+                                        options, stats, tokenized, own))
+    order = np.random.default_rng([options.seed, sop.SHARD_STREAM, shard]).permutation(len(records))
+    result = stats.to_dict()
+    # Statistics first, then the shard: a shard on disk always has its statistics.
+    _write_json(stats_path(output_dir, shard), result)
+    write_records(shard_path(output_dir, shard), (records[i] for i in order))
+    return result
+
+
+def shard_is_complete(output_dir: str, shard: int) -> bool:
+    return os.path.exists(shard_path(output_dir, shard)) and os.path.exists(stats_path(output_dir, shard))
+
+
+def _blocks(documents: Iterable[Document], size: int) -> Iterator[list[Document]]:
+    block: list[Document] = []
+    for document in documents:
+        block.append(document)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _prepare_output(output_dir: str, config: dict) -> None:
+    """Creates the directory, or checks that a previous run used the same configuration.
+
+    The configuration binds a directory only once it holds a finished shard: a
+    run that failed before writing one (a bad input, a kill) does not stop a
+    corrected rerun.
+    """
+    atomic.check_writable_directory(output_dir, "--output-dir")
+    os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
+    path = os.path.join(output_dir, CONFIG_FILE)
+    has_shards = any(name.startswith("pretrain-") and name.endswith(".tfrecord")
+                     for name in os.listdir(output_dir))
+    if os.path.exists(path) and has_shards:
+        try:
+            with open(path, encoding="utf-8") as f:
+                previous = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise errors.UserError(f"{path}: unreadable ({e}); use a new --output-dir") from None
+        if previous != config:
+            changed = sorted(k for k in set(config) | set(previous) if config.get(k) != previous.get(k))
+            raise errors.UserError(f"{output_dir} holds data made with other settings ({', '.join(changed)} "
+                             f"differ, see {CONFIG_FILE}); use a new --output-dir")
+    else:
+        _write_json(path, config)
+    for directory in (output_dir, os.path.join(output_dir, STATS_DIR)):
+        for name in os.listdir(directory):  # temporaries of a killed run
+            if atomic.is_temporary(name):
+                os.remove(os.path.join(directory, name))
+
+
+def _file_sha256(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@dataclasses.dataclass
+class _Progress:
+    """Shards in flight and done; the bar counts documents (used or skipped by the reader)."""
+
+    bar: object
+    pending: dict = dataclasses.field(default_factory=dict)  # future -> (shard, documents read)
+    stats: dict = dataclasses.field(default_factory=dict)  # shard -> stats dict
+    resumed: int = 0
+
+    def done(self, future) -> None:
+        shard, read = self.pending.pop(future)
+        self.stats[shard] = future.result()
+        self.bar.update(read)
+
+    def wait(self, at_most: int) -> None:
+        """Collects finished shards until at most `at_most` are in flight."""
+        while len(self.pending) > at_most:
+            finished, _ = concurrent.futures.wait(self.pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                self.done(future)
+
+
+def _executor(processes: int, spm_model: str, do_lower_case: bool) -> concurrent.futures.Executor:
+    if processes == 1:
+        _init_worker(spm_model, do_lower_case)
+        return _InlineExecutor()
+    # spawn, not fork: the parent has TensorFlow loaded, whose threads do not survive a fork.
+    return concurrent.futures.ProcessPoolExecutor(
+        processes, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker, initargs=(spm_model, do_lower_case, os.getpid()))
+
+
+def _generate(corpus: Corpus, report: CorpusReport, output_dir: str, options: sop.GenerationOptions,
+              documents_per_shard: int, executor, processes: int, progress: _Progress) -> None:
+    """Hands each block of documents whose shard is not complete to the executor."""
+    reader_skips = 0
+    for shard, block in enumerate(_blocks(corpus.read(report), documents_per_shard)):
+        skips = report.count() - report.count("unreadable_file")  # documents the reader dropped
+        read, reader_skips = len(block) + skips - reader_skips, skips
+        if shard_is_complete(output_dir, shard):
+            with open(stats_path(output_dir, shard), encoding="utf-8") as f:
+                progress.stats[shard] = json.load(f)
+            progress.resumed += 1
+            progress.bar.update(read)
+            continue
+        progress.wait(2 * processes - 1)  # bounded: only a few blocks of documents in memory
+        progress.pending[executor.submit(make_shard, shard, block, output_dir, options)] = (shard, read)
+    progress.wait(0)
+
+
+def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
+                            options: sop.GenerationOptions = sop.GenerationOptions(), *,
+                            do_lower_case: bool = True, documents_per_shard: int = DOCUMENTS_PER_SHARD,
+                            processes: int | None = None) -> dict:
+    """Writes the pretraining shards of a corpus and returns the summary (also saved as summary.json).
+
+    Args:
+      corpus: from `corpus.open_corpus`.
+      output_dir: the shards, statistics and summary go here.
+      spm_model: the SentencePiece model of `albert_tf.tokenizer.AlbertTokenizer`.
+      options: generation options (the original's defaults).
+      do_lower_case: passed to the tokenizer.
+      documents_per_shard: documents per output shard.
+      processes: worker processes (default: all cores); 1 runs in this process.
+
+    Raises:
+      ValueError: the output directory holds data made with other settings.
+    """
+    from tqdm import tqdm
+
+    start = time.time()
+    processes = processes or os.cpu_count() or 1
+    config = {"corpus": corpus.name, "input": corpus.identity, "spm_model_sha256": _file_sha256(spm_model),
+              "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
+              **dataclasses.asdict(options)}
+    _prepare_output(output_dir, config)
+    report = CorpusReport()
+    bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)
+    progress = _Progress(bar)
+    with _executor(processes, spm_model, do_lower_case) as executor, bar:
+        _generate(corpus, report, output_dir, options, documents_per_shard, executor, processes, progress)
+    if progress.resumed:
+        logger.info("resumed: %d of %d shards were already complete", progress.resumed, len(progress.stats))
+    summary = summarize(corpus.name, progress.stats, report, options, time.time() - start)
+    summary["shards_resumed"] = progress.resumed
+    _write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
+    return summary
+
+
+class _InlineExecutor(concurrent.futures.Executor):
+    """Runs submitted work at once in this process (processes=1)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # delivered through the future, as a pool would
+            future.set_exception(e)
+        return future
+
+
+# ---------------------------------------------------------------------------
+# Command line.
+
+CommandLineError = errors.UsageError
+CommandLineParser = arguments.ArgumentParser
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generation options, shared with the Beam pipeline's command line."""
+    defaults = sop.GenerationOptions()
+    parser.add_argument("--input", default=None, help=(
+        "corpus: comma-separated text files or globs (one sentence per line, blank line "
+        "between documents; .gz allowed), tfds:NAME[:SPLIT[:TEXT_FIELD]], or 'embedded' "
+        "(the default: the embedded stdlib-prose corpus)"))
+    parser.add_argument("--output-dir", required=True, help="where the shards and summary.json go")
+    parser.add_argument("--spm-model", required=True, help="SentencePiece model (spiece.model)")
+    parser.add_argument("--cased", action="store_true", help="do not lower-case (cased vocabularies)")
+    parser.add_argument("--max-seq-length", type=int, default=defaults.max_seq_length,
+                        help="tokens per instance incl. [CLS]/[SEP] (default %(default)s)")
+    parser.add_argument("--max-predictions-per-seq", type=int, default=defaults.max_predictions_per_seq,
+                        help="masked positions per instance (default %(default)s)")
+    parser.add_argument("--masked-lm-prob", type=float, default=defaults.masked_lm_prob,
+                        help="fraction of tokens masked (default %(default)s)")
+    parser.add_argument("--short-seq-prob", type=float, default=defaults.short_seq_prob,
+                        help="probability of a shorter target length (default %(default)s)")
+    parser.add_argument("--dupe-factor", type=int, default=defaults.dupe_factor,
+                        help="passes over each document, each with new masks (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default %(default)s)")
+    parser.add_argument("--objective", choices=tuple(sop.OBJECTIVES), default=defaults.objective,
+                        help="sentence-pair task: sop (ALBERT), nsp (BERT: negatives from other "
+                        "documents) or none (no sentence-pair loss) (default %(default)s)")
+
+
+def options_from_args(args: argparse.Namespace) -> sop.GenerationOptions:
+    return sop.GenerationOptions(
+        max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
+        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor, seed=args.seed, objective=args.objective)
+
+
+@cli.command("create-data")
+def main(argv: list[str]) -> int:
+    parser = CommandLineParser(prog="albert-tf create-data", description=__doc__.split("\n\n")[0])
+    add_generation_arguments(parser)
+    parser.add_argument("--documents-per-shard", type=int, default=DOCUMENTS_PER_SHARD,
+                        help="documents per output shard (default %(default)s)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="worker processes (default: all cores)")
+    args = parser.parse_args(argv)
+    options = options_from_args(args)
+    arguments.require_positive("--documents-per-shard", args.documents_per_shard)
+    if args.processes is not None:
+        arguments.require_positive("--processes", args.processes, " (omit it to use all cores)")
+    if not os.path.isfile(args.spm_model):
+        raise errors.UserError(f"--spm-model {args.spm_model} is not a file")
+    corpus = open_corpus(args.input)  # explicitly named inputs are checked here, before work
+    cli.setup_logging()
+    summary = create_pretraining_data(
+        corpus, args.output_dir, args.spm_model, options, do_lower_case=not args.cased,
+        documents_per_shard=args.documents_per_shard, processes=args.processes)
+    logger.info("wrote %d instances from %d documents in %d shards to %s (%.1f s); summary: %s",
+                summary["instances"], summary["documents"], summary["shards"], args.output_dir,
+                summary["wall_time_s"], os.path.join(args.output_dir, SUMMARY_FILE))
+    _warn_skipped(summary)
+    if summary["instances"] == 0:
+        raise errors.UserError(f"no instances were made; see "
+                              f"{os.path.join(args.output_dir, SUMMARY_FILE)} for skipped inputs")
+    return 0
+
+
+def _warn_skipped(summary: dict) -> None:
+    """One warning per whole input file left out (binary, unreadable) or skipped line kind."""
+    for reason, entry in summary.get("skipped", {}).items():
+        if reason in ("binary_file", "unreadable_file", "overlong_line"):
+            for file, count in entry["files"].items():
+                logger.warning("skipped %s: %s (%d)", reason.replace("_", " "), file, count)

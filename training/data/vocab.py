@@ -1,0 +1,226 @@
+"""`albert-tf vocab`: train a SentencePiece vocabulary the way ALBERT's 30k-clean.model was.
+
+The flags follow the original README's `spm_train` command: a unigram model with
+`<pad>`=0, `<unk>`=1, control symbols [CLS]=2, [SEP]=3, [MASK]=4, no BOS/EOS,
+the user-defined symbols ( ) " - . – £ € (ids 5-12), character coverage
+0.99995 and input sentence sampling with shuffling. Every input line is first
+normalised exactly as `AlbertTokenizer.normalize` does (so a do_lower_case
+vocabulary is lowercase). Input: text files, one sentence per line (blank
+lines are skipped), given as paths or globs, plain or gzip (`.gz`).
+
+Example:
+  albert-tf vocab --input 'corpus/*.txt.gz' --output vocab/30k-clean --vocab-size 30000
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import io
+import itertools
+import logging
+import os
+import time
+from typing import Iterator, Sequence
+
+import sentencepiece as spm
+from tqdm import tqdm
+
+from albert_tf import arguments, atomic, cli
+from albert_tf.errors import UserError
+
+from albert_tf.tokenizer.spm import (
+    CONTROL_SYMBOLS,
+    PAD_PIECE,
+    UNK_PIECE,
+    USER_DEFINED_SYMBOLS,
+    AlbertTokenizer,
+    normalize_text,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHARACTER_COVERAGE = 0.99995
+DEFAULT_INPUT_SENTENCE_SIZE = 10_000_000
+_NUM_META_PIECES = 2 + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
+
+
+class VocabError(UserError):
+    """A bad input path, an empty corpus or impossible training options."""
+
+
+def expand_inputs(patterns: Sequence[str]) -> list[str]:
+    """Resolves paths and globs (each sorted) to de-duplicated files; raises if one matches none."""
+    if not patterns:
+        raise VocabError("no input given: pass at least one text file or glob")
+    files: list[str] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+            if not matches:
+                raise VocabError(f"input {pattern!r} matches no file")
+        elif os.path.isdir(pattern):
+            raise VocabError(f"input {pattern!r} is a directory; give files or a glob such as "
+                             f"'{os.path.join(pattern, '*.txt')}'")
+        elif not os.path.isfile(pattern):
+            raise VocabError(f"input file {pattern!r} does not exist")
+        else:
+            matches = [pattern]
+        files.extend(m for m in matches if m not in files)
+    return files
+
+
+def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
+    raw = open(path, "rb")
+    stream = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+    # Invalid UTF-8 becomes U+FFFD, as in the tokenizer.
+    return raw, io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
+
+
+def read_sentences(files: Sequence[str], do_lower_case: bool = True,
+                   keep_accents: bool = False, stats: dict | None = None) -> Iterator[str]:
+    """Yields the normalised non-empty lines of `files`, with a byte-progress bar.
+
+    `stats`, if given, receives "lines" and "characters" as reading proceeds.
+    """
+    stats = {} if stats is None else stats
+    stats.update(lines=0, characters=0)
+    total = sum(os.path.getsize(f) for f in files)
+    with tqdm(total=total, unit="B", unit_scale=True, desc="reading corpus",
+              disable=None, mininterval=1.0) as bar:
+        for path in files:
+            raw, text = _open_text(path)
+            with raw, text:
+                position = 0
+                try:
+                    for line_number, line in enumerate(text, 1):
+                        sentence = normalize_text(line, do_lower_case, keep_accents)
+                        if sentence:
+                            stats["lines"] += 1
+                            stats["characters"] += len(sentence)
+                            yield sentence
+                        if line_number % 4096 == 0:
+                            bar.update(raw.tell() - position)
+                            position = raw.tell()
+                except (OSError, EOFError) as err:  # e.g. a truncated or non-gzip .gz file
+                    raise VocabError(f"cannot read {path}: {err}") from None
+                bar.update(raw.tell() - position)
+
+
+def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
+                do_lower_case: bool = True, keep_accents: bool = False,
+                character_coverage: float = DEFAULT_CHARACTER_COVERAGE,
+                input_sentence_size: int = DEFAULT_INPUT_SENTENCE_SIZE,
+                num_threads: int | None = None) -> tuple[str, str]:
+    """Trains an ALBERT SentencePiece model; writes `{output_prefix}.model` and `.vocab` atomically.
+
+    Args:
+      inputs: text files or globs (plain or .gz), one sentence per line.
+      output_prefix: path prefix of the two output files (its folder is created).
+      vocab_size: number of pieces, the 13 special and user-defined ones included.
+      do_lower_case, keep_accents: the normalisation the tokenizer will apply.
+      character_coverage: fraction of characters covered by the vocabulary.
+      input_sentence_size: sample at most this many lines (0: all of them).
+      num_threads: trainer threads (default: all CPUs).
+
+    Returns:
+      (model_path, vocab_path).
+    """
+    _check_options(vocab_size, character_coverage, input_sentence_size)
+    files = expand_inputs(inputs)
+    stats: dict = {}
+    sentences = read_sentences(files, do_lower_case, keep_accents, stats)
+    first = next(sentences, None)
+    if first is None:
+        raise VocabError(f"the corpus is empty: no non-blank line in {', '.join(files)}")
+    out_dir = os.path.dirname(os.path.abspath(output_prefix))
+    os.makedirs(out_dir, exist_ok=True)
+    tmp_prefix = atomic.temporary_path(os.path.join(out_dir, os.path.basename(output_prefix)))
+    start = time.monotonic()
+    try:
+        _run_trainer(itertools.chain([first], sentences), tmp_prefix, vocab_size,
+                     character_coverage, input_sentence_size, num_threads)
+        _check_conventions(tmp_prefix + ".model")
+        # The .model appears last, so an existing .model always has its .vocab.
+        os.replace(tmp_prefix + ".vocab", output_prefix + ".vocab")
+        os.replace(tmp_prefix + ".model", output_prefix + ".model")
+    finally:
+        for suffix in (".model", ".vocab"):
+            if os.path.exists(tmp_prefix + suffix):
+                os.remove(tmp_prefix + suffix)
+    logger.info("trained a %d-piece vocabulary on %d lines (%d characters) from %d file(s) in "
+                "%.1f s: %s.model", vocab_size, stats["lines"], stats["characters"], len(files),
+                time.monotonic() - start, output_prefix)
+    return output_prefix + ".model", output_prefix + ".vocab"
+
+
+def _check_options(vocab_size: int, character_coverage: float, input_sentence_size: int) -> None:
+    if vocab_size <= _NUM_META_PIECES:
+        raise VocabError(f"vocab_size={vocab_size} must exceed the {_NUM_META_PIECES} special and "
+                         f"user-defined pieces")
+    if not 0.0 < character_coverage <= 1.0:
+        raise VocabError(f"character_coverage={character_coverage} must be in (0, 1]")
+    if input_sentence_size < 0:
+        raise VocabError(f"input_sentence_size={input_sentence_size} must be >= 0 (0: all lines)")
+
+
+def _run_trainer(sentences: Iterator[str], model_prefix: str, vocab_size: int,
+                 character_coverage: float, input_sentence_size: int,
+                 num_threads: int | None) -> None:
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences, model_prefix=model_prefix, model_type="unigram",
+            vocab_size=vocab_size, character_coverage=character_coverage,
+            input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece=PAD_PIECE, unk_piece=UNK_PIECE,
+            control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+            num_threads=num_threads or os.cpu_count() or 1,
+            # SentencePiece logs its own progress (EM rounds, pruning) to stderr.
+            minloglevel=0 if logger.isEnabledFor(logging.INFO) else 1)
+    except RuntimeError as err:  # e.g. "Vocabulary size is too high (1000). ... <= 532."
+        raise VocabError(f"SentencePiece training failed: {str(err).strip()}") from None
+
+
+def _check_conventions(model_path: str) -> None:
+    tokenizer = AlbertTokenizer(model_path)
+    got = [tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id,
+           tokenizer.mask_id]
+    if got != [0, 1, 2, 3, 4] or tokenizer.sp_model.bos_id() != -1:
+        raise RuntimeError(f"trained model breaks ALBERT's id conventions: {got}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = arguments.ArgumentParser(prog="albert-tf vocab", description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", action="append", required=True, metavar="GLOB",
+                   help="text file(s), one sentence per line; plain or .gz; repeatable")
+    p.add_argument("--output", required=True, metavar="PREFIX",
+                   help="writes PREFIX.model and PREFIX.vocab")
+    p.add_argument("--vocab-size", type=int, required=True, help="e.g. 30000")
+    p.add_argument("--no-lower-case", dest="do_lower_case", action="store_false",
+                   help="keep case (for a cased tokenizer, do_lower_case=False)")
+    p.add_argument("--keep-accents", action="store_true",
+                   help="skip NFKD and keep combining marks (tokenizer keep_accents=True)")
+    p.add_argument("--character-coverage", type=float, default=DEFAULT_CHARACTER_COVERAGE,
+                   help="default: %(default)s, as the original")
+    p.add_argument("--input-sentence-size", type=int, default=DEFAULT_INPUT_SENTENCE_SIZE,
+                   help="sample at most this many lines; 0: all (default: %(default)s)")
+    p.add_argument("--num-threads", type=int, default=None, help="default: all CPUs")
+    return p
+
+
+@cli.command("vocab")
+def main(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # --help
+        return int(exit_.code or 0)
+    if args.num_threads is not None:
+        arguments.require_positive("--num-threads", args.num_threads, " (omit it to use all CPUs)")
+    cli.setup_logging()
+    model_path, vocab_path = train_vocab(
+        args.input, args.output, args.vocab_size, do_lower_case=args.do_lower_case,
+        keep_accents=args.keep_accents, character_coverage=args.character_coverage,
+        input_sentence_size=args.input_sentence_size, num_threads=args.num_threads)
+    logger.info("wrote %s and %s", model_path, vocab_path)
+    return 0

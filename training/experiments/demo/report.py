@@ -1,0 +1,170 @@
+"""The demo's ending: what it prints, OUTPUT/demo_report.json and the training-curve PNG.
+
+Every figure printed is also in the JSON report, under the same name, so tests
+and people can check the printout against the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from albert_tf import atomic
+
+REPORT_FILE = "demo_report.json"
+PLOT_FILE = "training_curves.png"
+
+
+def curves(pretrain: dict) -> dict[str, list]:
+    """Per-evaluation points of the pretraining run: steps and train / held-out accuracies.
+
+    Train figures are Keras' running means over each interval; held-out ones are the
+    first `eval_steps` batches of the held-out documents after the interval.
+    """
+    history = pretrain.get("history", {})
+    count = len(history.get("mlm_accuracy", []))
+    first = pretrain.get("start_step", 0)
+    every = pretrain.get("curve_every", 1)
+    steps = [min(first + (i + 1) * every, pretrain["steps"]) for i in range(count)]
+    return {"steps": steps, **{k: history.get(k, []) for k in (
+        "mlm_accuracy", "sop_accuracy", "val_mlm_accuracy", "val_sop_accuracy")}}
+
+
+def plot(path: str, pretrain: dict, classifier: dict | None, heldout_accuracy: float | None):
+    """Writes the PNG: pretraining accuracies against steps, and the classifier's."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    points = curves(pretrain)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    ax = axes[0]
+    for key, label, style in (("mlm_accuracy", "MLM train", "C0--"),
+                              ("val_mlm_accuracy", "MLM held-out", "C0-"),
+                              ("sop_accuracy", "SOP train", "C1--"),
+                              ("val_sop_accuracy", "SOP held-out", "C1-")):
+        if points[key]:
+            ax.plot(points["steps"], points[key], style, marker="o", markersize=3, label=label)
+    held = pretrain.get("heldout", {})
+    if held:
+        ax.plot([pretrain["steps"]] * 2, [held["mlm_accuracy"], held["sop_accuracy"]], "k*",
+                markersize=9, label="all held-out documents")
+    ax.set(xlabel="pretraining step", ylabel="accuracy", ylim=(0, 1),
+           title="Pretraining (masked LM, sentence order)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax = axes[1]
+    if classifier:
+        dev = [h.get("accuracy") for h in classifier["dev_history"]]
+        ax.plot(range(1, len(dev) + 1), dev, "C2-", marker="o", label="dev documents")
+        if heldout_accuracy is not None:
+            ax.axhline(heldout_accuracy, color="C2", linestyle=":",
+                       label=f"held-out documents ({heldout_accuracy:.2f})")
+        base = classifier["baseline"]["best_constant_accuracy"]
+        ax.axhline(base, color="gray", linestyle="--", label=f"majority class ({base:.2f})")
+        ax.set(xlabel="fine-tuning epoch", ylim=(0, 1), xticks=range(1, len(dev) + 1))
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set(ylabel="accuracy", title="Classifier: where a sentence was written")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    with atomic.atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=80)
+    plt.close(fig)
+
+
+def _lines(report: dict) -> list[str]:
+    lines = ["", "Fill-mask (top 5 words per [MASK]; the masked word in brackets):"]
+    for item in report["fill_mask"]:
+        guesses = ", ".join(f"{t} ({s:.2f})" for t, s in zip(item["tokens"], item["scores"]))
+        lines.append(f"  {item['text']}  [{item['answer']}]\n    -> {guesses}")
+    questions = report.get("questions")
+    if questions:
+        lines.append(f"Fill-mask questions: right word in the top 5 for "
+                     f"{questions['top5_hits']} of {questions['questions']}")
+    if report.get("classify"):
+        lines.append("\nClassifier on new sentences (label, probability):")
+        for item in report["classify"]:
+            lines.append(f"  {item['label']:<10} {item['probability']:.2f}  {item['text']}")
+    lines.append("\nSentence similarity (cosine of mean-pooled token embeddings):")
+    for item in report["similarity"]:
+        lines.append(f"  {item['score']:+.3f}  {item['a']!r} ~ {item['b']!r}")
+    pre = report["pretraining"]
+    lines += ["", f"Pretraining: {pre['steps']} steps in {pre['train_wall_s']:.0f}s "
+              f"({pre['precision']}, XLA {'on' if pre['xla'] else 'off'}); "
+              f"held-out documents: MLM accuracy {pre['heldout_mlm_accuracy']:.3f}, "
+              f"SOP accuracy {pre['heldout_sop_accuracy']:.3f}; last train interval: "
+              f"MLM {pre['train_mlm_accuracy']:.3f}, SOP {pre['train_sop_accuracy']:.3f}"]
+    cls = report.get("classifier")
+    if cls:
+        lines.append(f"Classifier on held-out documents: accuracy {cls['heldout_accuracy']:.3f} "
+                     f"({cls['heldout_examples']} sentences) vs majority class "
+                     f"{cls['majority_accuracy']:.3f}; error {cls['error']:.3f} vs "
+                     f"{cls['majority_error']:.3f} ({cls['error_ratio']:.2f} of the baseline's)")
+    lines.append("Stage wall times: " + ", ".join(
+        f"{k} {v:.0f}s" for k, v in report["timings"].items())
+        + f"; total {sum(report['timings'].values()):.0f}s")
+    lines += ["", f"Training curves: {report['plot']}", f"Report: {report['report']}",
+              "", "Where everything is:"]
+    lines += [f"  {name:<34} {path}" for name, path in report["artifacts"].items()]
+    lines.append(f"  {'view the logs':<34} tensorboard --logdir "
+                 f"{report['artifacts']['TensorBoard logs']}")
+    return lines
+
+
+def _serving_lines(saved: dict) -> list[str]:
+    encoder = os.path.dirname(os.path.abspath(saved["albert_demo"]))
+    lines = ["", "Serve it with TF Serving (REST on 8501, gRPC on 8500):",
+             f"  docker run --rm -p 8501:8501 -p 8500:8500 -v {encoder}:/models/albert_demo "
+             f"-e MODEL_NAME=albert_demo tensorflow/serving",
+             "  echo 'the [MASK] statement is used to define a function.' | albert-tf predict "
+             "--server http://localhost:8501 --model albert_demo --signature fill_mask --input -",
+             "or without a server:",
+             f"  echo 'a list is a mutable [MASK] of items.' | albert-tf predict --saved-model "
+             f"{encoder} --signature fill_mask --input -"]
+    if "albert_demo_classifier" in saved:
+        classifier = os.path.dirname(os.path.abspath(saved["albert_demo_classifier"]))
+        lines.append(f"  echo 'the coroutine waits for the future.' | albert-tf predict "
+                     f"--saved-model {classifier} --input -")
+    return lines
+
+
+def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
+          timings: dict, artifacts: dict, saved: dict) -> dict:
+    """Prints the ending, writes the PNG and demo_report.json; returns the report."""
+    out = os.path.abspath(output)
+    held = pretrain["heldout"]
+    train = pretrain.get("final_train", {})
+    report = {
+        "pretraining": {"steps": pretrain["steps"], "train_wall_s": pretrain["train_wall_s"],
+                        "precision": pretrain.get("precision", "float32"),
+                        "xla": pretrain.get("xla", True),
+                        "examples_per_sec": pretrain["examples_per_sec"],
+                        "heldout_mlm_accuracy": held["mlm_accuracy"],
+                        "heldout_sop_accuracy": held["sop_accuracy"],
+                        "heldout_mlm_loss": held["mlm_loss"], "heldout_examples": held["examples"],
+                        "train_mlm_accuracy": train.get("mlm_accuracy", float("nan")),
+                        "train_sop_accuracy": train.get("sop_accuracy", float("nan")),
+                        "curves": curves(pretrain)},
+        "fill_mask": answers["fill_mask"], "similarity": answers["similarity"],
+        "timings": timings, "artifacts": {k: os.path.abspath(v) for k, v in artifacts.items()},
+        "plot": os.path.join(out, PLOT_FILE), "report": os.path.join(out, REPORT_FILE)}
+    if "questions" in answers:
+        report["questions"] = answers["questions"]
+    heldout_accuracy = None
+    if classifier:
+        measured = answers["classifier_heldout"]
+        heldout_accuracy = measured["accuracy"]
+        majority = classifier["baseline"]["best_constant_accuracy"]
+        report["classify"] = answers["classify"]
+        report["classifier"] = {
+            "heldout_accuracy": heldout_accuracy, "heldout_examples": measured["examples"],
+            "majority_accuracy": majority, "error": 1 - heldout_accuracy,
+            "majority_error": 1 - majority,
+            "error_ratio": (1 - heldout_accuracy) / max(1 - majority, 1e-9),
+            "train_majority": classifier["baseline"],
+            "dev_accuracy": [h.get("accuracy") for h in classifier["dev_history"]]}
+    plot(report["plot"], pretrain, classifier, heldout_accuracy)
+    atomic.atomic_write_json(report["report"], report)
+    sys.stdout.write("\n".join(_lines(report) + _serving_lines(saved)) + "\n")
+    return report

@@ -1,0 +1,149 @@
+"""Monitoring and step-exact checkpoints for `albert-tf pretrain`.
+
+* `PretrainProgress`: a Keras callback that adds the learning rate, examples/s and
+  tokens/s to the logs (the progress bar shows them), writes TensorBoard scalars,
+  checkpoints at the end of every "epoch" (= `checkpoint_every` steps) and stops
+  at `train_steps`.
+* `Checkpoints`: model + optimizer + step in a `tf.train.CheckpointManager`.
+
+TensorBoard scalars go through `albert_tf.training.runtime.tensorboard.write_scalars`, the
+writer every training job shares.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Callable, Mapping
+
+import keras
+import tensorflow as tf
+
+from albert_tf.training.runtime.tensorboard import write_scalars
+
+logger = logging.getLogger(__name__)
+
+
+class PretrainProgress(keras.callbacks.Callback):
+    """Throughput, learning rate, TensorBoard, checkpoints and the stop at `train_steps`.
+
+    `step` counts the batches trained, earlier runs included; Keras calls
+    `on_train_batch_end` once per `steps_per_execution` steps.
+
+    Args:
+        start_step: the step the run (re)starts from.
+        train_steps: stop when `step` reaches this.
+        examples_per_step, tokens_per_step: the global batch, and batch x seq_length.
+        log_every: steps between two TensorBoard points.
+        tensorboard_dir: where `train/` and `eval/` event files go; None: none.
+        save: called with the step at the end of every epoch (the checkpoint).
+    """
+
+    def __init__(self, start_step: int, train_steps: int, examples_per_step: int,
+                 tokens_per_step: int, log_every: int, tensorboard_dir: str | None,
+                 save: Callable[[int], None]):
+        super().__init__()
+        self.start_step = self.step = start_step
+        self.train_steps = train_steps
+        self.examples_per_step, self.tokens_per_step = examples_per_step, tokens_per_step
+        self.log_every, self.save = log_every, save
+        self.writers = None
+        if tensorboard_dir:
+            self.writers = {kind: tf.summary.create_file_writer(
+                os.path.join(tensorboard_dir, kind)) for kind in ("train", "eval")}
+        self.start_time = self.last_time = time.perf_counter()
+        self.first_end = None  # (time, step) after the first execution (tracing, compiling)
+
+    def on_train_begin(self, logs=None):
+        self.start_time = self.last_time = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        steps = self.model.steps_per_execution
+        now = time.perf_counter()
+        elapsed, self.last_time = max(now - self.last_time, 1e-9), now
+        self.step += steps
+        if self.first_end is None:
+            self.first_end = (now, self.step)
+        logs["learning_rate"] = float(keras.ops.convert_to_numpy(
+            self.model.optimizer.learning_rate))
+        logs["examples_per_sec"] = steps * self.examples_per_step / elapsed
+        logs["tokens_per_sec"] = steps * self.tokens_per_step / elapsed
+        if self.writers and self.step % self.log_every < steps:
+            write_scalars(self.writers["train"], _numbers(logs), self.step)
+        if self.step >= self.train_steps:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        evaluation = {k[len("val_"):]: v for k, v in (logs or {}).items()
+                      if k.startswith("val_")}
+        if self.writers and evaluation:
+            write_scalars(self.writers["eval"], _numbers(evaluation), self.step)
+        self.save(self.step)
+
+    def on_train_end(self, logs=None):
+        for writer in (self.writers or {}).values():
+            writer.flush()
+
+    def throughput(self) -> float:
+        """Examples per second over this run's steps (compilation included)."""
+        elapsed = time.perf_counter() - self.start_time
+        return (self.step - self.start_step) * self.examples_per_step / max(elapsed, 1e-9)
+
+    def steady_throughput(self) -> float | None:
+        """Examples per second after the first execution (no tracing); None before a second."""
+        if self.first_end is None or self.step == self.first_end[1]:
+            return None
+        elapsed = time.perf_counter() - self.first_end[0]
+        return (self.step - self.first_end[1]) * self.examples_per_step / max(elapsed, 1e-9)
+
+
+def _numbers(logs: Mapping) -> dict[str, float]:
+    out = {}
+    for name, value in logs.items():
+        try:
+            out[name] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+class Checkpoints:
+    """Model + optimizer (slots, iterations) + step, kept N deep under `directory`.
+
+    Under MultiWorkerMirroredStrategy every worker saves (TF's recipe for
+    collective variables), but only the chief into `directory`; the others write
+    to a local scratch directory (one checkpoint deep) that `close` deletes.
+    """
+
+    def __init__(self, model: keras.Model, directory: str, keep: int, chief: bool):
+        self.directory = directory
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer,
+                                              step=self.step)
+        self.scratch = None if chief else tempfile.mkdtemp(prefix="albert-ckpt-")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.scratch or directory, max_to_keep=keep if chief else 1)
+
+    def restore(self) -> int:
+        """Restores the newest checkpoint in `directory`; returns its step (0: none)."""
+        latest = tf.train.latest_checkpoint(self.directory)
+        if latest is None:
+            return 0
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        logger.info("resumed from %s at step %d", latest, int(self.step))
+        return int(self.step)
+
+    def save(self, step: int) -> None:
+        """Writes checkpoint `ckpt-STEP` (the manager writes it atomically)."""
+        self.step.assign(step)
+        path = self.manager.save(checkpoint_number=step)
+        if not self.scratch:
+            logger.info("saved %s", path)
+
+    def close(self) -> None:
+        """Removes a non-chief worker's scratch directory."""
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,452 @@
+"""`albert-tf pretrain`: MLM + SOP pretraining with `model.fit` under any strategy.
+
+One run configuration (`PretrainConfig`) comes from defaults, an optional JSON
+file, the CLI options and `key=value` overrides, in that order. The run writes to
+`output_dir`:
+
+  run_config.json          the resolved configuration (chief)
+  checkpoints/ckpt-STEP.*  model + optimizer + step, every `checkpoint_every` steps
+  tensorboard/{train,eval} losses, accuracies, learning rate, examples/s, tokens/s
+  model/                   the result: albert_config.json + model.weights.h5 +
+                           spiece.model + albert_task.json (`albert_tf.load_checkpoint`)
+
+Resume: rerunning the same command restores the latest checkpoint (weights,
+optimizer slots, the step, hence the learning-rate position) and skips the
+batches the checkpointed run had consumed, so training continues exactly where
+the checkpoint was taken (see `_data_offset`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import os
+import tempfile
+import typing
+from typing import Any
+
+from albert_tf import arguments, atomic, cli
+from albert_tf.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+DATA_RESUME = ("skip", "reseed")
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """Everything a pretraining run needs; defaults are the original ALBERT recipe."""
+
+    model: str = "albert-base"        # preset name or albert_config.json path
+    albert: dict = dataclasses.field(default_factory=dict)  # AlbertConfig overrides
+    train_data: str = ""              # TFRecord glob(s) from `albert-tf create-data`
+    eval_data: str = ""               # held-out TFRecord glob(s); empty: no eval
+    output_dir: str = ""
+    spm_model: str = ""               # copied into model/ as spiece.model
+    init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
+    seq_length: typing.Optional[int] = None       # None: read from the data
+    max_predictions: typing.Optional[int] = None  # None: read from the data
+    global_batch_size: int = 4096
+    train_steps: int = 125_000
+    warmup_steps: int = 3125
+    learning_rate: float = 0.00176
+    poly_power: float = 1.0
+    optimizer: str = "lamb"
+    weight_decay: float = 0.01
+    clipnorm: float = 1.0
+    dropout: float = 0.0              # the paper: no dropout when pretraining
+    precision: str = "auto"
+    strategy: str = "default"
+    steps_per_execution: int = 1
+    jit_compile: typing.Optional[bool] = None  # None: on GPU, off on CPU
+    checkpoint_every: int = 1000      # also the eval and "epoch" interval
+    keep_checkpoints: int = 5
+    eval_steps: int = 100
+    log_every: int = 100              # TensorBoard interval, in steps
+    seed: int = 12345
+    shuffle_buffer: int = 10_000
+    data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
+    deterministic: bool = False       # op determinism: bit-identical reruns, slower
+    # Train the sentence-pair head; None: as the training data's objective says
+    # (create_data_config.json next to its first file; "none" -> no loss).
+    sentence_pair_loss: typing.Optional[bool] = None
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field and value."""
+        for name in ("train_data", "output_dir"):
+            if not getattr(self, name):
+                raise UserError(f"{name} is required")
+        positive = ("global_batch_size", "train_steps", "steps_per_execution",
+                    "checkpoint_every", "keep_checkpoints", "eval_steps", "log_every")
+        for name in positive:
+            arguments.require_positive(name, getattr(self, name))
+        for name in ("seq_length", "max_predictions"):  # None: from the data; never 0
+            if getattr(self, name) is not None:
+                arguments.require_positive(name, getattr(self, name), " (omit it to read it "
+                                       "from the data)")
+        for name in ("learning_rate", "weight_decay", "clipnorm", "poly_power", "dropout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise UserError(f"{name}={value!r} must be a finite number >= 0")
+        spe = self.steps_per_execution
+        for name in ("train_steps", "checkpoint_every", "eval_steps"):
+            if getattr(self, name) % spe:
+                raise UserError(f"{name}={getattr(self, name)} is not a multiple of "
+                                 f"steps_per_execution={spe}")
+        if self.data_resume not in DATA_RESUME:
+            raise UserError(f"data_resume={self.data_resume!r} is not one of "
+                             f"{', '.join(DATA_RESUME)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"dropout={self.dropout} must be in [0, 1)")
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """`value` as the type of field `name`, or ValueError naming both and `source`."""
+    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
+    kind = typing.get_type_hints(PretrainConfig)[name]
+    if kind is dict:
+        ok = isinstance(value, dict)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == typing.Optional[bool]:
+        ok = value is None or isinstance(value, bool)
+    elif kind == typing.Optional[int]:
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+    else:
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not ok:
+        raise UserError(f"{source}: {name}={value!r} is not a {fields[name].type}")
+    return value
+
+
+def load_config(path: str | None = None, overrides: list[str] = (),
+                **options: Any) -> PretrainConfig:
+    """Defaults <- JSON file `path` <- `options` (non-None) <- `key=value` overrides.
+
+    Override values are JSON where they parse (numbers, true/false/null), else
+    strings; `albert.FIELD=VALUE` sets an AlbertConfig field.
+    """
+    values: dict[str, Any] = {}
+    known = {f.name for f in dataclasses.fields(PretrainConfig)}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                loaded = json.load(f)
+        except OSError as e:
+            raise UserError(f"cannot read config {path}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        if not isinstance(loaded, dict):
+            raise UserError(f"{path}: expected a JSON object")
+        unknown = sorted(set(loaded) - known)
+        if unknown:
+            raise UserError(f"{path}: unknown keys {', '.join(unknown)}")
+        values.update({k: _coerce(k, v, path) for k, v in loaded.items()})
+    values.update({k: _coerce(k, v, "option") for k, v in options.items() if v is not None})
+    for key, raw in arguments.parse_overrides(overrides).items():
+        item = f"{key}={raw}"
+        value = arguments.json_value(raw)
+        if key.startswith("albert."):
+            values.setdefault("albert", {})[key[len("albert."):]] = value
+        elif key in known:
+            values[key] = _coerce(key, value, f"override {item!r}")
+        else:
+            raise UserError(f"override {item!r}: unknown key {key!r}")
+    config = PretrainConfig(**values)
+    config.validate()
+    return config
+
+
+# ------------------------------------------------------------------ the model
+def model_config(cfg: PretrainConfig, vocab_size: int | None):
+    """The AlbertConfig of the run: preset or file, `albert` overrides, dropout."""
+    from albert_tf import AlbertConfig
+
+    from_preset = cfg.model in AlbertConfig.preset_names()
+    base = AlbertConfig.from_preset_or_file(cfg.model)
+    changes = dict(cfg.albert)
+    if vocab_size is not None and "vocab_size" not in changes and from_preset:
+        changes["vocab_size"] = vocab_size  # a preset adopts the vocabulary's size
+    changes.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    return AlbertConfig.from_dict({**base.to_dict(), **changes},
+                                  source=None if from_preset else cfg.model)
+
+
+def sentence_pair_loss(cfg: PretrainConfig) -> bool:
+    """Whether the run trains the sentence-pair head: the config's, else the data's objective."""
+    if cfg.sentence_pair_loss is not None:
+        return cfg.sentence_pair_loss
+    import tensorflow as tf
+
+    from albert_tf.training.pretrain import pipeline as input_pipeline
+    from albert_tf.training.data import pairs as sop
+    from albert_tf.training.data.create_data import CONFIG_FILE
+
+    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return True  # data from elsewhere (the original scripts): SOP or NSP labels
+    with tf.io.gfile.GFile(path) as f:
+        objective = json.load(f).get("objective", sop.DEFAULT_OBJECTIVE)
+    return sop.trains_sentence_pair(objective)
+
+
+def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
+    """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope."""
+    import keras
+
+    from albert_tf import AlbertPretrainer, load_checkpoint
+    from albert_tf.training.runtime import distribute, optimization
+
+    source = load_checkpoint(cfg.init_checkpoint) if cfg.init_checkpoint else None
+    if source is not None:
+        config = source.config.replace(hidden_dropout_prob=cfg.dropout,
+                                       attention_probs_dropout_prob=cfg.dropout)
+        logger.info("init_checkpoint %s: its config replaces model=%s", cfg.init_checkpoint,
+                    cfg.model)
+    else:
+        config = model_config(cfg, vocab_size)
+    if vocab_size is not None and config.vocab_size != vocab_size:
+        raise UserError(f"vocab_size={config.vocab_size} of "
+                         f"{cfg.init_checkpoint or cfg.model} differs from the {vocab_size} "
+                         f"pieces of {cfg.spm_model}")
+    jit = distribute.resolve_jit_compile(cfg.jit_compile)
+    keras.utils.set_random_seed(cfg.seed)
+    with strategy.scope():
+        # run() resolves None from the data; a bare build trains the head.
+        model = AlbertPretrainer(config, sentence_pair_loss=cfg.sentence_pair_loss is not False,
+                                 name="albert_pretrainer")
+        if source is not None:  # the encoder always; heads when the source has them
+            model.encoder.set_weights(source.encoder.get_weights())
+            if source.task == "pretraining":
+                model.set_weights(source.get_weights())
+        optimizer = optimization.create_optimizer(
+            cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
+            cfg.poly_power, cfg.weight_decay, cfg.clipnorm or None)
+        # compile adds loss scaling for mixed_float16; install_step_functions
+        # makes it agree across replicas.
+        model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
+                      jit_compile=jit)
+        distribute.install_step_functions(model)
+        model.optimizer.build(model.trainable_variables)  # slots exist before a restore
+    return model
+
+
+# ------------------------------------------------------------------- the data
+def data_shapes(file_pattern: str) -> tuple[int, int]:
+    """(seq_length, max_predictions) of the first record of the first file."""
+    import tensorflow as tf
+
+    from albert_tf.training.pretrain import pipeline as input_pipeline
+
+    path = input_pipeline.list_files(file_pattern)[0]
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as e:
+        raise UserError(f"{path}: cannot read TFRecords: {e.message}") from None
+    if record is None:
+        raise UserError(f"{path}: holds no records")
+    try:
+        feature = tf.train.Example.FromString(record.numpy()).features.feature
+    except Exception as e:  # protobuf's DecodeError: a TFRecord of something else
+        raise UserError(f"{path}: the first record is not a tf.train.Example ({e})") from None
+    for name in ("input_ids", "masked_lm_positions"):
+        if name not in feature:
+            raise UserError(f"{path}: records lack the feature {name!r}")
+    return (len(feature["input_ids"].int64_list.value),
+            len(feature["masked_lm_positions"].int64_list.value))
+
+
+def _data_offset(cfg: PretrainConfig, step: int, context) -> tuple[int, int]:
+    """(batches this input pipeline skips, shuffle seed) for a run resumed at `step`.
+
+    "skip": the record stream is a function of the seed, so skipping the batches
+    the earlier run consumed (each of the pipeline's replicas drew one per step)
+    continues the same stream; it re-reads, but does not train on, that data. The
+    training pipeline's parallel map may swap neighbouring batches unless
+    `deterministic` is set, which makes a resumed run bit-identical to an
+    uninterrupted one. "reseed": restart with a seed derived from the step: no
+    re-reading, a fresh order.
+    """
+    if cfg.data_resume == "reseed":
+        return 0, cfg.seed + step
+    replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
+    return step * replicas_per_pipeline, cfg.seed
+
+
+def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_predictions: int,
+                  step: int):
+    """Distributed (train, eval or None) datasets; train resumes after `step` steps."""
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
+
+    def train_fn(context):
+        skip, seed = _data_offset(cfg, step, context)
+        dataset = pretraining_dataset(
+            cfg.train_data, cfg.global_batch_size, seq_length, max_predictions,
+            input_context=context, shuffle_buffer=cfg.shuffle_buffer, seed=seed)
+        return dataset.skip(skip) if skip else dataset
+
+    def eval_fn(context):
+        # The same first `eval_steps` batches at every evaluation: fit keeps the
+        # validation iterator between epochs, so the held-out stream cycles.
+        per_pipeline = cfg.eval_steps * (context.num_replicas_in_sync
+                                         // context.num_input_pipelines)
+        return pretraining_dataset(cfg.eval_data, cfg.global_batch_size, seq_length,
+                                   max_predictions, is_training=False,
+                                   input_context=context).take(per_pipeline).repeat()
+
+    train = strategy.distribute_datasets_from_function(train_fn)
+    evaluation = (strategy.distribute_datasets_from_function(eval_fn)
+                  if cfg.eval_data else None)
+    return train, evaluation
+
+
+# -------------------------------------------------------------------- the run
+def _write_json(path: str, data: dict) -> None:
+    atomic.atomic_write_json(path, data, sort_keys=True)
+
+
+def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
+    """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
+    import tensorflow as tf
+
+    from albert_tf import save_checkpoint
+
+    target = os.path.join(cfg.output_dir, "model")
+    spm = cfg.spm_model or None
+    if "://" not in target:
+        return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
+    with tempfile.TemporaryDirectory() as local:
+        save_checkpoint(model, os.path.join(local, "model"), spm_model=spm,
+                        seq_length=seq_length)
+        tf.io.gfile.makedirs(target)
+        for name in os.listdir(os.path.join(local, "model")):
+            tf.io.gfile.copy(os.path.join(local, "model", name), os.path.join(target, name),
+                             overwrite=True)
+    return target
+
+
+def run(cfg: PretrainConfig) -> dict:
+    """Pretrains as configured (resuming from output_dir/checkpoints if present).
+
+    Returns a summary: the start and end step, the exported directory (chief), the
+    examples/s of this run (with and without the first step's compilation), and
+    the per-epoch training and eval metrics.
+    """
+    import tensorflow as tf
+
+    from albert_tf.training.runtime import distribute
+    from albert_tf.training.pretrain.progress import Checkpoints, PretrainProgress
+
+    cfg.validate()
+    if cfg.deterministic:
+        # Also forces tf.data's parallel map/interleave into order, which the
+        # input pipeline leaves free for speed when training.
+        tf.config.experimental.enable_op_determinism()
+    strategy = distribute.create_strategy(cfg.strategy)
+    policy = distribute.set_precision(cfg.precision, strategy)
+    distribute.scale_batch(cfg.global_batch_size, strategy)
+    from albert_tf.training.pretrain.pipeline import check_files, list_files
+
+    shapes = data_shapes(cfg.train_data)
+    cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
+    seq_length = shapes[0] if cfg.seq_length is None else cfg.seq_length
+    max_predictions = shapes[1] if cfg.max_predictions is None else cfg.max_predictions
+    # Before any step: every shard readable, whole and of the same shapes.
+    for pattern in filter(None, (cfg.train_data, cfg.eval_data)):
+        check_files(list_files(pattern), seq_length, max_predictions)
+    atomic.check_writable_directory(cfg.output_dir, "output_dir")
+    vocab_size = None
+    if cfg.spm_model:
+        from albert_tf.tokenizer.spm import AlbertTokenizer
+        vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
+    chief = distribute.is_chief(strategy)
+    model = build_model(cfg, strategy, vocab_size)
+    model.config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
+    checkpoints = Checkpoints(model, os.path.join(cfg.output_dir, "checkpoints"),
+                              cfg.keep_checkpoints, chief)
+    start = checkpoints.restore()
+    if chief:
+        tf.io.gfile.makedirs(cfg.output_dir)
+        _write_json(os.path.join(cfg.output_dir, "run_config.json"),
+                    {**dataclasses.asdict(cfg), "resolved": {
+                        "seq_length": seq_length, "max_predictions": max_predictions,
+                        "precision": policy, "replicas": strategy.num_replicas_in_sync,
+                        "albert_config": model.config.to_dict(),
+                        "sentence_pair_loss": model.sentence_pair_loss}})
+    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
+    progress = PretrainProgress(
+        start_step=start, train_steps=cfg.train_steps,
+        examples_per_step=cfg.global_batch_size,
+        tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
+        tensorboard_dir=os.path.join(cfg.output_dir, "tensorboard") if chief else None,
+        save=checkpoints.save)
+    history = {}
+    if start < cfg.train_steps:
+        initial_epoch = start // cfg.checkpoint_every
+        epochs = initial_epoch + math.ceil((cfg.train_steps - start) / cfg.checkpoint_every)
+        try:
+            history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
+                                initial_epoch=initial_epoch, validation_data=evaluation,
+                                validation_steps=cfg.eval_steps if evaluation else None,
+                                callbacks=[progress], shuffle=False,
+                                verbose=1 if chief else 0).history
+        except tf.errors.InvalidArgumentError as e:
+            raise _data_error(e) from e
+    else:
+        logger.info("checkpoint is at step %d >= train_steps=%d: nothing to train",
+                    start, cfg.train_steps)
+    checkpoints.close()
+    exported = _export(model, cfg, seq_length) if chief else None
+    return {"start_step": start, "step": progress.step, "exported": exported,
+            "precision": policy, "jit_compile": bool(model.jit_compile),
+            "examples_per_sec": progress.throughput() if history else 0.0,
+            "steady_examples_per_sec": progress.steady_throughput() if history else None,
+            "history": {k: [float(x) for x in v] for k, v in history.items()}}
+
+
+def _data_error(e) -> Exception:
+    """The input pipeline's "corrupt or truncated TFRecord file" assertion as one line."""
+    import re
+
+    match = re.search(r"corrupt or truncated TFRecord file\]\s*\[([^\]]+)\]", e.message)
+    if match is None:
+        return e
+    return UserError(f"{match.group(1)}: corrupt or truncated TFRecord file (found while "
+                     "training; the latest checkpoint is kept): rewrite it or leave it out")
+
+
+# ------------------------------------------------------------------------ CLI
+def _parser() -> argparse.ArgumentParser:
+    parser = arguments.ArgumentParser(prog="albert-tf pretrain", description=(
+        "Pretrain ALBERT (MLM + SOP) with model.fit. Options override --config; "
+        "KEY=VALUE overrides any PretrainConfig field (albert.FIELD=VALUE: the model config)."))
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    parser.add_argument("--config", help="JSON run configuration")
+    parser.add_argument("--model", help="preset (albert-base, ...) or albert_config.json")
+    parser.add_argument("--train-data", help="TFRecord glob(s) from albert-tf create-data")
+    parser.add_argument("--eval-data", help="held-out TFRecord glob(s)")
+    parser.add_argument("--output-dir", help="checkpoints, TensorBoard logs and model/")
+    parser.add_argument("--spm-model", help="SentencePiece model to ship with the result")
+    parser.add_argument("--init-checkpoint", help="start from these weights (TF1, HF or ours)")
+    parser.add_argument("--global-batch-size", type=int)
+    parser.add_argument("--train-steps", type=int)
+    parser.add_argument("--optimizer", choices=("lamb", "adamw"))
+    parser.add_argument("--precision", help="auto, float32, mixed_float16, mixed_bfloat16")
+    parser.add_argument("--strategy", help="default, cpu, mirrored, multi_worker, tpu[:NAME]")
+    return parser
+
+
+@cli.command("pretrain")
+def main(argv: list[str]) -> int:
+    """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
+    args = _parser().parse_intermixed_args(argv)
+    options = {k: v for k, v in vars(args).items() if k not in ("config", "overrides")}
+    cfg = load_config(args.config, args.overrides, **options)
+    cli.setup_logging()
+    summary = run(cfg)
+    logger.info("pretraining done: %s", json.dumps(summary))
+    return 0
