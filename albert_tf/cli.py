@@ -136,14 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
-    command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        print(f"albert-tf: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"albert-tf: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line users.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Every command reports errors the same way: one line (see `command`).
-    return command(command)(_run)(COMMANDS[command][0], rest)
+    return command(name)(_run)(COMMANDS[name][0], rest)
 
 
 def _run(module_name: str, argv: list[str]) -> int:

@@ -39,16 +39,16 @@ def make_vocab(work: str) -> str:
 
 
 def bench_generation(work: str, spm_model: str, seq: int, documents: int, processes: int) -> dict:
-    from albert_tf.training.data import corpus, create_data as pretraining_data, pairs as sop
+    from albert_tf.training.data import corpus, create_data, pairs
 
-    options = sop.GenerationOptions(max_seq_length=seq, dupe_factor=4)
+    options = pairs.GenerationOptions(max_seq_length=seq, dupe_factor=4)
     corpus_all = corpus.open_corpus(os.path.join(work, "corpus.txt"))
     documents = min(documents, corpus_all.total)
     subset = corpus.Corpus(f"first {documents}", lambda report: (
         d for _, d in zip(range(documents), corpus_all.read(report))), documents, [documents])
     out = tempfile.mkdtemp(dir=work)
     start = time.perf_counter()
-    summary = pretraining_data.create_pretraining_data(
+    summary = create_data.create_pretraining_data(
         subset, out, spm_model, options, documents_per_shard=max(1, documents // 8), processes=processes)
     wall = time.perf_counter() - start
     return {"seq": seq, "processes": processes, "documents": summary["documents"],

@@ -59,7 +59,7 @@ RECIPES = {
 
 def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
     """Split, vocabulary and TFRecords (train and held-out) for one vocab and seq length."""
-    from albert_tf.training.data import corpus, split as corpus_tasks, pairs as sop
+    from albert_tf.training.data import corpus, split as corpus_tasks, pairs
     from albert_tf.training.data.create_data import SUMMARY_FILE, create_pretraining_data
     from albert_tf.training.data.vocab import train_vocab
 
@@ -74,7 +74,7 @@ def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
     for name in ("train", "heldout"):
         out = os.path.join(work, f"data-v{vocab_size}-s{seq_length}", name)
         if not os.path.exists(os.path.join(out, SUMMARY_FILE)):
-            options = sop.GenerationOptions(max_seq_length=seq_length,
+            options = pairs.GenerationOptions(max_seq_length=seq_length,
                                             max_predictions_per_seq=max(4, seq_length * 20 // 128),
                                             dupe_factor=3 if name == "train" else 1)
             create_pretraining_data(corpus.open_corpus(os.path.join(split_dir, f"{name}.txt")),

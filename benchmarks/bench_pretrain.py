@@ -44,7 +44,7 @@ def make_batches(directory: str, batch: int, count: int) -> str:
     """Writes `count` batches of real pretraining data to directory/batches.npz."""
     import numpy as np
 
-    from albert_tf.training.data import create_data as pretraining_data
+    from albert_tf.training.data import create_data
     from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
     from albert_tf.training.pretrain.pipeline import pretraining_dataset
     from albert_tf.training.data.vocab import train_vocab
@@ -54,7 +54,7 @@ def make_batches(directory: str, batch: int, count: int) -> str:
     spm_model, _ = train_vocab([corpus], os.path.join(directory, "spm"), 3000,
                                input_sentence_size=20000, num_threads=2)
     records = os.path.join(directory, "records")  # also read by the ours_fit row
-    code = pretraining_data.main([
+    code = create_data.main([
         "--input", corpus, "--output-dir", records, "--spm-model", spm_model,
         "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PREDICTIONS),
         "--dupe-factor", "1", "--processes", "1"])

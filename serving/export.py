@@ -19,8 +19,22 @@ import os
 import sys
 from typing import Sequence
 
+import keras
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
 from albert_tf import arguments, cli
+from albert_tf import checkpoint as ckpt
+from albert_tf.checkpoint import task_record_of
+from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
 from albert_tf.errors import UserError
+from albert_tf.tokenizer import AlbertPreprocessor
+
+from . import layout, warmup
+from .signatures import tasks as signatures
+from .signatures.span import SpanModule
+from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
+from .signatures.token_labels import TokenClassifierModule
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +62,6 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
         Foreign heads read their decision rules from the record too (problem_type,
         null_score_diff_threshold, the beam sizes).
     """
-    from albert_tf.checkpoint import task_record_of
-    from albert_tf.serving.signatures import tasks as signatures
-    from albert_tf.serving.signatures.span import SpanModule
-    from albert_tf.serving.signatures.span_beam import BeamSpanModule, NullScoreSpanModule
-    from albert_tf.serving.signatures.token_labels import TokenClassifierModule
 
     task = task or model.task
     record = record if record is not None else task_record_of(model)
@@ -89,9 +98,6 @@ def save_module(module, directory: str, model_name: str, token_ids_only: bool = 
     `token_ids_only` the SavedModel holds only the `token_ids` signature (also as
     serving_default) and no tensorflow-text op, for servers built without them.
     """
-    import keras
-
-    from albert_tf.serving import warmup
 
     functions = module.signatures()
     examples = module.warmup_examples()
@@ -138,8 +144,6 @@ def cast_model(model, dtype: str):
 
 def custom_ops(directory: str) -> list[str]:
     """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
-    import tensorflow as tf
-    from tensorflow.core.protobuf import saved_model_pb2
 
     with open(os.path.join(directory, "saved_model.pb"), "rb") as f:
         graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
@@ -172,10 +176,6 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
         signatures unchanged) or auto (bfloat16 if the task record says the model was
         trained in bfloat16).
     """
-    from albert_tf import checkpoint as ckpt
-    from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
-    from albert_tf.serving import layout, warmup
-    from albert_tf.tokenizer import AlbertPreprocessor
 
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
@@ -214,7 +214,6 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
 
 
 def tf_version() -> str:
-    import tensorflow as tf
 
     return tf.__version__
 

@@ -21,6 +21,9 @@ import base64
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow_serving.apis import predict_pb2
 
 from albert_tf.errors import UserError
 
@@ -259,8 +262,6 @@ def signatures_from_rest_metadata(metadata: Mapping[str, Any]) -> dict[str, dict
 def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, np.ndarray],
                     version: int | None = None):
     """A `tensorflow_serving.apis.predict_pb2.PredictRequest` carrying `inputs` as TensorProtos."""
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
@@ -274,14 +275,12 @@ def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, n
 
 def inputs_from_predict_request(request) -> dict[str, np.ndarray]:
     """The arrays a PredictRequest carries, as the server decodes its TensorProtos."""
-    import tensorflow as tf
 
     return {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
 
 
 def rows_from_predict_response(response) -> list[dict[str, Any]]:
     """Rows of named outputs from a gRPC PredictResponse."""
-    import tensorflow as tf
 
     return rows_from_columns({name: tf.make_ndarray(proto)
                               for name, proto in sorted(response.outputs.items())})
@@ -289,7 +288,6 @@ def rows_from_predict_response(response) -> list[dict[str, Any]]:
 
 def signatures_from_signature_defs(signature_defs: Mapping[str, Any]) -> dict[str, dict]:
     """Like `signatures_from_rest_metadata`, from SignatureDef protos (gRPC metadata)."""
-    from tensorflow.core.framework import types_pb2
 
     return {sig: {"inputs": {n: _DTYPES.get(types_pb2.DataType.Name(t.dtype), object)
                              for n, t in d.inputs.items()},

@@ -16,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import atomic, errors
-from albert_tf.serving.requests import predict_request
+
+from .requests import predict_request
 
 WARMUP_DIR = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -62,6 +63,7 @@ def write_warmup(saved_model_dir: str,
     Returns:
       The path of the warmup file.
     """
+    # Deferred: a missing tensorflow-serving-api is one line from require_serving_api.
     from tensorflow_serving.apis import prediction_log_pb2
 
     records = [prediction_log_pb2.PredictionLog(
@@ -86,6 +88,7 @@ def read_warmup(saved_model_dir: str) -> list:
         message names the file and the record number).
     """
     path = warmup_path(saved_model_dir)
+    # Deferred: a missing tensorflow-serving-api is one line from require_serving_api.
     from tensorflow_serving.apis import prediction_log_pb2
 
     requests = []

@@ -29,7 +29,7 @@ import pytest
 
 from albert_tf import atomic, cli, errors
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+from tests.helpers.paths import FIXTURES
 TINY = ["albert.embedding_size=16", "albert.hidden_size=32", "albert.num_hidden_layers=1",
         "albert.num_attention_heads=2", "albert.intermediate_size=64", "train_steps=2",
         "global_batch_size=2", "checkpoint_every=1", "log_every=1"]
@@ -80,11 +80,11 @@ def corpus(tmp_path_factory, corpus_documents):
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory, corpus, spm_model_path):
     """Two data sets of the same text: seq_length 32 (2 shards) and 48 (1 shard)."""
-    from albert_tf.training.data import create_data as pretraining_data
+    from albert_tf.training.data import create_data
 
     root = tmp_path_factory.mktemp("bad_shards")
     for length, per_shard in ((32, "6"), (48, "12")):
-        assert pretraining_data.main([
+        assert create_data.main([
             "--input", str(corpus), "--output-dir", str(root / f"len{length}"),
             "--spm-model", spm_model_path, "--max-seq-length", str(length),
             "--max-predictions-per-seq", "5", "--dupe-factor", "1", "--processes", "1",

@@ -12,11 +12,14 @@ import urllib.error
 import urllib.request
 from typing import Any, Mapping
 
+import grpc
 import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
 from albert_tf.errors import UserError
 
-from albert_tf.serving import requests as rq
+from .. import requests as rq
 
 
 class ServerError(UserError, RuntimeError):
@@ -79,8 +82,6 @@ class GrpcBackend:
 
     def __init__(self, target: str, model: str, version: int | None = None,
                  timeout: float = 60.0):
-        import grpc
-        from tensorflow_serving.apis import prediction_service_pb2_grpc
 
         self.model, self.version, self.timeout = model, version, timeout
         self._grpc = grpc
@@ -99,7 +100,6 @@ class GrpcBackend:
 
     def signatures(self) -> dict[str, dict]:
         if self._signatures is None:
-            from tensorflow_serving.apis import get_model_metadata_pb2
 
             request = get_model_metadata_pb2.GetModelMetadataRequest(
                 metadata_field=["signature_def"])
@@ -121,8 +121,6 @@ class LocalBackend:
     """The SavedModel at `path`, loaded in this process (TF + tensorflow-text ops)."""
 
     def __init__(self, path: str):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the graph uses)
 
         try:
             self._model = tf.saved_model.load(path)

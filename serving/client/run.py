@@ -24,9 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from albert_tf import arguments, atomic, cli
 from albert_tf.errors import UserError
 
-
-from albert_tf.serving.requests import (DEFAULT_SIGNATURE, REST_FORMATS, RequestError,
-                                        columns_from_rows)
+from ..requests import DEFAULT_SIGNATURE, REST_FORMATS, RequestError, columns_from_rows
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +94,6 @@ def batches(rows: Iterator[dict], size: int) -> Iterator[list[dict]]:
 # -------------------------------------------------------------------- routes
 def make_backend(args: argparse.Namespace):
     """The REST, gRPC or local backend the arguments name (see backends.py)."""
-    from albert_tf.serving.client import backends
 
     if args.server:
         return backends.RestBackend(args.server, args.model, args.version, args.rest_format,
@@ -113,7 +110,6 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
     Returns:
       The number of rows written.
     """
-    from tqdm import tqdm
 
     signatures = backend.signatures()
     if signature not in signatures:
@@ -153,7 +149,6 @@ def _open_output(path: str):
 # ----------------------------------------------------------------------- CLI
 def _latest_version(path: str) -> str:
     """BASE/NAME -> its highest BASE/NAME/VERSION, as TF Serving would serve; else `path`."""
-    from albert_tf.serving.layout import existing_versions
 
     if os.path.isfile(os.path.join(path, "saved_model.pb")) or not os.path.isdir(path):
         return path

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.serving.signatures import text_graph
-from albert_tf.serving.signatures.text_graph import INPUT_NAMES
+from albert_tf.inputs import INPUT_NAMES
+
+from . import text_graph
 
 PAD_MULTIPLE = 16  # dynamic padding granularity (tokens)
 

@@ -14,16 +14,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.serving.signatures import offsets, text_graph
-from albert_tf.serving.signatures.base import (
-    IDS_SPEC,
-    PAD_MULTIPLE,
-    TEXT_SPEC,
-    WARMUP_TEXTS,
-    ServingModule,
-    strings,
-)
-from albert_tf.serving.signatures.offsets import IGNORABLE
+from . import offsets, text_graph
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, WARMUP_TEXTS, ServingModule, strings
+from .offsets import IGNORABLE
 
 TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 

@@ -23,14 +23,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.serving.signatures.base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC
-from albert_tf.serving.signatures.span import (
-    SpanModule,
-    _gather_rows,
-    best_spans,
-    context_positions,
-)
-from albert_tf.serving.signatures import text_graph
+from . import text_graph
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC
+from .span import SpanModule, _gather_rows, best_spans, context_positions
 
 
 def _pad_to(features, length: int):

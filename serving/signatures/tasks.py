@@ -25,15 +25,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.serving.signatures import text_graph
-from albert_tf.serving.signatures.base import (
-    IDS_SPEC,
-    PAD_MULTIPLE,
-    TEXT_SPEC,
-    ServingModule,
-    strings,
-)
-from albert_tf.serving.signatures.text_graph import INPUT_NAMES
+from albert_tf.inputs import INPUT_NAMES
+
+from . import text_graph
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, strings
 
 TOP_K = 5  # fill_mask candidates per [MASK]
 

@@ -12,9 +12,7 @@ Token offsets in the raw text are in `offsets.py`.
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from albert_tf.inputs import INPUT_NAMES  # noqa: F401  (re-exported to the signatures)
 from albert_tf.tokenizer.spm import MASK_PIECE
 
 

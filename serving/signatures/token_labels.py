@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.serving.signatures import offsets, text_graph
-from albert_tf.serving.signatures.base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule
+from . import offsets, text_graph
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule
 
 
 def _chars_before(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:

@@ -29,13 +29,17 @@ import zlib
 from typing import Iterator
 
 import apache_beam as beam
+import tensorflow as tf
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf.training.data import corpus as corpus_lib
-from albert_tf.training.data import create_data as pretraining_data, pairs as sop
-from albert_tf.training.data.stats import DataStats, summarize
 from albert_tf import atomic
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+from . import corpus as corpus_lib
+from . import create_data, pairs
+from .records import write_records
+from .stats import DataStats, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +54,6 @@ def _shard_of(record: bytes, num_shards: int) -> int:
 
 def _write_shard(item: tuple, output_dir: str, num_shards: int) -> str:
     """Writes one (shard, records) group atomically, ordered by SHA-1 (a fixed shuffle)."""
-    from albert_tf.training.data.records import write_records
 
     shard, records = item
     path = os.path.join(output_dir, SHARD_NAME.format(shard, num_shards))
@@ -70,23 +73,22 @@ def read_file_documents(item: tuple[int, str]) -> Iterator:
 class DocumentToRecords(beam.DoFn):
     """Document -> its serialized instances (every dupe), plus tagged `stats` (DataStats dicts)."""
 
-    def __init__(self, spm_model_bytes: bytes, do_lower_case: bool, options: sop.GenerationOptions):
+    def __init__(self, spm_model_bytes: bytes, do_lower_case: bool, options: pairs.GenerationOptions):
         self._model = spm_model_bytes  # shipped with the DoFn: workers need no access to the path
         self._do_lower_case = do_lower_case
         self._options = options
 
     def setup(self):
-        from albert_tf.tokenizer.spm import AlbertTokenizer
 
         with tempfile.NamedTemporaryFile(suffix=".model", delete=False) as f:
             f.write(self._model)
         self._tokenizer = AlbertTokenizer(f.name, do_lower_case=self._do_lower_case)
         os.remove(f.name)
-        self._vocab = sop.Vocabulary.from_tokenizer(self._tokenizer)
+        self._vocab = pairs.Vocabulary.from_tokenizer(self._tokenizer)
 
     def process(self, document):
         stats = DataStats()
-        yield from pretraining_data.document_records(document, self._tokenizer, self._vocab,
+        yield from create_data.document_records(document, self._tokenizer, self._vocab,
                                                      self._options, stats)
         yield beam.pvalue.TaggedOutput("stats", stats.to_dict())
 
@@ -132,17 +134,17 @@ class MergeReports(beam.CombineFn):
 
 
 def _write_summary(stats: dict, report: dict, output_dir: str, name: str,
-                   options: sop.GenerationOptions, start: float, num_shards: int) -> None:
+                   options: pairs.GenerationOptions, start: float, num_shards: int) -> None:
     reader = corpus_lib.CorpusReport()
     reader.merge(report)
     summary = summarize(name, {0: stats}, reader, options, time.time() - start)
     summary["shards"] = num_shards
-    path = os.path.join(output_dir, pretraining_data.SUMMARY_FILE)
+    path = os.path.join(output_dir, create_data.SUMMARY_FILE)
     atomic.atomic_write_json(path, summary)  # tf.io.gfile for remote paths
 
 
 def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, spm_model: str,
-                   options: sop.GenerationOptions = sop.GenerationOptions(), *,
+                   options: pairs.GenerationOptions = pairs.GenerationOptions(), *,
                    do_lower_case: bool = True, num_shards: int = NUM_SHARDS) -> None:
     """Adds the generation to `pipeline`: corpus -> records -> TFRecord shards + summary.json.
 
@@ -162,7 +164,6 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
         # handles each document alone.
         raise UserError("objective=nsp is made by `albert-tf create-data` only (its negatives "
                         "come from other documents of a shard); the pipeline makes sop and none")
-    import tensorflow as tf
 
     with tf.io.gfile.GFile(spm_model, "rb") as f:
         model_bytes = f.read()
@@ -194,16 +195,16 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
 
 def main(argv: list[str]) -> int:
     """`python -m albert_tf.training.data.beam [generation options] [-- beam options]`."""
-    parser = pretraining_data.CommandLineParser(prog="python -m albert_tf.training.data.beam",
+    parser = create_data.CommandLineParser(prog="python -m albert_tf.training.data.beam",
                                       description=__doc__.split("\n\n")[0])
-    pretraining_data.add_generation_arguments(parser)
+    create_data.add_generation_arguments(parser)
     parser.add_argument("--num-shards", type=int, default=NUM_SHARDS,
                         help="output shards, each written by one worker (default %(default)s)")
     own, beam_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     try:
         args = parser.parse_args(own)
-        options = pretraining_data.options_from_args(args)
-    except (pretraining_data.CommandLineError, ValueError) as e:
+        options = create_data.options_from_args(args)
+    except (create_data.CommandLineError, ValueError) as e:
         print(f"beam_pipeline: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO)

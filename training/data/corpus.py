@@ -25,17 +25,21 @@ from __future__ import annotations
 
 import ast
 import collections
+import contextlib
 import dataclasses
 import glob
 import gzip
+import io
 import os
 import re
 import sys
 import sysconfig
+import zlib
 from typing import Callable, Iterable, Iterator
 
-from albert_tf import atomic, errors
+import tensorflow as tf
 
+from albert_tf import atomic, errors
 from albert_tf.errors import UserError
 
 # Sentence ends: ., ! or ? followed by whitespace and an upper-case letter or quote.
@@ -253,7 +257,6 @@ def expand_patterns(spec: str) -> list[str]:
         if not _GLOB_CHARS.search(pattern):
             matches = [pattern]
         elif "://" in pattern:
-            import tensorflow as tf  # remote filesystems only
 
             matches = sorted(tf.io.gfile.glob(pattern))
         else:
@@ -267,7 +270,6 @@ def expand_patterns(spec: str) -> list[str]:
 def _open_lines(path: str, stack) -> Iterable[bytes]:
     """Opens a (possibly gzipped, possibly remote) file for binary line iteration."""
     if "://" in path:
-        import tensorflow as tf  # remote filesystems only
 
         raw = stack.enter_context(tf.io.gfile.GFile(path, "rb"))
     else:
@@ -281,7 +283,6 @@ def _lines(stream) -> Iterator[bytes | None]:
     """The lines of a binary stream; None for a line longer than MAX_LINE_BYTES,
     which is skipped in pieces rather than read whole (local and gzip streams;
     tf.io.gfile's remote files read lines whole)."""
-    import io
 
     if not isinstance(stream, io.BufferedIOBase):
         yield from stream
@@ -300,7 +301,6 @@ def _lines(stream) -> Iterator[bytes | None]:
 
 def binary_offset(path: str) -> int | None:
     """The offset of a NUL byte among the first 8 KiB of the (decompressed) file, or None."""
-    import contextlib
 
     with contextlib.ExitStack() as stack:
         head = _open_lines(path, stack).read(_SNIFF_BYTES)
@@ -309,7 +309,6 @@ def binary_offset(path: str) -> int | None:
 
 
 def _read_errors() -> tuple[type[BaseException], ...]:
-    import zlib
 
     errors: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
     tf = sys.modules.get("tensorflow")  # loaded when a remote file was opened
@@ -326,7 +325,6 @@ def read_text_file(path: str, report: CorpusReport) -> Iterator[tuple[int, list[
     an unreadable file (missing, no permission, corrupt gzip) is reported and
     the documents read before the error are kept.
     """
-    import contextlib
 
     sentences: list[str] = []
     first, bad_line, number, bad_reason = 1, 0, 0, "invalid_utf8"
@@ -366,7 +364,6 @@ def read_text_file(path: str, report: CorpusReport) -> Iterator[tuple[int, list[
 
 def count_text_documents(paths: Iterable[str]) -> int:
     """Counts blank-line-separated documents in files (for a progress total); unreadable ones count 0."""
-    import contextlib
 
     total = 0
     for path in paths:
@@ -484,7 +481,6 @@ def _check_named_files(spec: str) -> None:
         if _GLOB_CHARS.search(path):
             continue  # a glob's matches are checked, and skipped with a count, when read
         if "://" in path:
-            import tensorflow as tf  # remote filesystems only
 
             if not tf.io.gfile.exists(path):
                 raise errors.UserError(f"--input {path}: no such file")
@@ -506,7 +502,6 @@ def _check_named_files(spec: str) -> None:
 def _file_size(path: str) -> int:
     try:
         if "://" in path:
-            import tensorflow as tf
 
             return int(tf.io.gfile.stat(path).length)
         return os.path.getsize(path)

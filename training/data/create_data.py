@@ -24,20 +24,28 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import ctypes
 import dataclasses
+import hashlib
 import json
 import logging
 import multiprocessing
 import os
+import signal
+import threading
 import time
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from albert_tf import arguments, atomic, cli, errors
-from albert_tf.training.data import pairs as sop
-from albert_tf.training.data.corpus import Corpus, CorpusReport, Document, open_corpus
-from albert_tf.training.data.stats import DataStats, summarize
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+from . import pairs as sop
+from .corpus import Corpus, CorpusReport, Document, open_corpus
+from .records import serialize_instance, write_records
+from .stats import DataStats, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +72,6 @@ def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
       shard_documents, own: for objective "nsp", the tokenized documents of the
         shard (this one at index `own`, its sentences taken from there).
     """
-    from albert_tf.training.data.records import serialize_instance
 
     sentences = (shard_documents[own] if shard_documents
                  else tokenize_sentences(tokenizer, document.sentences))
@@ -96,7 +103,6 @@ _WORKER: dict = {}  # per-process tokenizer and vocabulary, set by `_init_worker
 
 
 def _init_worker(spm_model: str, do_lower_case: bool, parent: int | None = None) -> None:
-    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     if parent is not None:
         die_with_parent(parent)
@@ -114,11 +120,8 @@ def die_with_parent(parent: int, poll_seconds: float = 1.0) -> None:
     Everywhere, a daemon thread also polls the parent id, which covers other
     systems and the parent dying before the prctl call.
     """
-    import signal
-    import threading
 
     try:
-        import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -150,7 +153,6 @@ def _write_json(path: str, data: dict) -> None:
 def make_shard(shard: int, documents: list[Document], output_dir: str,
                options: sop.GenerationOptions) -> dict:
     """Generates, shuffles and writes one shard; returns its statistics (`DataStats.to_dict`)."""
-    from albert_tf.training.data.records import write_records
 
     stats = DataStats()
     records: list[bytes] = []
@@ -214,7 +216,6 @@ def _prepare_output(output_dir: str, config: dict) -> None:
 
 
 def _file_sha256(path: str) -> str:
-    import hashlib
 
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -288,7 +289,6 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
     Raises:
       ValueError: the output directory holds data made with other settings.
     """
-    from tqdm import tqdm
 
     start = time.time()
     processes = processes or os.cpu_count() or 1

@@ -36,8 +36,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from albert_tf.training.data import masking
 from albert_tf.errors import UserError
+
+from . import masking
 
 # Stream tags in the Generator seeds, so that differently used streams never coincide.
 DOCUMENT_STREAM, SHARD_STREAM = 0, 1

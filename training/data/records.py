@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from albert_tf import atomic, errors
 
-from albert_tf.training.data.pairs import Instance
+from .pairs import Instance
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 PREDICTION_INT_FEATURES = ("masked_lm_positions", "masked_lm_ids")

@@ -35,7 +35,8 @@ import os
 from typing import Iterable, Sequence
 
 from albert_tf import atomic
-from albert_tf.training.data import corpus
+
+from . import corpus
 
 HELD_OUT_FRACTION = 0.1
 SPLIT_SEED = "albert-tf-split-1"

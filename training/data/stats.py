@@ -7,8 +7,8 @@ import dataclasses
 
 import numpy as np
 
-from albert_tf.training.data import pairs as sop
-from albert_tf.training.data.corpus import CorpusReport
+from . import pairs
+from .corpus import CorpusReport
 
 
 class DataStats:
@@ -26,7 +26,7 @@ class DataStats:
         self.skipped = CorpusReport()
         self.short = CorpusReport()  # used, but shorter than one sequence
 
-    def add(self, instance: sop.Instance) -> None:
+    def add(self, instance: pairs.Instance) -> None:
         self.instances += 1
         self.tokens += len(instance.input_ids)
         self.masked += len(instance.masked.positions)
@@ -56,7 +56,7 @@ class DataStats:
                 "skipped": self.skipped.to_dict(), "short": self.short.to_dict()}
 
 
-def summarize(name: str, shard_stats: dict, report: CorpusReport, options: sop.GenerationOptions,
+def summarize(name: str, shard_stats: dict, report: CorpusReport, options: pairs.GenerationOptions,
               wall_time: float) -> dict:
     """The JSON summary of a run from per-shard statistics and the reader's report."""
     total = DataStats()

@@ -29,7 +29,6 @@ from tqdm import tqdm
 
 from albert_tf import arguments, atomic, cli
 from albert_tf.errors import UserError
-
 from albert_tf.tokenizer.spm import (
     CONTROL_SYMBOLS,
     PAD_PIECE,

@@ -17,8 +17,6 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.inputs import INPUT_NAMES  # re-exported to the tasks
-
 INDEX_KEY = "example_index"
 
 

@@ -10,9 +10,11 @@ from typing import Iterable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from albert_tf.errors import UserError
 from albert_tf.atomic import atomic_write
-from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
+from albert_tf.errors import UserError
+from albert_tf.inputs import INPUT_NAMES
+
+from .bucketing import Encoded
 
 logger = logging.getLogger(__name__)
 

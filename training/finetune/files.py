@@ -24,7 +24,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from albert_tf.training.finetune.examples import DataError, TextExamples, label_ids
+from .examples import DataError, TextExamples, label_ids
 
 _DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".txt": "\t"}
 _JSON_EXTENSIONS = (".jsonl", ".json")

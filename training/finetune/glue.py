@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from albert_tf.training.finetune.examples import DataError, TextExamples, write_tsv
+from .examples import DataError, TextExamples, write_tsv
 
 
 @dataclasses.dataclass(frozen=True)

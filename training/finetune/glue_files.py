@@ -25,8 +25,8 @@ import os
 
 import numpy as np
 
-from albert_tf.training.finetune.examples import DataError, TextExamples
-from albert_tf.training.finetune.glue import GlueTask
+from .examples import DataError, TextExamples
+from .glue import GlueTask
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,11 @@ import numpy as np
 
 from albert_tf import AlbertMultipleChoice
 from albert_tf.checkpoint.task_record import TaskRecord
-from albert_tf.training.finetune import metrics
-from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
-from albert_tf.training.finetune.examples import DataError, progress, write_tsv
+from albert_tf.inputs import INPUT_NAMES
+
+from . import metrics
+from .bucketing import Encoded
+from .examples import DataError, progress, write_tsv
 
 logger = logging.getLogger(__name__)
 

@@ -48,6 +48,13 @@ import sys
 from albert_tf import arguments, atomic, cli, errors
 from albert_tf.checkpoint import check_seq_length
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
+from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+from ..runtime import distribute
+from . import glue, race, sequence, squad, squad_data
+from .examples import DataError
+from .train import TrainConfig, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -106,7 +113,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def task_defaults(task: str) -> dict:
     """The original scripts' hyperparameters for `task` (TrainConfig fields)."""
-    from albert_tf.training.finetune import glue, race
 
     if task.startswith("glue/"):
         spec = glue.get_task(task)
@@ -124,7 +130,6 @@ def task_defaults(task: str) -> dict:
 
 def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     """--set KEY=VALUE items -> (TrainConfig fields, task options, run options)."""
-    from albert_tf.training.finetune.train import TrainConfig
 
     train_types = {f.name: f.type for f in dataclasses.fields(TrainConfig)
                    if f.name not in ("output_dir", "verbose", *RUN_KEYS)}
@@ -196,8 +201,6 @@ def parse_label_names(spec: str | None) -> list[str] | None:
 
 def build_task(args, tokenizer, seq_length: int, options: dict):
     """The task object for `args.task`, its data read and tokenized."""
-    from albert_tf.training.finetune import race, sequence
-    from albert_tf.training.finetune.examples import DataError
 
     data = args.data or []
     if args.label_names is not None and args.task != "classify":
@@ -227,7 +230,6 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
 
 
 def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, options: dict):
-    from albert_tf.training.finetune import squad, squad_data
 
     names = (f"train-{version}.json", f"dev-{version}.json")
     if len(data) == 1 and all(os.path.isfile(os.path.join(data[0], n)) for n in names):
@@ -245,8 +247,6 @@ def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, optio
 
 
 def _tokenizer(checkpoint: str, run: dict):
-    from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
-    from albert_tf.tokenizer.spm import AlbertTokenizer
 
     files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"),
                                  run.get("keep_accents"))
@@ -305,8 +305,6 @@ def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
 
 def run(args) -> dict:
     """Builds the strategy, tokenizer, task and config from parsed `args`, then fine-tunes."""
-    from albert_tf.training.runtime import distribute
-    from albert_tf.training.finetune.train import TrainConfig, finetune
 
     settings = task_defaults(args.task)
     train_set, task_options, run_options = parse_overrides(args.set)

@@ -14,9 +14,10 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertSequenceClassifier, AlbertSequenceRegressor
-from albert_tf.training.finetune import files, glue, glue_files, metrics
-from albert_tf.training.finetune.bucketing import Encoded
-from albert_tf.training.finetune.examples import DataError, encode_texts, write_tsv
+
+from . import files, glue, glue_files, metrics
+from .bucketing import Encoded
+from .examples import DataError, encode_texts, write_tsv
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ import numpy as np
 
 from albert_tf import AlbertSpanExtractor
 from albert_tf.checkpoint.task_record import TaskRecord
-from albert_tf.training.finetune import metrics
-from albert_tf.training.finetune.bucketing import Encoded
-from albert_tf.training.finetune.squad_data import (ContextPieces, SquadExample, Window,
-                                                    build_windows)
+
+from . import metrics
+from .bucketing import Encoded
+from .squad_data import ContextPieces, SquadExample, Window, build_windows
 
 logger = logging.getLogger(__name__)
 

@@ -23,10 +23,13 @@ import logging
 
 import numpy as np
 
-from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
-from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded
-from albert_tf.training.finetune.examples import DataError, progress
 from albert_tf.errors import UserError
+from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
+
+from .bucketing import Encoded
+from .examples import DataError, progress
+from .glue import load_tfds
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +263,6 @@ def _field(record, name, kind, path, where):
 
 def load_squad_tfds(version: str, split: str, data_dir: str | None = None) -> list[SquadExample]:
     """Reads `squad/v1.1` or `squad/v2.0` from tensorflow-datasets (split "train"/"validation")."""
-    from albert_tf.training.finetune.glue import load_tfds
 
     examples = []
     for record in load_tfds(f"squad/{version}", split, data_dir):

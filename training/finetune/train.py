@@ -25,14 +25,12 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, load_checkpoint, save_checkpoint
 from albert_tf.config import ConfigError
-from albert_tf.training.finetune.bucketing import INPUT_NAMES, Encoded, default_buckets, make_dataset
-from albert_tf.training.runtime.distribute import (
-    install_step_functions,
-    is_chief,
-    resolve_jit_compile,
-)
-from albert_tf.training.runtime.tensorboard import ScalarLogger, write_scalars
-from albert_tf.training.runtime.optimization import create_optimizer
+from albert_tf.inputs import INPUT_NAMES
+
+from ..runtime.distribute import install_step_functions, is_chief, resolve_jit_compile
+from ..runtime.optimization import create_optimizer
+from ..runtime.tensorboard import ScalarLogger, write_scalars
+from .bucketing import Encoded, default_buckets, make_dataset
 
 logger = logging.getLogger(__name__)
 

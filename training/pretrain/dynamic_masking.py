@@ -20,7 +20,7 @@ import dataclasses
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.training.data import masking
+from ..data import masking
 
 
 @dataclasses.dataclass(frozen=True)

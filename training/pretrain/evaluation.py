@@ -19,6 +19,12 @@ Example:
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
+
+from albert_tf import AlbertPretrainer, load_checkpoint
+
+from .pipeline import pretraining_dataset
+from .run import data_shapes
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -62,11 +68,6 @@ def evaluate_pretraining(model, data: str, batch_size: int = 64,
       ValueError: no files, records that do not match, a model without pretraining
         heads, or data too small for one batch.
     """
-    import tensorflow as tf
-
-    from albert_tf import AlbertPretrainer, load_checkpoint
-    from albert_tf.training.pretrain.pipeline import pretraining_dataset
-    from albert_tf.training.pretrain.run import data_shapes
 
     if isinstance(model, str):
         source = model

@@ -16,14 +16,16 @@ gives a byte offset); records carry their file name into
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import tensorflow as tf
 
 from albert_tf.errors import UserError
 
-from albert_tf.training.data import records as tfrecords
-from albert_tf.training.pretrain.dynamic_masking import DynamicMasking, remask
+from ..data import records as tfrecords
+from .dynamic_masking import DynamicMasking, remask
+
 
 def list_files(file_pattern: str | Sequence[str]) -> list[str]:
     """Sorted files matching one or more (comma-separated) patterns.
@@ -74,7 +76,6 @@ def check_files(files: Sequence[str], seq_length: int, max_predictions: int) -> 
     Raises:
       UserError naming the first bad file.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
     def check(path):
         check_file(path, seq_length, max_predictions)

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 import keras
 import tensorflow as tf
 
-from albert_tf.training.runtime.tensorboard import write_scalars
+from ..runtime.tensorboard import write_scalars
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,32 @@ import json
 import logging
 import math
 import os
+import re
 import tempfile
 import typing
 from typing import Any
 
-from albert_tf import arguments, atomic, cli
+import keras
+import tensorflow as tf
+
+from albert_tf import (
+    AlbertConfig,
+    AlbertPretrainer,
+    arguments,
+    atomic,
+    cli,
+    load_checkpoint,
+    save_checkpoint,
+)
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+from ..data import pairs
+from ..data.create_data import CONFIG_FILE
+from ..runtime import distribute, optimization
+from . import pipeline as input_pipeline
+from .pipeline import check_files, list_files, pretraining_dataset
+from .progress import Checkpoints, PretrainProgress
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +184,6 @@ def load_config(path: str | None = None, overrides: list[str] = (),
 # ------------------------------------------------------------------ the model
 def model_config(cfg: PretrainConfig, vocab_size: int | None):
     """The AlbertConfig of the run: preset or file, `albert` overrides, dropout."""
-    from albert_tf import AlbertConfig
 
     from_preset = cfg.model in AlbertConfig.preset_names()
     base = AlbertConfig.from_preset_or_file(cfg.model)
@@ -180,26 +199,17 @@ def sentence_pair_loss(cfg: PretrainConfig) -> bool:
     """Whether the run trains the sentence-pair head: the config's, else the data's objective."""
     if cfg.sentence_pair_loss is not None:
         return cfg.sentence_pair_loss
-    import tensorflow as tf
-
-    from albert_tf.training.pretrain import pipeline as input_pipeline
-    from albert_tf.training.data import pairs as sop
-    from albert_tf.training.data.create_data import CONFIG_FILE
 
     path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
     if not tf.io.gfile.exists(path):
         return True  # data from elsewhere (the original scripts): SOP or NSP labels
     with tf.io.gfile.GFile(path) as f:
-        objective = json.load(f).get("objective", sop.DEFAULT_OBJECTIVE)
-    return sop.trains_sentence_pair(objective)
+        objective = json.load(f).get("objective", pairs.DEFAULT_OBJECTIVE)
+    return pairs.trains_sentence_pair(objective)
 
 
 def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
     """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope."""
-    import keras
-
-    from albert_tf import AlbertPretrainer, load_checkpoint
-    from albert_tf.training.runtime import distribute, optimization
 
     source = load_checkpoint(cfg.init_checkpoint) if cfg.init_checkpoint else None
     if source is not None:
@@ -238,9 +248,6 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
 # ------------------------------------------------------------------- the data
 def data_shapes(file_pattern: str) -> tuple[int, int]:
     """(seq_length, max_predictions) of the first record of the first file."""
-    import tensorflow as tf
-
-    from albert_tf.training.pretrain import pipeline as input_pipeline
 
     path = input_pipeline.list_files(file_pattern)[0]
     try:
@@ -280,7 +287,6 @@ def _data_offset(cfg: PretrainConfig, step: int, context) -> tuple[int, int]:
 def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_predictions: int,
                   step: int):
     """Distributed (train, eval or None) datasets; train resumes after `step` steps."""
-    from albert_tf.training.pretrain.pipeline import pretraining_dataset
 
     def train_fn(context):
         skip, seed = _data_offset(cfg, step, context)
@@ -311,9 +317,6 @@ def _write_json(path: str, data: dict) -> None:
 
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
-    import tensorflow as tf
-
-    from albert_tf import save_checkpoint
 
     target = os.path.join(cfg.output_dir, "model")
     spm = cfg.spm_model or None
@@ -336,10 +339,6 @@ def run(cfg: PretrainConfig) -> dict:
     examples/s of this run (with and without the first step's compilation), and
     the per-epoch training and eval metrics.
     """
-    import tensorflow as tf
-
-    from albert_tf.training.runtime import distribute
-    from albert_tf.training.pretrain.progress import Checkpoints, PretrainProgress
 
     cfg.validate()
     if cfg.deterministic:
@@ -349,7 +348,6 @@ def run(cfg: PretrainConfig) -> dict:
     strategy = distribute.create_strategy(cfg.strategy)
     policy = distribute.set_precision(cfg.precision, strategy)
     distribute.scale_batch(cfg.global_batch_size, strategy)
-    from albert_tf.training.pretrain.pipeline import check_files, list_files
 
     shapes = data_shapes(cfg.train_data)
     cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
@@ -361,7 +359,6 @@ def run(cfg: PretrainConfig) -> dict:
     atomic.check_writable_directory(cfg.output_dir, "output_dir")
     vocab_size = None
     if cfg.spm_model:
-        from albert_tf.tokenizer.spm import AlbertTokenizer
         vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
     chief = distribute.is_chief(strategy)
     model = build_model(cfg, strategy, vocab_size)
@@ -410,7 +407,6 @@ def run(cfg: PretrainConfig) -> dict:
 
 def _data_error(e) -> Exception:
     """The input pipeline's "corrupt or truncated TFRecord file" assertion as one line."""
-    import re
 
     match = re.search(r"corrupt or truncated TFRecord file\]\s*\[([^\]]+)\]", e.message)
     if match is None:

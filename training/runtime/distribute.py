@@ -41,9 +41,9 @@ import types
 import keras
 import tensorflow as tf
 
-from albert_tf.keras_compat import unscale_loss_for_distribution
-from albert_tf.errors import UserError
 from albert_tf.checkpoint.task_record import TRAINING_PRECISIONS
+from albert_tf.errors import UserError
+from albert_tf.keras_compat import unscale_loss_for_distribution
 
 logger = logging.getLogger(__name__)
 

@@ -18,6 +18,11 @@ import json
 import logging
 import os
 
+from ...data import create_data, pairs
+from ...data import split as corpus_tasks
+from ...data.corpus import open_corpus
+from ...data.vocab import train_vocab
+
 logger = logging.getLogger(__name__)
 
 HELDOUT_OBJECTIVES = ("sop", "nsp")
@@ -50,7 +55,6 @@ class AblationData:
 
 
 def _split(opts: DataOptions, out: str):
-    from albert_tf.training.data import split as corpus_tasks
 
     path = os.path.join(out, SPLIT_FILE)
     if os.path.exists(path):
@@ -68,7 +72,6 @@ def _split(opts: DataOptions, out: str):
 
 
 def _vocab(opts: DataOptions, train_text: str, out: str) -> str:
-    from albert_tf.training.data.vocab import train_vocab
 
     prefix = os.path.join(out, "spiece")
     if not os.path.exists(prefix + ".model"):
@@ -81,24 +84,22 @@ def _vocab(opts: DataOptions, train_text: str, out: str) -> str:
 
 def _records(opts: DataOptions, text: str, spm_model: str, out: str, objective: str,
              dupe_factor: int) -> tuple[str, dict]:
-    from albert_tf.training.data import create_data as pretraining_data, pairs as sop
-    from albert_tf.training.data.corpus import open_corpus
 
-    summary_path = os.path.join(out, pretraining_data.SUMMARY_FILE)
+    summary_path = os.path.join(out, create_data.SUMMARY_FILE)
     if os.path.exists(summary_path):
         with open(summary_path, encoding="utf-8") as f:
             summary = json.load(f)
     else:
         logger.info("data: %s records of %s -> %s", objective, text, out)
-        options = sop.GenerationOptions(
+        options = pairs.GenerationOptions(
             max_seq_length=opts.seq_length, max_predictions_per_seq=opts.max_predictions,
             dupe_factor=dupe_factor, seed=opts.seed, objective=objective)
-        summary = pretraining_data.create_pretraining_data(
+        summary = create_data.create_pretraining_data(
             open_corpus(text), out, spm_model, options, processes=1)
         if summary["instances"] == 0:
             raise ValueError(f"{text}: no pretraining instances were made (see {summary_path})")
     keep = ("documents", "instances", "objective", "negative_fraction", "masked_fraction")
-    return os.path.join(out, pretraining_data.SHARD_GLOB), {k: summary.get(k) for k in keep}
+    return os.path.join(out, create_data.SHARD_GLOB), {k: summary.get(k) for k in keep}
 
 
 def prepare_data(opts: DataOptions, output: str, objectives: list[str]) -> AblationData:

@@ -18,7 +18,8 @@ import dataclasses
 from typing import Any
 
 from albert_tf.config import SHARING_MODES
-from albert_tf.training.data import pairs as sop
+
+from ...data import pairs
 
 GRIDS = ("paper", "sharing", "embedding", "objective", "dropout")
 # Dropout "on" is BERT's rate for both hidden and attention probabilities.
@@ -50,7 +51,7 @@ class Setting:
 
     sharing: str = "all"
     embedding_size: int = 128
-    objective: str = sop.DEFAULT_OBJECTIVE
+    objective: str = pairs.DEFAULT_OBJECTIVE
     dropout: float = 0.0
 
     def __post_init__(self):
@@ -58,7 +59,7 @@ class Setting:
             raise ValueError(f"sharing={self.sharing!r} is not one of {', '.join(SHARING_MODES)}")
         if self.embedding_size < 1:
             raise ValueError(f"embedding_size={self.embedding_size} must be at least 1")
-        sop.trains_sentence_pair(self.objective)  # validates the name
+        pairs.trains_sentence_pair(self.objective)  # validates the name
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
 

@@ -6,9 +6,12 @@ import logging
 import os
 from typing import Any, Sequence
 
+import numpy as np
+
 from albert_tf import atomic
-from albert_tf.training.experiments.ablate import grid as ablate_grid
-from albert_tf.training.experiments.ablate.grid import Setting
+
+from . import grid as ablate_grid
+from .grid import Setting
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +132,6 @@ def _plot_objectives(path: str, rows: list[dict], majority: dict[str, float]) ->
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     done = [r for r in rows if r["done"]]
     if not done:

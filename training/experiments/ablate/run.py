@@ -36,9 +36,21 @@ import sys
 import time
 from typing import Any
 
-from albert_tf import atomic
-from albert_tf.training.experiments.ablate import grid as ablate_grid
-from albert_tf.training.experiments.ablate.data import AblationData, DataOptions, prepare_data
+import keras
+
+from albert_tf import AlbertConfig, atomic, load_checkpoint
+from albert_tf.params import encoder_parameters
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+from ...data import pairs as sop
+from ...data.split import LABEL_COLUMN, TEXT_COLUMN
+from ...finetune.sequence import file_task
+from ...finetune.train import TrainConfig, finetune
+from ...pretrain.evaluation import evaluate_pretraining
+from ...pretrain.run import PretrainConfig, run
+from . import grid as ablate_grid
+from . import report as ablate_report
+from .data import AblationData, DataOptions, prepare_data
 
 logger = logging.getLogger("albert_tf.ablate")
 
@@ -112,7 +124,6 @@ def embedding_sizes(opts: AblateOptions) -> tuple[int, ...]:
 
 def _base_model(opts: AblateOptions) -> dict[str, Any]:
     """The base model's AlbertConfig fields: a preset, a config file, or SMALL_MODEL."""
-    from albert_tf import AlbertConfig
 
     if not opts.preset:
         return {**AlbertConfig().to_dict(), **SMALL_MODEL}
@@ -123,7 +134,6 @@ def _base_model(opts: AblateOptions) -> dict[str, Any]:
 
 def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: int):
     """The AlbertConfig of one configuration."""
-    from albert_tf import AlbertConfig
 
     return AlbertConfig.from_dict({**setting.albert_overrides(_base_model(opts)),
                                    "vocab_size": vocab_size})
@@ -148,8 +158,6 @@ def _prepare_output(opts: AblateOptions) -> None:
 def pretrain(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationData,
              out: str) -> dict:
     """Pretrains one configuration (resuming from its checkpoints); returns run()'s summary."""
-    from albert_tf.training.data import pairs as sop
-    from albert_tf.training.pretrain.run import PretrainConfig, run
 
     base = _base_model(opts)
     albert = {k: v for k, v in setting.albert_overrides(base).items()
@@ -169,8 +177,6 @@ def pretrain(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationDa
 
 def count_parameters(model_dir: str) -> tuple[int, int, Any]:
     """(encoder weights as built, the formula's count, the model) of a pretrained checkpoint."""
-    from albert_tf import load_checkpoint
-    from albert_tf.params import encoder_parameters
 
     model = load_checkpoint(model_dir)
     built = sum(math.prod(w.shape) for w in model.encoder.weights)
@@ -181,10 +187,6 @@ def downstream(opts: AblateOptions, data: AblationData, model_dir: str, out: str
     """Fine-tunes the checkpoint on the corpus' classification task; held-out accuracy."""
     if not data.classify_train:
         return None
-    from albert_tf.tokenizer.spm import AlbertTokenizer
-    from albert_tf.training.data.split import LABEL_COLUMN, TEXT_COLUMN
-    from albert_tf.training.finetune.sequence import file_task
-    from albert_tf.training.finetune.train import TrainConfig, finetune
 
     tokenizer = AlbertTokenizer(data.spm_model)
     task = file_task(data.classify_train, data.classify_heldout, [TEXT_COLUMN], LABEL_COLUMN,
@@ -203,9 +205,6 @@ def downstream(opts: AblateOptions, data: AblationData, model_dir: str, out: str
 def run_configuration(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationData,
                       out: str) -> dict:
     """Pretrains, evaluates and fine-tunes one configuration; returns its result."""
-    import keras
-
-    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
 
     start = time.monotonic()
     summary_path = os.path.join(out, PRETRAIN_SUMMARY)
@@ -250,7 +249,6 @@ def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
     finished tables while it goes on. `report_only`: train nothing, report what
     has finished.
     """
-    from albert_tf.training.experiments.ablate import report as ablate_report
 
     if report_only and not os.path.exists(os.path.join(opts.output, CONFIG_FILE)):
         raise ValueError(f"{opts.output} holds no ablation run ({CONFIG_FILE} is missing)")
@@ -347,7 +345,6 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
         raise _UsageError(f"--embedding-sizes {args.embedding_sizes!r}: expected "
                           "comma-separated integers") from None
     if args.preset:
-        from albert_tf import AlbertConfig
 
         if args.preset not in AlbertConfig.preset_names() and not os.path.isfile(args.preset):
             raise _UsageError(f"--preset {args.preset!r} is neither a preset "

@@ -26,8 +26,19 @@ import subprocess
 import sys
 import time
 
-from albert_tf import arguments, atomic, cli
+from albert_tf import AlbertConfig, arguments, atomic, cli
 from albert_tf.errors import UserError
+from albert_tf.serving import export
+
+from ...data import corpus, pairs
+from ...data import split as corpus_tasks
+from ...data.create_data import SUMMARY_FILE, create_pretraining_data
+from ...data.vocab import train_vocab
+from ...finetune import run as finetune_cli
+from ...pretrain.evaluation import evaluate_pretraining
+from ...pretrain.run import PretrainConfig, run
+from ...runtime.distribute import fastest_cpu_training
+from . import report as demo_report
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -84,14 +95,12 @@ def warmup_steps(steps: int) -> int:
 
 def training_precision(opts: DemoOptions) -> tuple[str, bool | None]:
     """(precision, jit_compile) of the demo's pretraining and fine-tuning."""
-    from albert_tf.training.runtime.distribute import fastest_cpu_training
 
     return fastest_cpu_training(opts.precision)
 
 
 def corpus_stage(opts: DemoOptions) -> dict:
     """Splits the corpus by document; returns split.json (paths, held-out documents, counts)."""
-    from albert_tf.training.data import corpus, split as corpus_tasks
 
     spec = opts.corpus or (f"{corpus.TFDS_PREFIX}{opts.tfds}" if opts.tfds else corpus.EMBEDDED)
     out = os.path.join(opts.output, "corpus")
@@ -109,7 +118,6 @@ def corpus_stage(opts: DemoOptions) -> dict:
 
 
 def vocab_stage(opts: DemoOptions, split: dict) -> str:
-    from albert_tf.training.data.vocab import train_vocab
 
     prefix = os.path.join(opts.output, "vocab", "spiece")
     if not _stage(2, f"vocabulary ({opts.vocab_size} pieces) -> {prefix}.model",
@@ -120,8 +128,6 @@ def vocab_stage(opts: DemoOptions, split: dict) -> str:
 
 def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]:
     """TFRecords of the training and of the held-out documents."""
-    from albert_tf.training.data import corpus, pairs as sop
-    from albert_tf.training.data.create_data import SUMMARY_FILE, create_pretraining_data
 
     out = os.path.join(opts.output, "data")
     done = all(os.path.exists(os.path.join(out, n, SUMMARY_FILE)) for n in ("train", "heldout"))
@@ -129,7 +135,7 @@ def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]
     if _stage(3, f"pretraining data (SOP + n-gram masking) -> {out}", done):
         return records
     for name in ("train", "heldout"):
-        options = sop.GenerationOptions(
+        options = pairs.GenerationOptions(
             max_seq_length=opts.seq_length,
             max_predictions_per_seq=max(2, round(opts.seq_length * 0.15) + 1),
             dupe_factor=opts.dupe_factor if name == "train" else 1)
@@ -143,8 +149,6 @@ def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]
 
 def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[str, dict]:
     """Pretrains (evaluating on held-out documents as it goes); returns model/ and a summary."""
-    from albert_tf.training.pretrain.run import PretrainConfig, run
-    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
 
     out = os.path.join(opts.output, "pretrain")
     model_dir = os.path.join(out, "model")
@@ -183,8 +187,6 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[st
 
 def classifier_stage(opts: DemoOptions, split: dict, model_dir: str) -> dict | None:
     """Fine-tunes the source classifier with `albert-tf finetune --task classify`."""
-    from albert_tf.training.data import split as corpus_tasks
-    from albert_tf.training.finetune import run as finetune_cli
 
     if not split.get("classify_train"):
         _stage(5, "classifier: the corpus has no source labels, nothing to fine-tune", True)
@@ -221,7 +223,6 @@ def classifier_stage(opts: DemoOptions, split: dict, model_dir: str) -> dict | N
 
 def export_stage(opts: DemoOptions, model_dir: str, classifier: dict | None) -> dict:
     """SavedModels with raw-text signatures, written by `albert-tf export`."""
-    from albert_tf.serving import export
 
     sources = {ENCODER_NAME: model_dir}
     if classifier:
@@ -256,7 +257,6 @@ def answers_stage(opts: DemoOptions, saved: dict, classifier: dict | None) -> di
 
 def run_demo(opts: DemoOptions) -> dict:
     """Runs (or resumes) every stage; returns the report (also in OUTPUT/demo_report.json)."""
-    from albert_tf.training.experiments.demo import report as demo_report
 
     os.makedirs(opts.output, exist_ok=True)
     timings = {}
@@ -313,7 +313,6 @@ def parse_args(argv: list[str]) -> DemoOptions:
     p.add_argument("--questions", help="JSON list of {\"text\", \"answer\"} fill-mask "
                    "questions to score (top 5)")
     args = p.parse_args(argv)
-    from albert_tf import AlbertConfig
 
     if args.preset and args.preset not in AlbertConfig.preset_names():
         raise DemoError(f"unknown preset {args.preset!r}; choose one of "
@@ -324,7 +323,6 @@ def parse_args(argv: list[str]) -> DemoOptions:
     if not 8 <= args.seq_length <= 512:
         raise DemoError(f"--seq-length={args.seq_length} must be in [8, 512] (the presets' "
                         f"max_position_embeddings is 512)")
-    from albert_tf.training.runtime.distribute import fastest_cpu_training
 
     try:
         fastest_cpu_training(args.precision)

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: paths, fresh processes, file writers, reference cases."""
