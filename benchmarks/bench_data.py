@@ -30,7 +30,8 @@ REFERENCE_TRAIN = 4.4  # sequences/s of an albert-base train step at seq 128, ba
 
 
 def make_vocab(work: str) -> str:
-    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
+    from albert_tf.training.data.embedded import embedded_documents
     from albert_tf.training.data.vocab import train_vocab
 
     write_corpus_file(os.path.join(work, "corpus.txt"), embedded_documents())

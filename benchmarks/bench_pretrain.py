@@ -45,7 +45,8 @@ def make_batches(directory: str, batch: int, count: int) -> str:
     import numpy as np
 
     from albert_tf.training.data import create_data
-    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
+    from albert_tf.training.data.embedded import embedded_documents
     from albert_tf.training.pretrain.pipeline import pretraining_dataset
     from albert_tf.training.data.vocab import train_vocab
 

@@ -41,7 +41,7 @@ TWELVE_WORDS = "The quick brown fox jumps over the lazy dog near the river bank.
 
 
 def sentences(count: int) -> list[str]:
-    from albert_tf.training.data.corpus import embedded_documents
+    from albert_tf.training.data.embedded import embedded_documents
 
     out = [s for doc in embedded_documents(max_documents=200) for s in doc if len(s) > 20]
     return (out * (count // max(len(out), 1) + 1))[:count]
@@ -50,7 +50,8 @@ def sentences(count: int) -> list[str]:
 def spm_model(path: str | None, folder: str) -> str:
     if path:
         return path
-    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
+    from albert_tf.training.data.embedded import embedded_documents
     from albert_tf.training.data.vocab import train_vocab
 
     corpus = os.path.join(folder, "corpus.txt")

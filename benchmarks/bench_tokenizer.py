@@ -24,7 +24,7 @@ import numpy as np
 
 
 def _sentences(count: int) -> list[str]:
-    from albert_tf.training.data.corpus import embedded_documents
+    from albert_tf.training.data.embedded import embedded_documents
 
     sentences: list[str] = []
     for document in embedded_documents():
@@ -35,7 +35,8 @@ def _sentences(count: int) -> list[str]:
 
 
 def _train_model(directory: str) -> str:
-    from albert_tf.training.data.corpus import embedded_documents, write_corpus_file
+    from albert_tf.training.data.corpus import write_corpus_file
+    from albert_tf.training.data.embedded import embedded_documents
     from albert_tf.training.data.vocab import train_vocab
 
     corpus = os.path.join(directory, "corpus.txt")

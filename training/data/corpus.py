@@ -1,29 +1,25 @@
-"""The embedded default corpus: real English prose that every Python installation ships.
+"""Corpora: the embedded default one, text files, tensorflow-datasets; one `open_corpus`.
 
-Two sources, both read without importing anything that could have side effects:
-  * `pydoc_data.topics`: the text of the Python language reference and library
-    topics that `help()` shows (about 465k characters);
-  * the docstrings of the standard library's own modules, classes and functions,
-    read from the source files with `ast` (several million characters).
-
-Documents come back as lists of sentences, the layout of the original ALBERT
-pretraining input (one sentence per line, a blank line between documents).
-
-The other readers (`open_corpus` picks one from a spec string):
-  * text files in that layout, given as comma-separated paths or globs, plain
-    or gzip-compressed (`.gz`), local or on any filesystem `tf.io.gfile` knows;
-  * a tensorflow-datasets dataset by name, split and text field, its text cut
+`open_corpus` picks a reader from a spec string:
+  * "embedded" (or nothing): Python's own documentation (`embedded.py`);
+  * text files in the original layout (one sentence per line, a blank line
+    between documents), given as comma-separated paths or globs, plain or
+    gzip-compressed (`.gz`), local or on any filesystem `tf.io.gfile` knows;
+  * `tfds:NAME[:SPLIT[:FIELD]]`, a tensorflow-datasets dataset, its text cut
     into paragraphs at line breaks and into sentences by `split_sentences`.
 Bad input inside a corpus never stops a reader: unreadable and binary files,
 lines that are not UTF-8 or longer than `MAX_LINE_BYTES` (the document holding
 one is dropped), empty and one-sentence documents are counted per reason and
 per file in a `CorpusReport`. A file named explicitly (not through a glob) that
 is missing or binary is refused by `open_corpus` before any work.
+
+Long because the three readers share one accounting (`CorpusReport`, `Document`,
+`_usable`) and one size estimate for the progress bar; split apart they would
+import each other.
 """
 
 from __future__ import annotations
 
-import ast
 import collections
 import contextlib
 import dataclasses
@@ -33,7 +29,6 @@ import io
 import os
 import re
 import sys
-import sysconfig
 import zlib
 from typing import Callable, Iterable, Iterator
 
@@ -42,108 +37,13 @@ import tensorflow as tf
 from albert_tf import atomic, errors
 from albert_tf.errors import UserError
 
-# Sentence ends: ., ! or ? followed by whitespace and an upper-case letter or quote.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z])")
-# Lines that are code, tables or markup rather than prose.
-_NON_PROSE = re.compile(r"^\s*(>>>|\.\.\.|\$ |[-=*~^+|]{3,}|\.\. |::|[{}\[\]()<>]*$)")
-_MIN_WORDS = 3
-_MIN_SENTENCES = 2
+from .embedded import MIN_SENTENCES, embedded_documents, split_sentences
+
 # A "sentence" line longer than this is not prose (a dump, a minified file): its
 # document is skipped and counted as "overlong_line", and the line is never held
 # in memory whole.
 MAX_LINE_BYTES = 1 << 20
 _SNIFF_BYTES = 8192  # a NUL byte among the first 8 KiB marks a binary file (as git does)
-
-
-def split_sentences(paragraph: str) -> list[str]:
-    """Splits one paragraph of prose into sentences (whitespace collapsed)."""
-    text = " ".join(paragraph.split())
-    return [s for s in _SENTENCE_END.split(text) if len(s.split()) >= _MIN_WORDS]
-
-
-def _prose_paragraphs(text: str) -> Iterator[str]:
-    """Yields the prose paragraphs of a docstring or reference topic."""
-    lines: list[str] = []
-    for line in text.splitlines() + [""]:
-        if not line.strip() or _NON_PROSE.match(line) or line.startswith(("    ", "\t")):
-            if lines:
-                yield " ".join(lines)
-                lines = []
-            continue
-        lines.append(line.strip())
-
-
-def _document(text: str) -> list[str]:
-    sentences: list[str] = []
-    for paragraph in _prose_paragraphs(text):
-        sentences.extend(split_sentences(paragraph))
-    return sentences
-
-
-def _module_docstrings(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), filename=path)
-    except (SyntaxError, UnicodeDecodeError, OSError, ValueError):
-        return []
-    texts = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = ast.get_docstring(node, clean=True)
-            if doc:
-                texts.append(doc)
-    return _document("\n\n".join(texts))
-
-
-def _stdlib_sources() -> list[str]:
-    root = sysconfig.get_paths()["stdlib"]
-    skip = {"test", "idlelib", "tkinter", "turtledemo", "lib2to3", "site-packages",
-            "ensurepip", "pydoc_data", "__pycache__"}
-    paths = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
-        paths.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
-    return paths
-
-
-REFERENCE_PREFIX = "reference/"  # a topic of the language reference (pydoc_data.topics)
-LIBRARY_PREFIX = "library/"      # a standard-library source file, by its path in the stdlib
-
-
-def embedded_sources() -> Iterator[tuple[str, list[str]]]:
-    """Yields `(name, sentences)` per document of the embedded corpus, in a fixed order.
-
-    The name says where the text came from: "reference/TOPIC" for a topic of the
-    language reference, "library/PATH" for the docstrings of one standard-library
-    file (PATH relative to the stdlib, "/"-separated, e.g. "library/email/message.py").
-    Documents with fewer than two sentences are left out: they cannot form a
-    sentence-order pair.
-    """
-    from pydoc_data import topics  # data only: a dict of strings
-
-    for name in sorted(topics.topics):
-        doc = _document(topics.topics[name])
-        if len(doc) >= _MIN_SENTENCES:
-            yield REFERENCE_PREFIX + name, doc
-    root = sysconfig.get_paths()["stdlib"]
-    for path in _stdlib_sources():
-        doc = _module_docstrings(path)
-        if len(doc) >= _MIN_SENTENCES:
-            yield LIBRARY_PREFIX + os.path.relpath(path, root).replace(os.sep, "/"), doc
-
-
-def embedded_documents(max_documents: int | None = None) -> Iterator[list[str]]:
-    """Yields the embedded corpus as documents (lists of sentences), in a fixed order.
-
-    The sentences of `embedded_sources`, without their names.
-
-    Args:
-      max_documents: stop after this many documents (None: all, about 480).
-    """
-    for count, (_, doc) in enumerate(embedded_sources(), start=1):
-        yield doc
-        if max_documents is not None and count >= max_documents:
-            return
 
 
 def write_corpus_file(path: str, documents: Iterator[list[str]]) -> dict[str, int]:
@@ -236,7 +136,7 @@ def _usable(sentences: list[str], file: str, line: int, report: CorpusReport) ->
     if not sentences:
         report.skip("empty_document", file, f"line {line}")
         return False
-    if len(sentences) < _MIN_SENTENCES:
+    if len(sentences) < MIN_SENTENCES:
         report.skip("one_sentence_document", file, f"line {line}")
         return False
     return True

@@ -36,7 +36,7 @@ from typing import Iterable, Sequence
 
 from albert_tf import atomic
 
-from . import corpus
+from . import corpus, embedded
 
 HELD_OUT_FRACTION = 0.1
 SPLIT_SEED = "albert-tf-split-1"
@@ -92,10 +92,10 @@ def source_label(name: str) -> str | None:
     "reference/..." -> "language"; "library/PKG/..." -> the area holding PKG.
     Top-level modules ("library/os.py") and other packages belong to no class.
     """
-    if name.startswith(corpus.REFERENCE_PREFIX):
+    if name.startswith(embedded.REFERENCE_PREFIX):
         return REFERENCE_LABEL
-    if name.startswith(corpus.LIBRARY_PREFIX):
-        parts = name[len(corpus.LIBRARY_PREFIX):].split("/")
+    if name.startswith(embedded.LIBRARY_PREFIX):
+        parts = name[len(embedded.LIBRARY_PREFIX):].split("/")
         if len(parts) > 1:
             for label, packages in LIBRARY_AREAS.items():
                 if parts[0] in packages:
@@ -151,7 +151,7 @@ def corpus_documents(spec: str | None) -> list[NamedDocument]:
     """
     if not spec or spec == corpus.EMBEDDED:
         return [NamedDocument(name, sentences, source_label(name) or "other")
-                for name, sentences in corpus.embedded_sources()]
+                for name, sentences in embedded.embedded_sources()]
     source = corpus.open_corpus(spec)
     return [NamedDocument(f"{d.file}#{d.index}", d.sentences)
             for d in source.read(corpus.CorpusReport())]

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from albert_tf.training.data import corpus
+from albert_tf.training.data import corpus, embedded
 
 
 def test_embedded_corpus_is_real_prose_in_a_fixed_order(corpus_documents):
@@ -17,7 +17,7 @@ def test_embedded_corpus_is_real_prose_in_a_fixed_order(corpus_documents):
     assert len(words) > 150_000
     common = sum(w.lower() in {"the", "a", "of", "is", "to", "and"} for w in words) / len(words)
     assert common > 0.08  # English function words: prose, not code or tables
-    assert list(corpus.embedded_documents(max_documents=5)) == corpus_documents[:5]
+    assert list(embedded.embedded_documents(max_documents=5)) == corpus_documents[:5]
 
 
 def _layout(documents):

@@ -22,9 +22,13 @@ import pytest
 
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.data import (
-    masking,
     create_data,
+    masking,
+)
+from albert_tf.training.data import (
     pairs as sop,
+)
+from albert_tf.training.data import (
     records as tfrecords,
 )
 from albert_tf.training.data.corpus import open_corpus, write_corpus_file

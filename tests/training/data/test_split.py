@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from albert_tf.training.data import corpus, split as corpus_tasks
+from albert_tf.training.data import corpus, embedded
+from albert_tf.training.data import split as corpus_tasks
 from albert_tf.training.data.split import NamedDocument
 
 
@@ -87,7 +88,7 @@ def _read_corpus(path):
 
 def test_embedded_split_writes_disjoint_documents(embedded_split):
     split, out = embedded_split
-    sources = dict(corpus.embedded_sources())
+    sources = dict(embedded.embedded_sources())
     train, held = _read_corpus(split.train_text), _read_corpus(split.heldout_text)
     assert len(train) + len(held) == len(sources)
     assert len(held) == len(split.heldout_documents)
@@ -100,7 +101,7 @@ def test_embedded_split_writes_disjoint_documents(embedded_split):
 
 def test_classify_labels_are_where_the_sentence_was_written(embedded_split):
     split, _ = embedded_split
-    sources = dict(corpus.embedded_sources())
+    sources = dict(embedded.embedded_sources())
     rows = {name: [json.loads(line) for line in open(getattr(split, f"classify_{name}"))]
             for name in ("train", "heldout")}
     held_docs = set(split.heldout_documents)

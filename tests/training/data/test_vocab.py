@@ -9,13 +9,13 @@ import os
 import pytest
 import sentencepiece as spm
 
+from albert_tf import cli
 from albert_tf.tokenizer.spm import (
     CONTROL_SYMBOLS,
     USER_DEFINED_SYMBOLS,
     AlbertTokenizer,
     normalize_text,
 )
-from albert_tf import cli
 from albert_tf.training.data.vocab import VocabError, main, train_vocab
 
 

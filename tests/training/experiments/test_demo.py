@@ -15,7 +15,6 @@ import sys
 import pytest
 
 from tests.helpers.demo_questions import QUESTIONS
-
 from tests.helpers.paths import REPO
 
 
@@ -50,9 +49,9 @@ def test_unwritable_output_is_one_clear_line(tmp_path):
 
 
 def test_questions_are_not_in_the_corpus():
-    from albert_tf.training.data import corpus
+    from albert_tf.training.data import embedded
 
-    text = " ".join(" ".join(d) for d in corpus.embedded_documents()).lower()
+    text = " ".join(" ".join(d) for d in embedded.embedded_documents()).lower()
     assert len(QUESTIONS) >= 24 and len(set(QUESTIONS)) == len(QUESTIONS)
     for question, answer in QUESTIONS:
         assert question.count("[MASK]") == 1
