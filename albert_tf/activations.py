@@ -1,4 +1,4 @@
-"""Activation functions by their albert_config.json names."""
+"""Activation functions by their albert_config.json names (declared in `numerics`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import functools
 from typing import Callable
 
 import keras
+
+from albert_tf.numerics import ACTIVATIONS
 
 
 def _gelu_tanh(x):
@@ -17,13 +19,12 @@ def _gelu_erf(x):
     return keras.activations.gelu(x, approximate=False)
 
 
-_ACTIVATIONS: dict[str, Callable] = {
-    "gelu": _gelu_tanh,
-    "gelu_new": _gelu_tanh,
-    "gelu_exact": _gelu_erf,
+# The functions `numerics.ACTIVATIONS` names.
+_FUNCTIONS: dict[str, Callable] = {
+    "gelu_tanh": _gelu_tanh,
+    "gelu_erf": _gelu_erf,
     "relu": keras.activations.relu,
     "silu": keras.activations.silu,
-    "swish": keras.activations.silu,
     "tanh": keras.activations.tanh,
     "linear": keras.activations.linear,
 }
@@ -32,7 +33,6 @@ _ACTIVATIONS: dict[str, Callable] = {
 @functools.cache
 def get_activation(name: str) -> Callable:
     """Returns the activation function for an `AlbertConfig.hidden_act` name."""
-    try:
-        return _ACTIVATIONS[name]
-    except KeyError:
-        raise ValueError(f"hidden_act={name!r} is not one of {', '.join(_ACTIVATIONS)}") from None
+    if name not in ACTIVATIONS:
+        raise ValueError(f"hidden_act={name!r} is not one of {', '.join(ACTIVATIONS)}")
+    return _FUNCTIONS[ACTIVATIONS[name]]

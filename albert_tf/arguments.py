@@ -1,17 +1,39 @@
 """Command-line arguments: the one argument parser class and the one KEY=VALUE grammar.
 
-`ArgumentParser` raises `UsageError` (one line, exit 2) instead of printing usage;
-`parse_overrides` / `json_value` read the `KEY=VALUE` items of pretrain's
-positional overrides and finetune's `--set`. No TensorFlow, no Keras.
+`ArgumentParser` raises `UsageError` (one line, exit 2) instead of printing usage.
+`parse_overrides` splits the `KEY=VALUE` items of pretrain's positional overrides and
+finetune's `--set`; `convert_overrides` turns each VALUE text into a value of the
+dataclass field KEY names, by the field's type:
+
+  bool          true / false (also yes / no, 1 / 0; any case)
+  int           an integer: 128
+  float         a finite number: 2e-5 (nan and inf are refused, naming the field)
+  str           the text as is
+  list[X]       comma-separated X: 32,64,128; `none` or nothing is the empty list
+  dict          a JSON object: {"hidden_size": 64}
+  X | None      `none` (or `null`) is None, unless the field names its own word for
+                None in its metadata (`{NONE_WORD: "auto"}`: jit_compile=auto); else X
+
+No TensorFlow, no Keras.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-from typing import Any, Sequence
+import math
+import types
+import typing
+from typing import Any, Mapping, Sequence
 
 from albert_tf.errors import UsageError, UserError
+
+# Field metadata key: the word that spells None for that field (instead of none / null).
+NONE_WORD = "none_word"
+_NONE_WORDS = ("none", "null")
+_TRUE_WORDS = ("true", "yes", "1")
+_FALSE_WORDS = ("false", "no", "0")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -42,20 +64,99 @@ def parse_overrides(items: Sequence[str], flag: str = "override") -> dict[str, s
     return result
 
 
-def json_value(text: str) -> Any:
-    """An override's value: JSON where it parses (numbers, true/false/null, lists), else the text.
+def convert_overrides(fields_of: Any, overrides: Mapping[str, str], flag: str = "override",
+                      exclude: Sequence[str] = (), prefix: str = "") -> dict[str, Any]:
+    """{KEY: VALUE text} -> {KEY: value}, each converted by the type of the dataclass field KEY.
 
-    NaN and infinities are refused: no hyperparameter may be one.
+    Args:
+      fields_of: the dataclass (or an instance) whose fields the keys name.
+      overrides: from `parse_overrides`.
+      flag: names the option in messages ("override", "--set").
+      exclude: fields that may not be set this way.
+      prefix: put before the key in messages ("albert." for pretrain's model fields).
+
+    Raises UsageError naming the option, the key and the text for an unknown key or a
+    text that is not a value of the field's type (see the module docstring).
+
+    Example:
+        >>> convert_overrides(TrainConfig, {"learning_rate": "3e-5", "buckets": "32,64"}, "--set")
+        {'learning_rate': 3e-05, 'buckets': [32, 64]}
     """
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError:
+    cls = fields_of if isinstance(fields_of, type) else type(fields_of)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name not in exclude}
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for key, text in overrides.items():
+        if key not in fields:
+            raise UsageError(f"{flag} {prefix + key!r}: unknown key")
+        kind, none_word = hints[key], fields[key].metadata.get(NONE_WORD)
+        try:
+            values[key] = _convert(text, kind, none_word)
+        except ValueError:
+            raise UsageError(f"{flag} {prefix}{key}={text!r}: expected "
+                             f"{_describe(kind, none_word)}") from None
+    return values
+
+
+def _optional(kind: Any) -> Any | None:
+    """X for `X | None` / `Optional[X]`; None for any other type."""
+    if typing.get_origin(kind) not in (typing.Union, types.UnionType):
+        return None
+    others = [a for a in typing.get_args(kind) if a is not type(None)]
+    if len(others) != 1 or len(typing.get_args(kind)) != 2:
+        raise TypeError(f"no override grammar for the field type {kind}")
+    return others[0]
+
+
+def _convert(text: str, kind: Any, none_word: str | None = None) -> Any:
+    """`text` as a value of `kind`; ValueError if it is not one."""
+    word = text.strip().lower()
+    inner = _optional(kind)
+    if inner is not None:
+        return None if word in ((none_word,) if none_word else _NONE_WORDS) else \
+            _convert(text, inner)
+    origin = typing.get_origin(kind)
+    if kind is bool:
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            return word in _TRUE_WORDS
+        raise ValueError(text)
+    if kind is int:
+        return int(word)
+    if kind is float:
+        value = float(word)
+        if not math.isfinite(value):  # no hyperparameter may be NaN or infinite
+            raise ValueError(text)
+        return value
+    if kind is str:
         return text
-    return value
+    if origin in (list, tuple):
+        item = typing.get_args(kind)[0] if typing.get_args(kind) else str
+        parts = [] if word in ("", "none") else text.strip().split(",")
+        items = [_convert(part, item) for part in parts]
+        return items if origin is list else tuple(items)
+    if kind is dict or origin is dict:
+        value = json.loads(text, parse_constant=_refuse_constant)  # JSONDecodeError: ValueError
+        if not isinstance(value, dict):
+            raise ValueError(text)
+        return value
+    raise TypeError(f"no override grammar for the field type {kind}")
+
+
+def _describe(kind: Any, none_word: str | None = None) -> str:
+    """What `_convert` accepts for `kind`, for error messages."""
+    inner = _optional(kind)
+    if inner is not None:
+        return f"{_describe(inner)} or {none_word or 'none'}"
+    origin = typing.get_origin(kind)
+    if origin in (list, tuple):
+        args = typing.get_args(kind)
+        return f"comma-separated values (each {_describe(args[0] if args else str)})"
+    return {bool: "true or false", int: "an integer", float: "a finite number", str: "text",
+            dict: "a JSON object"}.get(origin or kind, str(kind))
 
 
 def _refuse_constant(name: str):
-    raise UsageError(f"{name} is not a valid value")
+    raise ValueError(f"{name} is not a valid value")
 
 
 def require_positive(name: str, value: Any, where: str = "") -> None:

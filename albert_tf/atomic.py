@@ -3,7 +3,11 @@
 `atomic_write` / `atomic_write_json` / `atomic_path` (one file) and
 `staged_directory` (a whole directory) write under a hidden temporary name beside
 the target (".NAME.tmp-PID-XXXX") and rename it into place only when complete, so a
-reader never sees a partial output and a failure leaves nothing behind.
+reader never sees a partial output and a failure leaves nothing behind. `commit`
+(a finished file that a tool wrote under `temporary_path`) and `replace_directory`
+(a finished directory in place of an existing one) are the same last step for
+writers that cannot write through a file object. Every output of every command is
+written by this module: no other module renames an output into place.
 `check_writable_directory` refuses an unwritable output before any work is done.
 
 Remote paths (gs://, s3://, ...) go through TensorFlow's file systems, which
@@ -111,12 +115,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         if fs is not None:
             fs.rename(tmp, path, overwrite=True)
         else:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
+            commit(tmp, path)
     except BaseException:
         with contextlib.suppress(Exception):
             if fs is not None:
@@ -126,10 +125,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         raise
 
 
+def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Fsyncs the finished local file `tmp` (a `temporary_path` of `path`) and renames
+    it to `path`: for tools that write a file by name (SentencePiece's trainer)."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def atomic_write_json(path: str | os.PathLike, data: Any, indent: int = 2,
-                      sort_keys: bool = False) -> None:
-    """Writes `data` as JSON (one trailing newline) with `atomic_write`."""
-    text = json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n"
+                      sort_keys: bool = False, ensure_ascii: bool = True) -> None:
+    """Writes `data` as JSON (one trailing newline) with `atomic_write`.
+
+    The text is made before the file is opened: data that JSON cannot hold (a set,
+    an object) fails with nothing written.
+    """
+    text = json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + "\n"
     with atomic_write(path) as f:
         f.write(text)
 
@@ -173,6 +187,25 @@ def staged_directory(final_path: str | os.PathLike, mode: int = 0o755) -> Iterat
             with contextlib.suppress(OSError):
                 os.rmdir(directory)  # only if still empty
         raise
+
+
+def replace_directory(staging: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Puts the complete directory `staging` (a `temporary_path` of `path`) in place of
+    the existing directory `path`, then removes the old tree.
+
+    Two renames: `path` to a hidden sibling, `staging` to `path`; if the second fails
+    the old directory is put back. A reader sees the old or the new directory, never
+    a mixture, and never a half-written one.
+    """
+    staging, path = os.fspath(staging), os.fspath(path)
+    old = temporary_path(os.path.normpath(path) + ".old")
+    os.replace(path, old)
+    try:
+        os.replace(staging, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def check_writable_directory(path: str, what: str = "output directory") -> None:

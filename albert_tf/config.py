@@ -13,16 +13,11 @@ import math
 import os
 from typing import Any
 
-from albert_tf.errors import UserError
 from albert_tf.atomic import atomic_write_json
+from albert_tf.errors import UserError
+from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
-
-# Activation names accepted in `hidden_act`. "gelu" means what it means in the
-# original ALBERT code: the tanh approximation. Hugging Face calls that "gelu_new"
-# and uses "gelu" for the exact erf form, which we call "gelu_exact"; HF configs
-# are translated on load (see `from_hf_dict`).
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "silu", "swish", "tanh", "linear")
 
 # Keys present in the released albert_config.json files (v1/v2) for experimental
 # architectures that the released models never use. Accepted and ignored.
@@ -43,6 +38,7 @@ IGNORED_HF_KEYS = frozenset(
      "task_specific_params", "num_labels", "gradient_checkpointing"}
 )
 
+# Hugging Face `hidden_act` names -> ours (numerics.ACTIVATIONS).
 HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh": "gelu",
                   "relu": "relu", "silu": "silu", "swish": "silu", "tanh": "tanh",
                   "linear": "linear"}
@@ -50,6 +46,44 @@ HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh":
 
 class ConfigError(UserError):
     """An invalid or unreadable model configuration."""
+
+
+# The shortest sequence a model input can be: [CLS] A [SEP] B [SEP] with both segments empty.
+MIN_SEQ_LENGTH = 3
+
+
+def check_sequence_length(seq_length: int, max_position_embeddings: int | None = None,
+                          where: str = "") -> int:
+    """Returns `seq_length` if it is an int in [MIN_SEQ_LENGTH, max_position_embeddings].
+
+    The one sequence-length rule: the tokenizers, pretraining, fine-tuning, export,
+    the demo, the ablations and the task record all call it, before any work. The
+    minimum holds [CLS] [SEP] [SEP]; the maximum is the model's position table (a
+    longer sequence would index past it: an error on CPU, a silent read of zeros on
+    GPU). Without `max_position_embeddings` (a tokenizer knows no model) only the
+    minimum applies. A command that needs more room for its own reason (SQuAD's
+    question and context, a pretraining pair) checks that separately, after this.
+
+    Args:
+      seq_length: tokens per sequence, [CLS] and [SEP]s included.
+      max_position_embeddings: the model's position table, or None.
+      where: where the value comes from, for the message ("--seq-length",
+        "checkpoint out/mrpc", "in out/albert_task.json").
+
+    Raises ConfigError, one text naming the value, the limits and `where`:
+    `check_sequence_length(2, 512, "--seq-length")` -> "seq_length=2 must be an integer
+    from 3 ([CLS] [SEP] [SEP]) to max_position_embeddings=512 (--seq-length)".
+    """
+    fits = (isinstance(seq_length, int) and not isinstance(seq_length, bool)
+            and seq_length >= MIN_SEQ_LENGTH
+            and (max_position_embeddings is None or seq_length <= max_position_embeddings))
+    if not fits:
+        limit = ("the model's max_position_embeddings" if max_position_embeddings is None
+                 else f"max_position_embeddings={max_position_embeddings}")
+        where = f" ({where})" if where else ""
+        raise ConfigError(f"seq_length={seq_length!r} must be an integer from {MIN_SEQ_LENGTH} "
+                          f"([CLS] [SEP] [SEP]) to {limit}{where}")
+    return seq_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,10 +198,11 @@ class AlbertConfig:
             where = f" (in {source})" if source else ""
             raise ConfigError(f"hidden_act={act!r} is not a supported activation{where}")
         values["hidden_act"] = HF_ACTIVATIONS[act]
-        eps = values.get("layer_norm_eps", 1e-12)
-        if abs(eps - 1e-12) > 1e-15:
+        eps = values.get("layer_norm_eps", LAYER_NORM_EPSILON)
+        if abs(eps - LAYER_NORM_EPSILON) > 1e-15:
             where = f" (in {source})" if source else ""
-            raise ConfigError(f"layer_norm_eps={eps} is not supported; ALBERT uses 1e-12{where}")
+            raise ConfigError(f"layer_norm_eps={eps} is not supported; ALBERT uses "
+                              f"{LAYER_NORM_EPSILON}{where}")
         if values.get("position_embedding_type", "absolute") != "absolute":
             where = f" (in {source})" if source else ""
             raise ConfigError(
@@ -224,19 +259,9 @@ class AlbertConfig:
         raise ConfigError(f"unknown preset {spec!r}; presets: {', '.join(PRESETS)} "
                           "(or give the path of an albert_config.json)")
 
-    def check_sequence_length(self, seq_length: int, what: str = "seq_length",
-                              where: str = "") -> None:
-        """Raises ConfigError unless sequences of `seq_length` fit the position table.
-
-        A longer sequence would index past max_position_embeddings: an error on
-        CPU, a silent read of zeros on GPU. Call it before any training step.
-        """
-        where = f" ({where})" if where else ""
-        if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 1:
-            raise ConfigError(f"{what}={seq_length!r} must be a positive integer{where}")
-        if seq_length > self.max_position_embeddings:
-            raise ConfigError(f"{what}={seq_length} exceeds the model's "
-                              f"max_position_embeddings={self.max_position_embeddings}{where}")
+    def check_sequence_length(self, seq_length: int, where: str = "") -> int:
+        """`check_sequence_length(seq_length, self.max_position_embeddings, where)`."""
+        return check_sequence_length(seq_length, self.max_position_embeddings, where)
 
     @classmethod
     def preset_names(cls) -> tuple[str, ...]:

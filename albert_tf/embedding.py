@@ -5,8 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-# Epsilon 1e-12 to match the original checkpoints.
-LAYER_NORM_EPSILON = 1e-12
+from albert_tf.numerics import LAYER_NORM_EPSILON  # 1e-12, as the original checkpoints
 
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:

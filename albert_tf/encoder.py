@@ -9,9 +9,13 @@ from keras import ops
 
 from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
-from albert_tf.transformer import (AttentionSublayer, FeedForwardSublayer, TransformerBlock,
-                                   attention_bias_from_mask)
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.transformer import (
+    AttentionSublayer,
+    FeedForwardSublayer,
+    TransformerBlock,
+    attention_bias_from_mask,
+)
 
 
 def as_config(config: AlbertConfig | dict[str, Any]) -> AlbertConfig:

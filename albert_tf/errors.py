@@ -7,6 +7,7 @@ DataError, VocabError, ...); `albert_tf.cli.command` turns one into
 
 from __future__ import annotations
 
+
 class UserError(ValueError):
     """Bad input the user can fix: reported as one line naming what and where, exit 2.
 

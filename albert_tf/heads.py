@@ -10,7 +10,8 @@ import keras
 from keras import ops
 
 from albert_tf.activations import get_activation
-from albert_tf.embedding import LAYER_NORM_EPSILON, truncated_normal
+from albert_tf.embedding import truncated_normal
+from albert_tf.numerics import LAYER_NORM_EPSILON
 
 
 def gather_positions(sequence, positions):

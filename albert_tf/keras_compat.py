@@ -75,8 +75,10 @@ def check_keras_version(version: str | None = None) -> None:
 check_keras_version()
 
 # Imported after the check: under another Keras these paths may not exist.
-from keras.src.losses.loss import scale_loss_for_distribution  # noqa: E402
-from keras.src.losses.loss import unscale_loss_for_distribution  # noqa: E402
+from keras.src.losses.loss import (
+    scale_loss_for_distribution,  # noqa: E402
+    unscale_loss_for_distribution,  # noqa: E402
+)
 from keras.src.saving.saving_lib import save_weights_only  # noqa: E402
 
 __all__ = ["KERAS_REQUIREMENT", "UnsupportedKerasError", "check_keras_version",

@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import keras
 from keras import ops
-from albert_tf.keras_compat import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import INPUT_NAMES, AlbertEncoder, as_config
-from albert_tf.heads import (BeamSpanHead, ClassificationHead, MaskedLMHead,
-                             answer_candidates_mask)
-from albert_tf.checkpoint.task_record import BEAM_DEFAULTS
+from albert_tf.encoder import AlbertEncoder, as_config
+from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
+from albert_tf.inputs import INPUT_NAMES
+from albert_tf.keras_compat import scale_loss_for_distribution
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1
-
-# Beam sizes of the SQuAD 2.0 beam head: the original run_squad_v2's defaults, whose one
-# home is the task record.
-START_N_TOP = BEAM_DEFAULTS["start_n_top"]
-END_N_TOP = BEAM_DEFAULTS["end_n_top"]
 
 
 class _AlbertTaskModel(keras.Model):
@@ -301,6 +295,10 @@ class AlbertSpanBeamExtractor(_AlbertTaskModel):
     may point at ([CLS] and the context: the original's p_mask) are derived from
     `input_type_ids` and `input_mask` by `heads.answer_candidates_mask`.
 
+    The beam sizes are plain arguments with no default here: their default, the
+    original run_squad_v2's (5, 5), is the task record's (`task_record.BEAM_DEFAULTS`),
+    which `open_checkpoint(path).load()` passes.
+
     Call: encoder inputs [B,T] (T >= max(start_n_top, end_n_top)) ->
     `{"start_top_log_probs": [B,k1], "start_top_index": [B,k1], "end_top_log_probs":
     [B,k1*k2], "end_top_index": [B,k1*k2], "cls_logits": [B]}`; cls_logits is the
@@ -310,8 +308,7 @@ class AlbertSpanBeamExtractor(_AlbertTaskModel):
     task = "span_beam"
     uses_pooled_output = False
 
-    def __init__(self, config, start_n_top: int = START_N_TOP, end_n_top: int = END_N_TOP,
-                 encoder=None, **kwargs):
+    def __init__(self, config, start_n_top: int, end_n_top: int, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
         self.start_n_top = start_n_top
         self.end_n_top = end_n_top

@@ -59,7 +59,8 @@ RECIPES = {
 
 def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
     """Split, vocabulary and TFRecords (train and held-out) for one vocab and seq length."""
-    from albert_tf.training.data import corpus, split as corpus_tasks, pairs
+    from albert_tf.training.data import corpus, pairs
+    from albert_tf.training.data import split as corpus_tasks
     from albert_tf.training.data.create_data import SUMMARY_FILE, create_pretraining_data
     from albert_tf.training.data.vocab import train_vocab
 
@@ -88,9 +89,10 @@ def run_one(work: str, name: str, steps: int) -> dict:
     import keras
     import numpy as np
 
-    from albert_tf.training.pretrain.run import PretrainConfig, run
     from albert_tf.training.experiments.demo.run import warmup_steps
+    from albert_tf.training.pretrain.config import PretrainConfig
     from albert_tf.training.pretrain.evaluation import evaluate_pretraining
+    from albert_tf.training.pretrain.run import run
 
     shape, seq, batch, optimizer, lr, vocab, jit, precision = RECIPES[name]
     data = prepare(work, vocab, seq)

@@ -47,8 +47,8 @@ def make_batches(directory: str, batch: int, count: int) -> str:
     from albert_tf.training.data import create_data
     from albert_tf.training.data.corpus import write_corpus_file
     from albert_tf.training.data.embedded import embedded_documents
-    from albert_tf.training.pretrain.pipeline import pretraining_dataset
     from albert_tf.training.data.vocab import train_vocab
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
 
     corpus = os.path.join(directory, "corpus.txt")
     write_corpus_file(corpus, embedded_documents(max_documents=300))

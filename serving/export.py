@@ -24,9 +24,9 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import arguments, cli
-from albert_tf import checkpoint as ckpt
-from albert_tf.checkpoint import task_record_of
-from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
+from albert_tf.checkpoint import SPM_FILE, open_checkpoint, task_record_of
+from albert_tf.checkpoint.task_record import TASKS as RECORD_TASKS
+from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
 
@@ -38,8 +38,8 @@ from .signatures.token_labels import TokenClassifierModule
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("pretraining", "encoder", "classification", "regression", "span", "multiple_choice",
-         "token_classification", "masked_lm", "span_beam")
+# What export serves: every task a record names, and "encoder" (any checkpoint's features).
+TASKS = (*RECORD_TASKS, "encoder")
 EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
 
 
@@ -179,22 +179,19 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
 
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
-    ckpt.detect_format(checkpoint)
-    spm_model = checkpoint_tokenizer(checkpoint, spm_model).spm_model
+    source = open_checkpoint(checkpoint, task)
+    spm_model = source.tokenizer_files(spm_model).spm_model
     if spm_model is None:
-        raise ExportError(f"no SentencePiece model in {checkpoint} (no {ckpt.SPM_FILE} or "
+        raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
                           "*.model); pass --spm-model")
     warmup.require_serving_api()
-    record = ckpt.task_record(checkpoint, task)  # the one source of the task's settings
+    record = source.task_record  # the one source of the task's settings
     dtype = serving_precision(precision, record.precision)
-    model = ckpt.load_checkpoint(checkpoint, task)
+    model = source.load()
     limit = model.config.max_position_embeddings
     if seq_length is None:
         seq_length = record.seq_length or limit
-    if isinstance(seq_length, bool) or not isinstance(seq_length, int) or \
-            not 3 <= seq_length <= limit:
-        raise ExportError(f"--seq-length {seq_length} must be in [3, {limit}] "
-                          f"(max_position_embeddings of {checkpoint})")
+    check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
     preprocessor = AlbertPreprocessor(spm_model, seq_length, do_lower_case=record.do_lower_case,
                                       keep_accents=record.keep_accents)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:

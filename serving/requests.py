@@ -23,7 +23,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
-from tensorflow_serving.apis import predict_pb2
 
 from albert_tf.errors import UserError
 
@@ -262,6 +261,9 @@ def signatures_from_rest_metadata(metadata: Mapping[str, Any]) -> dict[str, dict
 def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, np.ndarray],
                     version: int | None = None):
     """A `tensorflow_serving.apis.predict_pb2.PredictRequest` carrying `inputs` as TensorProtos."""
+    # Deferred: without tensorflow-serving-api, export refuses with one line
+    # (warmup.require_serving_api) before anything reaches this.
+    from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name

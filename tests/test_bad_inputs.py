@@ -28,8 +28,8 @@ import time
 import pytest
 
 from albert_tf import atomic, cli, errors
-
 from tests.helpers.paths import FIXTURES
+
 TINY = ["albert.embedding_size=16", "albert.hidden_size=32", "albert.num_hidden_layers=1",
         "albert.num_attention_heads=2", "albert.intermediate_size=64", "train_steps=2",
         "global_batch_size=2", "checkpoint_every=1", "log_every=1"]
@@ -239,7 +239,8 @@ def test_demo_refuses_a_sequence_longer_than_its_model(capsys, tmp_path):
     # The demo's own model sizes its position table from --seq-length; a preset's table
     # (512 entries) bounds it, checked before any stage runs.
     code, line = run_cli(capsys, "demo", "--output", tmp_path / "demo", "--seq-length", "1024")
-    assert_one_line_error(code, line, "--seq-length=1024", "max_position_embeddings is 512")
+    assert_one_line_error(code, line, "seq_length=1024",
+                          "max_position_embeddings=512 (--seq-length)")
     assert not (tmp_path / "demo").exists()
 
 
@@ -272,7 +273,7 @@ def test_pretrain_unknown_preset_lists_the_presets(capsys, tmp_path, shards):
 
 @pytest.mark.parametrize("argv, names", [
     (["pretrain", "--train-data", "x", "--output-dir", "o", "seq_length=0"],
-     ["seq_length=0", "positive"]),
+     ["seq_length=0", "must be an integer from 3"]),
     (["pretrain", "--train-data", "x", "--output-dir", "o", "learning_rate=NaN"],
      ["NaN"]),
     (["pretrain", "--train-data", "x", "--output-dir", "o", "oops"],
@@ -380,7 +381,8 @@ def test_config_from_dict_none_and_acceptances():
     # Correct acceptances: finite values, and a sequence exactly as long as the table.
     config = AlbertConfig(initializer_range=1e-3, max_position_embeddings=64)
     config.check_sequence_length(64)
-    with pytest.raises(ConfigError, match="seq_length=0 must be a positive integer"):
+    with pytest.raises(ConfigError, match=r"seq_length=0 must be an integer from 3 .* to "
+                                          r"max_position_embeddings=64$"):
         config.check_sequence_length(0)
 
 
@@ -397,14 +399,15 @@ def test_export_of_a_non_checkpoint_names_the_directory_first(capsys, tmp_path):
 def test_export_refuses_seq_length_zero(capsys, tmp_path, tiny_checkpoint):
     code, line = run_cli(capsys, "export", "--checkpoint", tiny_checkpoint, "--output",
                          tmp_path / "models" / "m", "--seq-length", "0")
-    assert_one_line_error(code, line, "--seq-length 0", "[3, 13]")
+    assert_one_line_error(code, line, "seq_length=0 must be an integer from 3",
+                          "max_position_embeddings=13 (--seq-length")
     assert not (tmp_path / "models").exists()
 
 
 def test_export_without_tensorflow_serving_api_is_one_line_and_writes_nothing(
         tmp_path, tiny_checkpoint):
     script = ("import sys; sys.modules['tensorflow_serving'] = None\n"
-              "from albert_tf.training import cli\n"
+              "from albert_tf import cli\n"
               f"sys.exit(cli.main(['export', '--checkpoint', {str(tiny_checkpoint)!r}, "
               f"'--output', {str(tmp_path / 'models' / 'm')!r}]))")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

@@ -18,13 +18,11 @@ import logging
 import os
 
 from albert_tf import arguments, cli, errors
-from albert_tf.checkpoint import (WEIGHTS_FILE, detect_format, load_checkpoint, read_task_info,
-                                  save_checkpoint)
-from albert_tf.checkpoint.tokenizer_files import (
-    checkpoint_tokenizer,
-    find_spm_model,
-    hf_do_lower_case,
-)
+from albert_tf.checkpoint.formats import open_checkpoint
+from albert_tf.checkpoint.ours import WEIGHTS_FILE, save_checkpoint
+from albert_tf.tokenizer.spm import AlbertTokenizer
+
+__all__ = ["convert", "main"]
 
 logger = logging.getLogger("albert_tf.convert")
 
@@ -60,38 +58,33 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
 
     `task` names the task of a TF1 checkpoint that fits two of the original scripts.
     """
-    kind = detect_format(src)
+    source = open_checkpoint(src, task)
     if os.path.isfile(os.path.join(dst, WEIGHTS_FILE)) and not force:
         raise errors.UserError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
     if spm_model is not None and not os.path.isfile(spm_model):
         raise errors.UserError(f"--spm-model {spm_model}: no such file")
-    tokenizer = checkpoint_tokenizer(src, spm_model, False if cased else None)
+    tokenizer = source.tokenizer_files(spm_model, False if cased else None)
     spm_model, do_lower_case = tokenizer.spm_model, tokenizer.do_lower_case
-    record = read_task_info(src, task)
-    model = load_checkpoint(src, task)
-    if spm_model is not None:
-        _check_vocab_size(spm_model, model.config.vocab_size, src)
+    if spm_model is not None:  # before the weights: a wrong vocabulary fails fast
+        _check_vocab_size(spm_model, source.config.vocab_size, src)
+    record = source.task_record.to_dict()
+    model = source.load()
     save_checkpoint(model, dst, spm_model=spm_model, label_names=record.get("label_names"),
                     do_lower_case=do_lower_case, seq_length=record.get("seq_length"),
                     extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS})
     logger.info("converted %s checkpoint %s -> %s (%s, %d weights, SentencePiece model: %s, "
-                "do_lower_case=%s)", kind, src, dst, model.task, len(model.weights),
+                "do_lower_case=%s)", source.format, src, dst, model.task, len(model.weights),
                 spm_model or "none found", do_lower_case)
     return dst
 
 
 def _check_vocab_size(spm_model: str, vocab_size: int, src: str) -> None:
     """A SentencePiece model whose size is not the embedding table's is the wrong one."""
-    from albert_tf.tokenizer.spm import AlbertTokenizer
-
     pieces = AlbertTokenizer(spm_model).vocab_size
     if pieces != vocab_size:
         raise errors.UserError(f"SentencePiece model {spm_model} has {pieces} pieces but the "
                               f"checkpoint {src} has vocab_size={vocab_size}; pass the "
                               "model's own vocabulary with --spm-model")
-
-
-__all__ = ["convert", "main", "find_spm_model", "hf_do_lower_case"]
 
 
 @cli.command("convert")

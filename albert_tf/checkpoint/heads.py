@@ -2,7 +2,8 @@
 
 A Hugging Face directory says it in `config.json`: `architectures` names the head,
 `id2label` the classes, `problem_type` single-label, multi-label or regression;
-`tokenizer_config.json` (when present) says `do_lower_case` and `keep_accents`.
+`tokenizer_config.json` (when present) says `do_lower_case` and `keep_accents`
+(`tokenizer_files.hf_tokenizer_options`, the one reader of that file).
 An original google-research checkpoint says it by its variable names only:
 
 | original script | variables | task |
@@ -16,7 +17,8 @@ An original google-research checkpoint says it by its variable names only:
 run_classifier's regression (STS-B) and run_race's scorer have the same variables;
 such a checkpoint needs the task named (`task="regression"` or
 `task="multiple_choice"`). The result is the task record, a plain dict with the
-keys of our albert_task.json.
+keys of our albert_task.json; `OpenedCheckpoint.task_record` validates it and checks
+that it is the task the caller named, as for every format.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import os
 from typing import Any
 
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError
-
-HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+from albert_tf.checkpoint.task_record import BEAM_DEFAULTS
+from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, hf_tokenizer_options
 
 # Hugging Face architectures -> our task (classification is refined by problem_type).
 HF_ARCHITECTURES = {
@@ -54,8 +56,8 @@ _TF1_ONE_OUTPUT_TASKS = ("regression", "multiple_choice")
 
 
 def _record(task: str, **fields) -> dict[str, Any]:
-    record = {"task": task, "num_classes": None, "label_names": None, "do_lower_case": True,
-              "keep_accents": False, "seq_length": None}
+    record = {"task": task, "num_classes": None, "label_names": None, "seq_length": None,
+              **DEFAULT_OPTIONS}
     record.update(fields)
     return record
 
@@ -89,19 +91,7 @@ def _hf_label_names(config: dict, path: str) -> list[str]:
     return [str(id2label[str(i)]) for i in ids]
 
 
-def _hf_tokenizer_options(directory: str) -> dict[str, bool]:
-    """do_lower_case / keep_accents of tokenizer_config.json (HF's defaults otherwise)."""
-    path = os.path.join(directory, HF_TOKENIZER_CONFIG)
-    options = {"do_lower_case": True, "keep_accents": False}  # AlbertTokenizer's defaults
-    if os.path.isfile(path):
-        config = _read_json(path)
-        for key in options:
-            if config.get(key) is not None:
-                options[key] = bool(config[key])
-    return options
-
-
-def hf_task_record(directory: str, tensor_names, task_hint: str | None = None) -> dict:
+def hf_task_record(directory: str, tensor_names) -> dict:
     """The task record of a Hugging Face ALBERT directory."""
     path = os.path.join(directory, HF_CONFIG_FILE)
     config = _read_json(path)
@@ -122,7 +112,7 @@ def hf_task_record(directory: str, tensor_names, task_hint: str | None = None) -
         task = "masked_lm"
     else:
         task = "pretraining"
-    record = _record(task, **_hf_tokenizer_options(directory))
+    record = _record(task, **hf_tokenizer_options(directory))
     if task == "classification":
         names = _hf_label_names(config, path)
         problem = config.get("problem_type") or (
@@ -143,17 +133,14 @@ def hf_task_record(directory: str, tensor_names, task_hint: str | None = None) -
         record.update(num_classes=len(names), label_names=names)
     elif task == "span":
         record.update(answerability=False, null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)
-    _check_hint(record, task_hint, path)
     return record
 
 
 def tf1_task_record(prefix: str, shapes: dict[str, tuple[int, ...]],
                     task_hint: str | None = None) -> dict:
     """The task record of an original TF1 checkpoint, from its variable names."""
-    if "start_logits/dense/kernel" in shapes:
-        from albert_tf.models import END_N_TOP, START_N_TOP
-
-        record = _record("span_beam", start_n_top=START_N_TOP, end_n_top=END_N_TOP,
+    if "start_logits/dense/kernel" in shapes:  # run_squad_v2's beam, at its default sizes
+        record = _record("span_beam", **BEAM_DEFAULTS,
                          null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)
     elif "cls/squad/output_weights" in shapes:  # run_squad_v1: SQuAD 1.1, always answers
         record = _record("span", answerability=False, null_score_diff_threshold=None)
@@ -172,11 +159,5 @@ def tf1_task_record(prefix: str, shapes: dict[str, tuple[int, ...]],
         record = _record("pretraining")
     else:
         record = _record("pretraining")  # an encoder alone
-    _check_hint(record, task_hint, prefix)
     return record
 
-
-def _check_hint(record: dict, task_hint: str | None, path: str) -> None:
-    if task_hint in (None, "encoder", record["task"]):
-        return
-    raise CheckpointError(f"{path}: holds a {record['task']} model, not {task_hint}")

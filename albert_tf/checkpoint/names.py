@@ -1,9 +1,9 @@
 """The one name table: albert-tf's variables <-> original TF1 names <-> Hugging Face keys.
 
 `place(model, source, config_path)` puts every tensor of a checkpoint
-(`checkpoint_readers.TensorSource`) into a model of `albert_tf.models` through
+(`readers.TensorSource`) into a model of `albert_tf.models` through
 NAME_TABLE, or raises one `CheckpointError` listing every missing, unexpected and
-mis-shaped tensor. `albert_tf.checkpoint.load_checkpoint` is the public entry point.
+mis-shaped tensor. `albert_tf.checkpoint.open_checkpoint` is the entry point.
 """
 
 from __future__ import annotations

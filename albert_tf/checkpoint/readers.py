@@ -1,9 +1,13 @@
 """Reading tensors out of checkpoint files: original TF1, Hugging Face, Keras .weights.h5.
 
+The heavy readers are imported inside the function that needs them, on purpose:
+TensorFlow (TF1 bundles), torch (pytorch_model.bin), safetensors and h5py are needed
+only for the format at hand, and `albert_tf` imports no TensorFlow at module level.
+
 Each reader returns a `TensorSource`: the canonical names a checkpoint holds, their
 shapes, and a function that reads one tensor (lazily: a TF1 file may hold optimizer
 slots, a large model need not be read twice). Where the tensors go is decided by
-`albert_tf.checkpoint.NAME_TABLE`; here the names are only normalised:
+`albert_tf.checkpoint.names.NAME_TABLE`; here the names are only normalised:
 
 * TF1: a TF-Hub `module/` prefix is dropped; `global_step` and the optimizer slots
   (`.../adam_m`, `.../adam_v`) are not weights and are left out.
@@ -30,6 +34,8 @@ class CheckpointError(UserError):
     """A checkpoint that cannot be read or does not fit the model."""
 
 
+# The files that tell the formats apart (`albert_tf.checkpoint.formats` holds the rules).
+CONFIG_FILE = "albert_config.json"  # the model config of ours and of the original releases
 HF_CONFIG_FILE = "config.json"
 HF_SAFETENSORS = "model.safetensors"
 HF_SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -80,7 +86,9 @@ def tf1_prefix(path: str) -> str | None:
 def read_tf1(prefix: str) -> TensorSource:
     """An original (TF1, tensor-bundle) checkpoint. Needs TensorFlow, imported only here."""
     try:
-        import tensorflow as tf  # the bundle format is TensorFlow's; it reads it best
+        # Deferred: the bundle format is TensorFlow's (it reads it best), and albert_tf
+        # imports no TensorFlow at module level.
+        import tensorflow as tf
     except ImportError:
         raise CheckpointError(f"{prefix}: reading an original TF1 checkpoint needs TensorFlow, "
                               f"which is not installed; convert it where TensorFlow is "
@@ -107,7 +115,8 @@ def read_tf1(prefix: str) -> TensorSource:
 
 # ---------------------------------------------------------------------- Hugging Face
 def _read_safetensors(files: list[str]):
-    from safetensors import SafetensorError, safe_open  # the numpy framework: no torch
+    # Deferred: only Hugging Face checkpoints need safetensors (its numpy API: no torch).
+    from safetensors import SafetensorError, safe_open
 
     handles = {}
     for file in files:
@@ -122,7 +131,7 @@ def _read_safetensors(files: list[str]):
 
 def _read_torch_bin(path: str):
     try:
-        import torch
+        import torch  # deferred: optional, and only this file format needs it
     except ImportError:
         raise CheckpointError(f"{path}: reading pytorch_model.bin needs torch, which is not "
                               f"installed; install torch, or use a model.safetensors") from None
@@ -164,7 +173,7 @@ def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
     Optimizer state (`optimizer/...`, written by `save_weights` of a compiled model)
     is left out: like the TF1 Adam slots, it is not part of the model.
     """
-    import h5py
+    import h5py  # deferred: only our format's weights file needs it
 
     shapes = {}
 

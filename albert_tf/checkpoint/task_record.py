@@ -39,11 +39,12 @@ import math
 import os
 from typing import Any, Mapping
 
+from albert_tf.atomic import atomic_write_json
+from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
 from albert_tf.errors import UserError
-from albert_tf.atomic import atomic_write
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
-           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "read_task_record"]
+           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS"]
 
 TASK_FILE = "albert_task.json"
 TASKS = ("pretraining", "masked_lm", "classification", "regression", "token_classification",
@@ -58,11 +59,9 @@ MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
 BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
 _COMMON = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
-# The Keras dtype policies a model can be trained under (`precision`): the ones
-# `--precision` names (training.distribute), and the pure low-precision policies a
-# model built through the Keras API may carry.
-TRAINING_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-PRECISIONS = TRAINING_PRECISIONS + ("bfloat16", "float16")
+# `precision`: the Keras dtype policy the model carries (which training chose it, and
+# how, is training's business: albert_tf.training.runtime.distribute).
+PRECISIONS = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 _CLASSES = ("num_classes", "label_names")
 # The fields each task's record holds (the others must stay None).
 _FIELDS = {
@@ -166,9 +165,10 @@ class TaskRecord:
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> "TaskRecord":
-        """The record of a checkpoint directory (or an albert_task.json path).
+        """The record of one of our checkpoint directories (or an albert_task.json path).
 
-        A directory without albert_task.json is a pretraining checkpoint.
+        A directory without albert_task.json is a pretraining checkpoint. The record
+        of any checkpoint, foreign ones included, is `open_checkpoint(path).task_record`.
         """
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -214,7 +214,10 @@ class TaskRecord:
 
     def _check_common(self, where: str) -> None:
         if self.seq_length is not None:
-            _check_int("seq_length", self.seq_length, 3, where)
+            try:  # the one length rule; the record's error type
+                check_sequence_length(self.seq_length, where=where.strip())
+            except ConfigError as e:
+                raise TaskRecordError(str(e)) from None
         _check_bool("do_lower_case", self.do_lower_case, where)
         _check_bool("keep_accents", self.keep_accents, where)
         if self.precision is not None and self.precision not in PRECISIONS:
@@ -273,20 +276,14 @@ class TaskRecord:
     def write(self, directory: str | os.PathLike) -> str:
         """Writes `directory`/albert_task.json atomically; returns its path."""
         path = os.path.join(os.fspath(directory), TASK_FILE)
-        with atomic_write(path) as f:
-            json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
-            f.write("\n")
+        atomic_write_json(path, self.to_dict(), ensure_ascii=False)
         return path
-
-
-def read_task_record(directory: str | os.PathLike) -> TaskRecord:
-    """`TaskRecord.read(directory)`."""
-    return TaskRecord.read(directory)
 
 
 def _fit_default(name: str, value, seq_length: int | None):
     """A default that depends on seq_length, shrunk to fit (never below 1)."""
-    if isinstance(seq_length, int) and not isinstance(seq_length, bool) and seq_length >= 3:
+    if isinstance(seq_length, int) and not isinstance(seq_length, bool) and \
+            seq_length >= MIN_SEQ_LENGTH:  # else validation refuses it
         if name == "max_query_length":
             return max(1, min(value, seq_length - 4))
         if name == "max_qa_length":

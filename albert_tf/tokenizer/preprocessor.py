@@ -31,8 +31,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenizer.spm import MODEL_INPUT_NAMES, AlbertTokenizer, check_seq_length
+from albert_tf.config import check_sequence_length
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.spm import AlbertTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +239,7 @@ class AlbertPreprocessor(keras.layers.Layer):
                  do_lower_case: bool = True, keep_accents: bool = False, **kwargs):
         kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
         super().__init__(trainable=False, **kwargs)
-        self.seq_length = check_seq_length(seq_length)
+        self.seq_length = check_sequence_length(seq_length)
         self.spm_model_path = os.fspath(spm_model_path)
         self.do_lower_case = bool(do_lower_case)
         self.keep_accents = bool(keep_accents)
@@ -297,7 +299,7 @@ class AlbertPreprocessor(keras.layers.Layer):
         word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, pad_value=tok.pad_id)
         type_ids, _ = tf_text.pad_model_inputs(type_ids, self.seq_length, pad_value=0)
         values = (word_ids, mask, type_ids)
-        return {name: tf.cast(v, tf.int32) for name, v in zip(MODEL_INPUT_NAMES, values)}, trimmed
+        return {name: tf.cast(v, tf.int32) for name, v in zip(INPUT_NAMES, values)}, trimmed
 
     def _segments(self, inputs) -> list[tf.Tensor]:
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
@@ -320,7 +322,7 @@ class AlbertPreprocessor(keras.layers.Layer):
     def compute_output_spec(self, inputs):
         batch = (list(inputs)[0] if isinstance(inputs, (tuple, list)) else inputs).shape[0]
         return {name: keras.KerasTensor((batch, self.seq_length), dtype="int32")
-                for name in MODEL_INPUT_NAMES}
+                for name in INPUT_NAMES}
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -38,7 +38,7 @@ from typing import Sequence
 
 import sentencepiece as spm
 
-from albert_tf.inputs import INPUT_NAMES as MODEL_INPUT_NAMES  # one home for the names
+from albert_tf.config import check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
 
 SPIECE_UNDERLINE = "\u2581"
@@ -49,7 +49,6 @@ CONTROL_SYMBOLS = (CLS_PIECE, SEP_PIECE, MASK_PIECE)
 # `--user_defined_symbols` of the original spm_train command (ALBERT README):
 # always segmented as pieces of their own.
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
-MIN_SEQ_LENGTH = 3  # [CLS] [SEP] [SEP]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -101,16 +100,6 @@ def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
         else:
             len_b -= 1
     return list(tokens_a[:len_a]), list(tokens_b[:len_b])
-
-
-def check_seq_length(seq_length: int) -> int:
-    """Returns `seq_length` if packing can fit [CLS] A [SEP] B [SEP] into it, else raises."""
-    if isinstance(seq_length, bool) or not isinstance(seq_length, int):
-        raise TypeError(f"seq_length must be an int, got {seq_length!r}")
-    if seq_length < MIN_SEQ_LENGTH:
-        raise UserError(f"seq_length={seq_length} is too small: packing needs at least "
-                         f"{MIN_SEQ_LENGTH} positions for [CLS] A [SEP] B [SEP]")
-    return seq_length
 
 
 def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.SentencePieceProcessor]:
@@ -223,7 +212,7 @@ class AlbertTokenizer:
         ids; a pair is cut by `truncate_seq_pair` to `seq_length - 3`. An empty
         B still gets its [SEP] (pass None for a single segment).
         """
-        check_seq_length(seq_length)
+        check_sequence_length(seq_length)
         if ids_b is None:
             word_ids = [self.cls_id, *ids_a[:seq_length - 2], self.sep_id]
             type_ids = [0] * len(word_ids)
@@ -241,7 +230,7 @@ class AlbertTokenizer:
     def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
                     seq_length: int = 128) -> dict[str, list[int]]:
         """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
-        check_seq_length(seq_length)
+        check_sequence_length(seq_length)
         ids_b = None if text_b is None else self.encode(text_b)
         return self.pack(self.encode(text_a), ids_b, seq_length)
 

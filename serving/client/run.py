@@ -21,10 +21,14 @@ import os
 import sys
 from typing import Any, Iterator, Mapping, Sequence
 
+from tqdm import tqdm
+
 from albert_tf import arguments, atomic, cli
 from albert_tf.errors import UserError
 
+from ..layout import existing_versions
 from ..requests import DEFAULT_SIGNATURE, REST_FORMATS, RequestError, columns_from_rows
+from . import backends
 
 logger = logging.getLogger(__name__)
 

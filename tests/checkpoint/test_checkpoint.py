@@ -18,11 +18,16 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from albert_tf import (AlbertPretrainer, AlbertSequenceClassifier, AlbertSpanExtractor,
-                       load_checkpoint, save_checkpoint)
-from albert_tf.checkpoint import NAME_TABLE, CheckpointError, detect_format, read_task_info
-
+from albert_tf import (
+    AlbertPretrainer,
+    AlbertSequenceClassifier,
+    AlbertSpanExtractor,
+    load_checkpoint,
+    save_checkpoint,
+)
+from albert_tf.checkpoint import NAME_TABLE, CheckpointError, detect_format, open_checkpoint
 from tests.helpers.paths import FIXTURES
+
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 OUTPUT_NAMES = ("sequence_output", "pooled_output", "mlm_logits", "sop_logits")
 TOLERANCE = 1e-4  # max |delta| in float32 against HF's float64 outputs
@@ -230,10 +235,11 @@ def test_save_load_round_trip(tmp_path):
                                        "model.weights.h5", "spiece.model"]
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
     assert (tmp_path / "ours" / "spiece.model").read_bytes() == b"sentencepiece bytes"
-    assert read_task_info(out) == {"task": "pretraining", "seq_length": None,
-                                   "do_lower_case": False, "keep_accents": False,
-                                   "precision": "float32"}
-    assert detect_format(out) == "albert_tf"
+    opened = open_checkpoint(out)
+    assert opened.format == "albert_tf"
+    assert opened.task_record.to_dict() == {"task": "pretraining", "seq_length": None,
+                                            "do_lower_case": False, "keep_accents": False,
+                                            "precision": "float32"}
     loaded = load_checkpoint(out)
     assert type(loaded) is AlbertPretrainer and loaded.config == model.config
     ref = reference("shared")
@@ -274,7 +280,7 @@ def test_extra_info_is_recorded_and_cannot_replace_fields(tmp_path):
     model = AlbertSpanExtractor(load_checkpoint(os.path.join(FIXTURES, "shared", "hf")).config,
                                 answerability=True)
     out = save_checkpoint(model, tmp_path / "squad", extra_info={"no_answer_threshold": 0.25})
-    info = read_task_info(out)
+    info = open_checkpoint(out).task_record.to_dict()
     assert info["no_answer_threshold"] == 0.25 and info["answerability"] is True
     with pytest.raises(ValueError, match=r"may not replace albert_task.json fields: \['task'\]"):
         save_checkpoint(model, tmp_path / "bad", extra_info={"task": "classification"})
@@ -300,7 +306,7 @@ def test_fine_tuned_models_round_trip(tmp_path):
     expected = keras.ops.convert_to_numpy(classifier(inputs)["logits"])
     loaded = load_checkpoint(tmp_path / "cls")
     assert type(loaded) is AlbertSequenceClassifier and loaded.num_classes == 3
-    assert read_task_info(tmp_path / "cls")["label_names"] == ["a", "b", "c"]
+    assert open_checkpoint(tmp_path / "cls").task_record.to_dict()["label_names"] == ["a", "b", "c"]
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(inputs)["logits"]), expected)
     span = AlbertSpanExtractor(base.config, answerability=True, encoder=base.encoder)
     expected = keras.ops.convert_to_numpy(span(inputs)["answerable_logits"])

@@ -16,12 +16,18 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from albert_tf import load_checkpoint
-from albert_tf.checkpoint import CheckpointError, read_task_info
-from albert_tf.models import (AlbertMaskedLM, AlbertMultipleChoice, AlbertSequenceClassifier,
-                              AlbertSequenceRegressor, AlbertSpanBeamExtractor,
-                              AlbertSpanExtractor, AlbertTokenClassifier)
-
+from albert_tf.checkpoint import CheckpointError, open_checkpoint
+from albert_tf.models import (
+    AlbertMaskedLM,
+    AlbertMultipleChoice,
+    AlbertSequenceClassifier,
+    AlbertSequenceRegressor,
+    AlbertSpanBeamExtractor,
+    AlbertSpanExtractor,
+    AlbertTokenClassifier,
+)
 from tests.helpers.paths import TASK_FIXTURES as TASKS
+
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 TOLERANCE = 1e-4  # max |delta| in float32 against the float64 references
 
@@ -83,22 +89,24 @@ def test_task_checkpoint_matches_reference(name, fmt, cls, hint):
 
 
 def test_hf_records_carry_label_names_and_problem_type():
-    single = read_task_info(os.path.join(TASKS, "seq_single", "hf"))
+    single = open_checkpoint(os.path.join(TASKS, "seq_single", "hf")).task_record.to_dict()
     assert single["task"] == "classification" and single["num_classes"] == 3
     assert single["label_names"] == ["negative", "neutral", "positive"]
     assert single["problem_type"] == "single_label"
-    multi = read_task_info(os.path.join(TASKS, "seq_multi", "hf"))
+    multi = open_checkpoint(os.path.join(TASKS, "seq_multi", "hf")).task_record.to_dict()
     assert multi["problem_type"] == "multi_label"
     assert multi["label_names"] == ["sports", "politics", "science", "art"]
-    assert read_task_info(os.path.join(TASKS, "seq_regression", "hf"))["task"] == "regression"
-    token = read_task_info(os.path.join(TASKS, "token", "hf"))
+    regression = open_checkpoint(os.path.join(TASKS, "seq_regression", "hf"))
+    assert regression.task_record.task == "regression"
+    token = open_checkpoint(os.path.join(TASKS, "token", "hf")).task_record.to_dict()
     assert token["label_names"] == ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    qa = read_task_info(os.path.join(TASKS, "qa", "hf"))
+    qa = open_checkpoint(os.path.join(TASKS, "qa", "hf")).task_record.to_dict()
     assert (qa["task"], qa["null_score_diff_threshold"]) == ("span", 0.0)
-    assert read_task_info(os.path.join(TASKS, "qa", "tf1"))["null_score_diff_threshold"] is None
-    beam = read_task_info(os.path.join(TASKS, "squad_v2_beam", "tf1"))
+    squad_v1 = open_checkpoint(os.path.join(TASKS, "qa", "tf1")).task_record
+    assert squad_v1.null_score_diff_threshold is None
+    beam = open_checkpoint(os.path.join(TASKS, "squad_v2_beam", "tf1")).task_record.to_dict()
     assert (beam["task"], beam["start_n_top"], beam["end_n_top"]) == ("span_beam", 5, 5)
-    assert read_task_info(os.path.join(TASKS, "mlm", "hf"))["task"] == "masked_lm"
+    assert open_checkpoint(os.path.join(TASKS, "mlm", "hf")).task_record.task == "masked_lm"
 
 
 def test_tokenizer_config_sets_casing(tmp_path):
@@ -108,7 +116,7 @@ def test_tokenizer_config_sets_casing(tmp_path):
     shutil.copytree(os.path.join(TASKS, "seq_single", "hf"), directory)
     (directory / "tokenizer_config.json").write_text(
         '{"do_lower_case": false, "keep_accents": true}', encoding="utf-8")
-    record = read_task_info(directory)
+    record = open_checkpoint(directory).task_record.to_dict()
     assert (record["do_lower_case"], record["keep_accents"]) == (False, True)
 
 
@@ -149,7 +157,7 @@ def test_beam_head_survives_our_format(tmp_path):
 
     model = load_checkpoint(os.path.join(TASKS, "squad_v2_beam", "tf1"))
     out = save_checkpoint(model, tmp_path / "beam")
-    assert read_task_info(out)["task"] == "span_beam"
+    assert open_checkpoint(out).task_record.task == "span_beam"
     reloaded = load_checkpoint(out)
     assert type(reloaded) is AlbertSpanBeamExtractor
     assert max(max_delta(reloaded, "squad_v2_beam").values()) <= TOLERANCE
@@ -160,7 +168,7 @@ def test_convert_keeps_head_and_record(tmp_path):
 
     out = str(tmp_path / "sst")
     assert convert.main([os.path.join(TASKS, "seq_multi", "hf"), out]) == 0
-    record = read_task_info(out)
+    record = open_checkpoint(out).task_record.to_dict()
     assert record["label_names"] == ["sports", "politics", "science", "art"]
     assert record["problem_type"] == "multi_label"
     assert os.path.isfile(os.path.join(out, "spiece.model"))
@@ -172,8 +180,12 @@ def test_convert_keeps_head_and_record(tmp_path):
 
 # ------------------------------------------------------- the new models, as the harness
 def test_new_models_serialize(tmp_path):
-    from tests.helpers.model_harness import (check_serialization, encoder_inputs, pretrainer_inputs,
-                                     tiny_config)
+    from tests.helpers.model_harness import (
+        check_serialization,
+        encoder_inputs,
+        pretrainer_inputs,
+        tiny_config,
+    )
 
     config = tiny_config()
     check_serialization(AlbertMaskedLM(config), pretrainer_inputs(config), tmp_path / "mlm")

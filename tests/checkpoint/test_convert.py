@@ -9,10 +9,8 @@ import shutil
 
 import pytest
 
-from albert_tf import AlbertPretrainer, load_checkpoint
-from albert_tf.checkpoint import detect_format, read_task_info
-from albert_tf import cli
-from albert_tf.checkpoint import convert
+from albert_tf import AlbertPretrainer, cli, load_checkpoint
+from albert_tf.checkpoint import convert, detect_format, open_checkpoint
 from tests.checkpoint.test_checkpoint import FIXTURES, assert_matches_reference
 
 
@@ -26,7 +24,7 @@ def test_convert_round_trip_matches_hugging_face(tmp_path, caplog, name, fmt):
     model = load_checkpoint(dst)
     assert type(model) is AlbertPretrainer
     assert_matches_reference(model, name)
-    assert read_task_info(dst)["do_lower_case"] is True
+    assert open_checkpoint(dst).task_record.do_lower_case is True
 
 
 def test_spm_model_found_beside_tf1_checkpoint(tmp_path, spm_41_path):
@@ -35,7 +33,7 @@ def test_spm_model_found_beside_tf1_checkpoint(tmp_path, spm_41_path):
     dst = tmp_path / "out"
     assert convert.main([str(src / "model.ckpt-0"), str(dst), "--cased"]) == 0
     assert (dst / "spiece.model").read_bytes() == open(spm_41_path, "rb").read()
-    assert read_task_info(dst)["do_lower_case"] is False
+    assert open_checkpoint(dst).task_record.do_lower_case is False
 
 
 def test_hf_tokenizer_config_sets_casing(tmp_path, spm_41_path):
@@ -45,7 +43,7 @@ def test_hf_tokenizer_config_sets_casing(tmp_path, spm_41_path):
     dst = tmp_path / "out"
     assert convert.main([str(src), str(dst)]) == 0
     assert (dst / "spiece.model").read_bytes() == open(spm_41_path, "rb").read()
-    assert read_task_info(dst)["do_lower_case"] is False
+    assert open_checkpoint(dst).task_record.do_lower_case is False
 
 
 def one_error_line(capsys) -> str:

@@ -8,16 +8,32 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf import (AlbertConfig, AlbertEncoder, AlbertMultipleChoice, AlbertPretrainer,
-                       AlbertSequenceClassifier, AlbertSequenceRegressor, AlbertSpanExtractor,
-                       AlbertTokenClassifier)
+from albert_tf import (
+    AlbertConfig,
+    AlbertEncoder,
+    AlbertMultipleChoice,
+    AlbertPretrainer,
+    AlbertSequenceClassifier,
+    AlbertSequenceRegressor,
+    AlbertSpanExtractor,
+    AlbertTokenClassifier,
+)
 from albert_tf.embedding import AlbertEmbedding
 from albert_tf.heads import ClassificationHead, MaskedLMHead
 from albert_tf.transformer import AttentionSublayer, FeedForwardSublayer, TransformerBlock
-from tests.helpers.model_harness import (BATCH, CHOICES, PREDICTIONS, SEQ, as_numpy,
-                                 check_serialization, count_params, encoder_inputs,
-                                 pretrainer_inputs, pretrainer_labels, tiny_config)
-
+from tests.helpers.model_harness import (
+    BATCH,
+    CHOICES,
+    PREDICTIONS,
+    SEQ,
+    as_numpy,
+    check_serialization,
+    count_params,
+    encoder_inputs,
+    pretrainer_inputs,
+    pretrainer_labels,
+    tiny_config,
+)
 from tests.helpers.paths import REPO
 
 

@@ -26,7 +26,6 @@ from albert_tf.tokenizer.spm import (
 )
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
-
 # ---- independent references ------------------------------------------------------------------
 
 def reference_preprocess(text: str, lower: bool) -> str:
@@ -224,9 +223,9 @@ def test_encode_pair_truncates(spm_model_path, corpus_documents):
 @pytest.mark.parametrize("bad", [2, 0, -5])
 def test_seq_length_below_three_is_an_error(spm_model_path, bad):
     tok = AlbertTokenizer(spm_model_path)
-    with pytest.raises(ValueError, match=f"seq_length={bad} is too small"):
+    with pytest.raises(ValueError, match=rf"seq_length={bad} must be an integer from 3 "):
         tok.encode_pair("a", "b", seq_length=bad)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"seq_length=3\.0 must be an integer"):
         tok.encode_pair("a", seq_length=3.0)
 
 

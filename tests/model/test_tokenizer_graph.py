@@ -17,8 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
-from albert_tf.tokenizer.spm import normalize_text, truncate_seq_pair
-from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.tokenizer.spm import AlbertTokenizer, normalize_text, truncate_seq_pair
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 SEQ_LENGTHS = (3, 8, 29, 128)
@@ -222,7 +221,7 @@ def test_savedmodel_runs_in_a_fresh_process(spm_model_path, tmp_path, lines):
 # ---- bad input --------------------------------------------------------------------------------
 
 def test_bad_arguments_and_inputs(spm_model_path, tmp_path):
-    with pytest.raises(ValueError, match="seq_length=2 is too small"):
+    with pytest.raises(ValueError, match="seq_length=2 must be an integer from 3 "):
         AlbertPreprocessor(spm_model_path, 2)
     with pytest.raises(FileNotFoundError, match="missing.model"):
         AlbertPreprocessor(tmp_path / "missing.model", 16)

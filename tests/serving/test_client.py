@@ -21,9 +21,9 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertSequenceClassifier, AlbertSpanExtractor
 from albert_tf.checkpoint import task_record_of
-from albert_tf.serving.client import run as client
 from albert_tf.serving import export
 from albert_tf.serving import requests as rq
+from albert_tf.serving.client import run as client
 from albert_tf.tokenizer import AlbertPreprocessor
 
 pytestmark = pytest.mark.slow
@@ -147,8 +147,11 @@ def _rest_server(models):
 def _grpc_server(models):
     """TF Serving's PredictionService (Predict, GetModelMetadata) from the loaded models."""
     import grpc
-    from tensorflow_serving.apis import (get_model_metadata_pb2, predict_pb2,
-                                         prediction_service_pb2_grpc)
+    from tensorflow_serving.apis import (
+        get_model_metadata_pb2,
+        predict_pb2,
+        prediction_service_pb2_grpc,
+    )
 
     class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         def Predict(self, request, context):

@@ -14,9 +14,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import (AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
-                       AlbertSequenceClassifier, AlbertSequenceRegressor, AlbertSpanExtractor,
-                       load_checkpoint, save_checkpoint)
+from albert_tf import (
+    AlbertConfig,
+    AlbertMultipleChoice,
+    AlbertPretrainer,
+    AlbertSequenceClassifier,
+    AlbertSequenceRegressor,
+    AlbertSpanExtractor,
+    load_checkpoint,
+    save_checkpoint,
+)
 from albert_tf.serving import export, requests, warmup
 from tests.helpers.fresh_process import run_fresh
 
@@ -431,7 +438,8 @@ def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, 
     got = tf.saved_model.load(second).signatures["serving_default"](
         **{k: tf.constant(v) for k, v in features.items()})
     _close(got["pooled_output"], load_checkpoint(checkpoint).encoder(features)["pooled_output"])
-    cases = [(["--version", "1"], "already exists"), (["--seq-length", "65"], "must be in [3, 64]"),
+    cases = [(["--version", "1"], "already exists"),
+             (["--seq-length", "65"], "to max_position_embeddings=64 (--seq-length"),
              (["--task", "span"], "holds a regression model"),
              (["--spm-model", str(tmp_path / "none.model")], "does not exist")]
     for extra, message in cases:

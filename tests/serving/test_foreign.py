@@ -15,13 +15,14 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf.serving import export
 from albert_tf.checkpoint import convert
+from albert_tf.serving import export
 from tests.helpers.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
 
 from tests.helpers.paths import TASK_FIXTURES as TASKS
+
 ATOL = 1e-5  # probabilities; HF float64 -> ours float32
 
 # name: (checkpoint, extra export arguments)

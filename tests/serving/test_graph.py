@@ -15,10 +15,10 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.inputs import INPUT_NAMES
 from albert_tf.serving.signatures import offsets, span, text_graph
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
-from albert_tf.tokenizer.spm import truncate_seq_pair
-from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
+from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, truncate_seq_pair
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 SEQ_LENGTH = 40
@@ -142,7 +142,7 @@ def test_pack_equals_the_preprocessor_and_the_original_truncation(pre):
     features, trimmed = tf.function(lambda x, y: text_graph.pack(
         pre, [pre.tokenize(x), pre.tokenize(y)]))(_bytes(a), _bytes(b))
     expected = pre((_bytes(a), _bytes(b)))
-    for name in text_graph.INPUT_NAMES:
+    for name in INPUT_NAMES:
         np.testing.assert_array_equal(features[name].numpy(), expected[name].numpy())
     for i in range(len(a)):
         ids_a, ids_b = truncate_seq_pair(pre.tokenizer.encode(a[i]), pre.tokenizer.encode(b[i]),

@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_checkpoint
-from albert_tf.serving import export
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.serving import export
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune import files, race
 from albert_tf.training.finetune.examples import encode_texts
 from albert_tf.training.finetune.run import main as finetune_main
 from albert_tf.training.finetune.train import predict_rows
-from tests.helpers.squad_files import write_squad_json
 from tests.helpers.fresh_process import run_fresh
+from tests.helpers.squad_files import write_squad_json
 
 pytestmark = pytest.mark.slow
 

@@ -3,14 +3,14 @@
 Documents are read in a fixed order and cut into blocks of
 `documents_per_shard`; each block becomes one shard, written by a pool of
 processes. Every random choice is drawn from a Generator seeded by (seed,
-input, document, dupe) (see `sop.py`), and each shard's records are shuffled
+input, document, dupe) (see `pairs.py`), and each shard's records are shuffled
 by a Generator seeded by (seed, shard), so the output does not depend on the
-number of processes, and the Beam pipeline (`beam_pipeline.py`) writes the
+number of processes, and the Beam pipeline (`beam.py`) writes the
 same records. `--objective nsp` draws its negatives from the other documents
-of the same shard (see `sop.py`).
+of the same shard (see `pairs.py`).
 
 Output directory:
-  pretrain-00000.tfrecord ...   the shards (original ALBERT features, see tfrecords.py)
+  pretrain-00000.tfrecord ...   the shards (original ALBERT features, see records.py)
   stats/pretrain-00000.json     per-shard statistics (written before its shard)
   create_data_config.json       the options and input identity, checked on resume
   summary.json                  totals: documents, instances, tokens, masked
@@ -146,10 +146,6 @@ def stats_path(output_dir: str, shard: int) -> str:
     return os.path.join(output_dir, STATS_DIR, SHARD_NAME.format(shard).replace(".tfrecord", ".json"))
 
 
-def _write_json(path: str, data: dict) -> None:
-    atomic.atomic_write_json(path, data)
-
-
 def make_shard(shard: int, documents: list[Document], output_dir: str,
                options: sop.GenerationOptions) -> dict:
     """Generates, shuffles and writes one shard; returns its statistics (`DataStats.to_dict`)."""
@@ -165,7 +161,7 @@ def make_shard(shard: int, documents: list[Document], output_dir: str,
     order = np.random.default_rng([options.seed, sop.SHARD_STREAM, shard]).permutation(len(records))
     result = stats.to_dict()
     # Statistics first, then the shard: a shard on disk always has its statistics.
-    _write_json(stats_path(output_dir, shard), result)
+    atomic.atomic_write_json(stats_path(output_dir, shard), result)
     write_records(shard_path(output_dir, shard), (records[i] for i in order))
     return result
 
@@ -208,7 +204,7 @@ def _prepare_output(output_dir: str, config: dict) -> None:
             raise errors.UserError(f"{output_dir} holds data made with other settings ({', '.join(changed)} "
                              f"differ, see {CONFIG_FILE}); use a new --output-dir")
     else:
-        _write_json(path, config)
+        atomic.atomic_write_json(path, config)
     for directory in (output_dir, os.path.join(output_dir, STATS_DIR)):
         for name in os.listdir(directory):  # temporaries of a killed run
             if atomic.is_temporary(name):
@@ -305,7 +301,7 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
         logger.info("resumed: %d of %d shards were already complete", progress.resumed, len(progress.stats))
     summary = summarize(corpus.name, progress.stats, report, options, time.time() - start)
     summary["shards_resumed"] = progress.resumed
-    _write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
+    atomic.atomic_write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
     return summary
 
 

@@ -1,6 +1,6 @@
 """Whole-word n-gram masking for the masked-LM objective, as in the ALBERT paper.
 
-The rules (shared with the read-time dynamic masking in `input_pipeline.py`):
+The rules (shared with the read-time dynamic masking in `pretrain/pipeline.py`):
 
 * **Words.** A SentencePiece piece starts a new word when it begins with the
   word-start marker "▁", when it is a special piece (`<unk>`, `[CLS]`, ...), a

@@ -36,6 +36,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from albert_tf.config import MIN_SEQ_LENGTH, check_sequence_length
 from albert_tf.errors import UserError
 
 from . import masking
@@ -46,6 +47,25 @@ DOCUMENT_STREAM, SHARD_STREAM = 0, 1
 # Sentence-pair objective -> whether the pretrainer trains on its label.
 OBJECTIVES = {"sop": True, "nsp": True, "none": False}
 DEFAULT_OBJECTIVE = "sop"
+
+
+# A pretraining instance is a pair with at least one token in each segment (short
+# targets are drawn from [2, max_seq_length - 3], as the original): two more than the
+# model's minimum of [CLS] [SEP] [SEP].
+MIN_PAIR_SEQ_LENGTH = MIN_SEQ_LENGTH + 2
+
+
+def check_pair_seq_length(seq_length: int, max_position_embeddings: int | None = None,
+                          where: str = "") -> int:
+    """The one length rule (`albert_tf.config.check_sequence_length`), then room for a
+    pair: returns `seq_length` if it is at least MIN_PAIR_SEQ_LENGTH, else UserError."""
+    check_sequence_length(seq_length, max_position_embeddings, where)
+    if seq_length < MIN_PAIR_SEQ_LENGTH:
+        where = f" ({where})" if where else ""
+        raise UserError(f"seq_length={seq_length} leaves no room for a sentence pair: "
+                        f"pretraining data needs at least {MIN_PAIR_SEQ_LENGTH} "
+                        f"([CLS] A [SEP] B [SEP], a token in each segment){where}")
+    return seq_length
 
 
 def trains_sentence_pair(objective: str) -> bool:
@@ -81,8 +101,8 @@ class GenerationOptions:
     objective: str = DEFAULT_OBJECTIVE
 
     def __post_init__(self):
+        check_pair_seq_length(self.max_seq_length, where="max_seq_length")
         checks = [
-            ("max_seq_length", self.max_seq_length >= 5, "at least 5"),
             ("max_predictions_per_seq", self.max_predictions_per_seq >= 1, "at least 1"),
             ("masked_lm_prob", 0.0 < self.masked_lm_prob < 1.0, "in (0, 1)"),
             ("short_seq_prob", 0.0 <= self.short_seq_prob <= 1.0, "in [0, 1]"),

@@ -142,8 +142,8 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
                      character_coverage, input_sentence_size, num_threads)
         _check_conventions(tmp_prefix + ".model")
         # The .model appears last, so an existing .model always has its .vocab.
-        os.replace(tmp_prefix + ".vocab", output_prefix + ".vocab")
-        os.replace(tmp_prefix + ".model", output_prefix + ".model")
+        atomic.commit(tmp_prefix + ".vocab", output_prefix + ".vocab")
+        atomic.commit(tmp_prefix + ".model", output_prefix + ".model")
     finally:
         for suffix in (".model", ".vocab"):
             if os.path.exists(tmp_prefix + suffix):

@@ -20,7 +20,7 @@ import os
 import keras
 import numpy as np
 
-from albert_tf import AlbertMultipleChoice
+from albert_tf import AlbertMultipleChoice, atomic
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.inputs import INPUT_NAMES
 
@@ -205,9 +205,6 @@ class RaceTask:
         result, predicted = self._accuracies(predict, self.test, self.levels["test"])
         logger.info("RACE test: %s", ", ".join(f"{k}={v:.4f}" for k, v in result.items()))
         path = os.path.join(output_dir, "race_test.json")
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"results": result, "predictions": dict(zip(
-                self.test_ids, (CHOICES[i] for i in predicted)))}, f, indent=1)
-        os.replace(tmp, path)
+        atomic.atomic_write_json(path, {"results": result, "predictions": dict(zip(
+            self.test_ids, (CHOICES[i] for i in predicted)))}, indent=1)
         return [*paths, path]

@@ -20,11 +20,13 @@ predictions_dev.tsv) so that a metric can be recomputed.
 Defaults per task are the original ALBERT scripts' (run_glue.sh, README for SQuAD,
 run_race.py); flags and --set KEY=VALUE override them. --set keys: train_steps,
 warmup_steps, warmup_proportion, optimizer (adamw|lamb), weight_decay, eval_batch_size,
-patience, seed, buckets (e.g. 32,64,128 or none), jit_compile, spm_model,
-do_lower_case, keep_accents; SQuAD: doc_stride, max_query_length, n_best,
-max_answer_length, no_answer_threshold (2.0; default: tuned on the dev set); RACE:
-max_qa_length. The settings used are saved in OUTPUT/albert_task.json (the task
-record), which `albert-tf export` reads.
+patience, seed, buckets (e.g. 32,64,128; none: every batch padded to --seq-length;
+default: powers of two), jit_compile (true, false or auto), spm_model, do_lower_case,
+keep_accents; SQuAD: doc_stride, max_query_length, n_best, max_answer_length,
+no_answer_threshold (2.0; default: tuned on the dev set); RACE: max_qa_length. Values
+are read by each setting's type (albert_tf.arguments; "none" unsets an optional one,
+NaN and infinities are refused). The settings used are saved in OUTPUT/albert_task.json
+(the task record), which `albert-tf export` reads.
 
 --output must not be, contain or lie inside --checkpoint. An existing, non-empty
 --output is refused unless --overwrite is given; then the new run is written beside it
@@ -39,16 +41,14 @@ Example:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import shutil
 import sys
 
 from albert_tf import arguments, atomic, cli, errors
-from albert_tf.checkpoint import check_seq_length
+from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
-from albert_tf.checkpoint.tokenizer_files import checkpoint_tokenizer
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
@@ -66,24 +66,21 @@ SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learnin
                       batch_size=48, seq_length=384)
 FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
                      batch_size=32, seq_length=128)
-# --set keys that are task record fields (albert_tf.checkpoint.task_record holds their defaults).
-TASK_KEYS = {"doc_stride": int, "max_query_length": int, "n_best": int,
-             "max_answer_length": int, "no_answer_threshold": float, "max_qa_length": int}
-RUN_KEYS = {"spm_model": str, "do_lower_case": "bool", "keep_accents": "bool"}
+# --set keys that are task record fields (TaskRecord holds their types and defaults).
+TASK_KEYS = ("doc_stride", "max_query_length", "n_best", "max_answer_length",
+             "no_answer_threshold", "max_qa_length")
+# --set keys that are TrainConfig fields the tokenizer set-up reads, not the training loop.
+RUN_KEYS = ("spm_model", "do_lower_case", "keep_accents")
 
 
 UsageError = errors.UsageError
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and status 2, not argparse's usage dump
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="albert-tf finetune", description=__doc__.splitlines()[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="\n".join(__doc__.splitlines()[2:]))
+    p = arguments.ArgumentParser(prog="albert-tf finetune",
+                                 description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
     p.add_argument("--task", required=True, help="glue/<task>, squad/v1.1, squad/v2.0, race, "
                                                  "classify or regress")
     p.add_argument("--checkpoint", required=True,
@@ -129,45 +126,16 @@ def task_defaults(task: str) -> dict:
 
 
 def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
-    """--set KEY=VALUE items -> (TrainConfig fields, task options, run options)."""
+    """--set KEY=VALUE items -> (TrainConfig fields, task options, run options), each value
+    converted by its field's type (`albert_tf.arguments`: the one KEY=VALUE grammar)."""
 
-    train_types = {f.name: f.type for f in dataclasses.fields(TrainConfig)
-                   if f.name not in ("output_dir", "verbose", *RUN_KEYS)}
-    train, task, run = {}, {}, {}
-    for key, text in arguments.parse_overrides(items, "--set").items():
-        for table, kinds in ((train, train_types), (task, TASK_KEYS), (run, RUN_KEYS)):
-            if key in kinds:
-                table[key] = _convert(key, text, kinds[key])
-                break
-        else:
-            raise UsageError(f"--set {key!r}: unknown key")
+    texts = arguments.parse_overrides(items, "--set")
+    task_texts = {key: texts.pop(key) for key in list(texts) if key in TASK_KEYS}
+    task = arguments.convert_overrides(TaskRecord, task_texts, "--set")
+    train = arguments.convert_overrides(TrainConfig, texts, "--set",
+                                        exclude=("output_dir", "verbose"))
+    run = {key: train.pop(key) for key in RUN_KEYS if key in train}
     return train, task, run
-
-
-def _convert(key: str, text: str, kind):
-    kind = str(kind)
-    try:
-        if key == "buckets":
-            return [] if text.lower() == "none" else [int(x) for x in text.split(",")]
-        if key == "jit_compile":  # "auto": XLA on GPUs only (distribute.resolve_jit_compile)
-            return None if text == "auto" else _bool(text)
-        if "bool" in kind:
-            return _bool(text)
-        if "float" in kind:
-            return float(text)
-        if "int" in kind:
-            return None if text.lower() == "none" else int(text)
-        return text
-    except ValueError:
-        raise UsageError(f"--set {key}={text!r}: not a valid value") from None
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes"):
-        return True
-    if text.lower() in ("0", "false", "no"):
-        return False
-    raise ValueError(text)
 
 
 def parse_columns(spec: str | None) -> tuple[list, str | int]:
@@ -246,12 +214,12 @@ def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, optio
     return squad.SquadTask(version, train, dev, tokenizer, seq_length, **options)
 
 
-def _tokenizer(checkpoint: str, run: dict):
+def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
 
-    files = checkpoint_tokenizer(checkpoint, run.get("spm_model"), run.get("do_lower_case"),
-                                 run.get("keep_accents"))
+    files = checkpoint.tokenizer_files(run.get("spm_model"), run.get("do_lower_case"),
+                                       run.get("keep_accents"))
     if not files.spm_model:
-        raise UsageError(f"no SentencePiece model found beside {checkpoint}; "
+        raise UsageError(f"no SentencePiece model found beside {checkpoint.path}; "
                          "pass --set spm_model=PATH")
     return (AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case,
                             keep_accents=files.keep_accents), files.spm_model)
@@ -316,10 +284,12 @@ def run(args) -> dict:
         settings["train_steps"] = None  # --epochs replaces a default step count
     check_task_options(args.task, settings["seq_length"], task_options)
     replace = check_output(args.checkpoint, args.output, args.overwrite)
-    check_seq_length(args.checkpoint, settings["seq_length"])  # before any data is read
+    source = open_checkpoint(args.checkpoint)  # once: config, tokenizer and weights
+    source.config.check_sequence_length(  # before any data is read
+        settings["seq_length"], where=f"checkpoint {args.checkpoint}")
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
-    tokenizer, spm_model = _tokenizer(args.checkpoint, run_options)
+    tokenizer, spm_model = _tokenizer(source, run_options)
     task = build_task(args, tokenizer, settings["seq_length"], task_options)
     logger.info("%s on %s with %s, %s", task.name, args.checkpoint, type(strategy).__name__, policy)
 
@@ -327,7 +297,7 @@ def run(args) -> dict:
         config = TrainConfig(output_dir=output_dir, spm_model=spm_model,
                              do_lower_case=tokenizer.do_lower_case,
                              keep_accents=tokenizer.keep_accents, **settings)
-        return finetune(task, args.checkpoint, config, strategy)
+        return finetune(task, source, config, strategy)
 
     return _train_into(args.output, replace, train, distribute.is_chief(strategy))
 
@@ -338,7 +308,6 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     Only the chief of a multi-worker run replaces anything."""
     if not replace:
         return train(output)
-    parent, name = os.path.split(os.path.abspath(output))
     staging = atomic.temporary_path(os.path.abspath(output))
     logger.info("--overwrite: writing to %s, which replaces %s when complete", staging, output)
     try:
@@ -349,10 +318,7 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     if not chief:
         shutil.rmtree(staging, ignore_errors=True)
         return summary
-    old = atomic.temporary_path(os.path.join(parent, f"{name}.old"))
-    os.replace(output, old)
-    os.replace(staging, output)
-    shutil.rmtree(old, ignore_errors=True)
+    atomic.replace_directory(staging, os.path.abspath(output))
     summary["checkpoint"] = output
     summary["predictions"] = [os.path.join(output, os.path.relpath(p, staging))
                               for p in summary["predictions"]]

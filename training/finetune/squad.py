@@ -13,7 +13,6 @@ question is answered "" is tuned on the evaluation set to maximise F1.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import unicodedata
@@ -22,7 +21,7 @@ from typing import Callable
 import keras
 import numpy as np
 
-from albert_tf import AlbertSpanExtractor
+from albert_tf import AlbertSpanExtractor, atomic
 from albert_tf.checkpoint.task_record import TaskRecord
 
 from . import metrics
@@ -242,12 +241,6 @@ class SquadTask:
         paths = []
         for name, content in files.items():
             paths.append(os.path.join(output_dir, name))
-            _write_json(paths[-1], content)
+            atomic.atomic_write_json(paths[-1], content, indent=1, ensure_ascii=False)
         return paths
 
-
-def _write_json(path: str, content) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(content, f, indent=1, ensure_ascii=False)
-    os.replace(tmp, path)

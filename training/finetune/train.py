@@ -12,7 +12,6 @@ prediction files with the best weights.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -23,11 +22,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, load_checkpoint, save_checkpoint
-from albert_tf.config import ConfigError
+from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
+from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.inputs import INPUT_NAMES
 
-from ..runtime.distribute import install_step_functions, is_chief, resolve_jit_compile
+from ..runtime.distribute import is_chief, resolve_jit_compile
+from ..runtime.fit_steps import install_step_functions
 from ..runtime.optimization import create_optimizer
 from ..runtime.tensorboard import ScalarLogger, write_scalars
 from .bucketing import Encoded, default_buckets, make_dataset
@@ -81,13 +81,17 @@ class TrainConfig:
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     seq_length: int = 128
-    buckets: list[int] | None = None
+    # --set buckets=none: [] (one padded shape); buckets=default: None.
+    buckets: list[int] | None = dataclasses.field(default=None,
+                                                  metadata={arguments.NONE_WORD: "default"})
     patience: int | None = None
     seed: int = 0
     spm_model: str | None = None
     do_lower_case: bool = True
     keep_accents: bool = False
-    jit_compile: bool | None = True   # XLA; None: on GPUs only (distribute.resolve_jit_compile)
+    # XLA; None (--set jit_compile=auto): on GPUs only (distribute.resolve_jit_compile)
+    jit_compile: bool | None = dataclasses.field(default=True,
+                                                 metadata={arguments.NONE_WORD: "auto"})
     verbose: int | str = "auto"
 
     def bucket_lengths(self) -> list[int] | None:
@@ -166,14 +170,15 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def finetune(task: Task, source: str | AlbertConfig, config: TrainConfig,
+def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: TrainConfig,
              strategy: tf.distribute.Strategy | None = None) -> dict:
     """Fine-tunes `task` starting from `source` and saves the best model in `config.output_dir`.
 
     Args:
       task: the data, model, loss and metrics (a `Task`).
-      source: a checkpoint `load_checkpoint` reads (its encoder is fine-tuned; its
-        heads are dropped), or an `AlbertConfig` for random initialisation.
+      source: a checkpoint (a path `open_checkpoint` opens, or one already opened;
+        its encoder is fine-tuned, its heads are dropped), or an `AlbertConfig` for
+        random initialisation.
       config: hyperparameters and the output directory.
       strategy: a `tf.distribute` strategy (default: the current one).
 
@@ -214,8 +219,8 @@ def finetune(task: Task, source: str | AlbertConfig, config: TrainConfig,
                "checkpoint": config.output_dir, "predictions": []}
     if save.chief:
         summary["predictions"] = task.write_predictions(predict, config.output_dir)
-        _write_json(os.path.join(config.output_dir, "eval_results.json"),
-                    {"best": summary["best"], "history": history})
+        atomic.atomic_write_json(os.path.join(config.output_dir, "eval_results.json"),
+                                 {"best": summary["best"], "history": history}, indent=1)
     return summary
 
 
@@ -226,11 +231,10 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
         if isinstance(source, AlbertConfig):
             model = task.build_model(source)
         else:
-            loaded = load_checkpoint(source)
+            opened = source if isinstance(source, OpenedCheckpoint) else open_checkpoint(source)
+            loaded = opened.load()
             model = task.build_model(loaded.config, encoder=loaded.encoder)
-        if config.seq_length > model.config.max_position_embeddings:
-            raise ConfigError(f"seq_length={config.seq_length} exceeds the model's "
-                              f"max_position_embeddings={model.config.max_position_embeddings}")
+        model.config.check_sequence_length(config.seq_length)
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
                                      weight_decay=config.weight_decay)
         model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
@@ -255,9 +259,3 @@ class _Saver:
                         label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,
                         seq_length=self.config.seq_length, extra_info=extra)
 
-
-def _write_json(path: str, content) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(content, f, indent=1)
-    os.replace(tmp, path)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import AlbertPretrainer, load_checkpoint
+from albert_tf.checkpoint import open_checkpoint
 
 from .pipeline import pretraining_dataset
 from .run import data_shapes
@@ -52,8 +52,8 @@ def evaluate_pretraining(model, data: str, batch_size: int = 64,
     """Held-out MLM and sentence-pair metrics of a pretrainer on TFRecords.
 
     Args:
-      model: an `AlbertPretrainer`, or a checkpoint path `albert_tf.load_checkpoint`
-        reads (ours, TF1 or Hugging Face) holding both pretraining heads.
+      model: an `AlbertPretrainer`, or a checkpoint path `open_checkpoint` opens
+        (ours, TF1 or Hugging Face) holding both pretraining heads.
       data: TFRecord glob(s) from `albert-tf create-data` (SOP or NSP records); seq
         length and predictions per sequence are read from the first record.
       batch_size: examples per forward pass; the last partial batch is dropped.
@@ -70,11 +70,11 @@ def evaluate_pretraining(model, data: str, batch_size: int = 64,
     """
 
     if isinstance(model, str):
-        source = model
-        model = load_checkpoint(model)
-        if not isinstance(model, AlbertPretrainer):
-            raise ValueError(f"{source}: holds a {type(model).__name__}, not a pretrainer "
-                             "with MLM and sentence-order heads")
+        opened = open_checkpoint(model)
+        if opened.task_record.task != "pretraining":  # before any weight is read
+            raise ValueError(f"{model}: holds a {opened.task_record.task} model, not a "
+                             "pretrainer with MLM and sentence-order heads")
+        model = opened.load()
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
     seq_length, max_predictions = data_shapes(data)

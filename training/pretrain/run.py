@@ -26,8 +26,6 @@ import math
 import os
 import re
 import tempfile
-import typing
-from typing import Any
 
 import keras
 import tensorflow as tf
@@ -38,148 +36,21 @@ from albert_tf import (
     arguments,
     atomic,
     cli,
-    load_checkpoint,
     save_checkpoint,
 )
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..data import pairs
 from ..data.create_data import CONFIG_FILE
-from ..runtime import distribute, optimization
+from ..runtime import distribute, fit_steps, optimization
 from . import pipeline as input_pipeline
+from .config import PretrainConfig, load_config
 from .pipeline import check_files, list_files, pretraining_dataset
 from .progress import Checkpoints, PretrainProgress
 
 logger = logging.getLogger(__name__)
-
-DATA_RESUME = ("skip", "reseed")
-
-
-@dataclasses.dataclass
-class PretrainConfig:
-    """Everything a pretraining run needs; defaults are the original ALBERT recipe."""
-
-    model: str = "albert-base"        # preset name or albert_config.json path
-    albert: dict = dataclasses.field(default_factory=dict)  # AlbertConfig overrides
-    train_data: str = ""              # TFRecord glob(s) from `albert-tf create-data`
-    eval_data: str = ""               # held-out TFRecord glob(s); empty: no eval
-    output_dir: str = ""
-    spm_model: str = ""               # copied into model/ as spiece.model
-    init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
-    seq_length: typing.Optional[int] = None       # None: read from the data
-    max_predictions: typing.Optional[int] = None  # None: read from the data
-    global_batch_size: int = 4096
-    train_steps: int = 125_000
-    warmup_steps: int = 3125
-    learning_rate: float = 0.00176
-    poly_power: float = 1.0
-    optimizer: str = "lamb"
-    weight_decay: float = 0.01
-    clipnorm: float = 1.0
-    dropout: float = 0.0              # the paper: no dropout when pretraining
-    precision: str = "auto"
-    strategy: str = "default"
-    steps_per_execution: int = 1
-    jit_compile: typing.Optional[bool] = None  # None: on GPU, off on CPU
-    checkpoint_every: int = 1000      # also the eval and "epoch" interval
-    keep_checkpoints: int = 5
-    eval_steps: int = 100
-    log_every: int = 100              # TensorBoard interval, in steps
-    seed: int = 12345
-    shuffle_buffer: int = 10_000
-    data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
-    deterministic: bool = False       # op determinism: bit-identical reruns, slower
-    # Train the sentence-pair head; None: as the training data's objective says
-    # (create_data_config.json next to its first file; "none" -> no loss).
-    sentence_pair_loss: typing.Optional[bool] = None
-
-    def validate(self) -> None:
-        """Raises ValueError naming the field and value."""
-        for name in ("train_data", "output_dir"):
-            if not getattr(self, name):
-                raise UserError(f"{name} is required")
-        positive = ("global_batch_size", "train_steps", "steps_per_execution",
-                    "checkpoint_every", "keep_checkpoints", "eval_steps", "log_every")
-        for name in positive:
-            arguments.require_positive(name, getattr(self, name))
-        for name in ("seq_length", "max_predictions"):  # None: from the data; never 0
-            if getattr(self, name) is not None:
-                arguments.require_positive(name, getattr(self, name), " (omit it to read it "
-                                       "from the data)")
-        for name in ("learning_rate", "weight_decay", "clipnorm", "poly_power", "dropout"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise UserError(f"{name}={value!r} must be a finite number >= 0")
-        spe = self.steps_per_execution
-        for name in ("train_steps", "checkpoint_every", "eval_steps"):
-            if getattr(self, name) % spe:
-                raise UserError(f"{name}={getattr(self, name)} is not a multiple of "
-                                 f"steps_per_execution={spe}")
-        if self.data_resume not in DATA_RESUME:
-            raise UserError(f"data_resume={self.data_resume!r} is not one of "
-                             f"{', '.join(DATA_RESUME)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"dropout={self.dropout} must be in [0, 1)")
-
-
-def _coerce(name: str, value: Any, source: str) -> Any:
-    """`value` as the type of field `name`, or ValueError naming both and `source`."""
-    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
-    kind = typing.get_type_hints(PretrainConfig)[name]
-    if kind is dict:
-        ok = isinstance(value, dict)
-    elif kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif kind == typing.Optional[bool]:
-        ok = value is None or isinstance(value, bool)
-    elif kind == typing.Optional[int]:
-        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
-    else:
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-    if not ok:
-        raise UserError(f"{source}: {name}={value!r} is not a {fields[name].type}")
-    return value
-
-
-def load_config(path: str | None = None, overrides: list[str] = (),
-                **options: Any) -> PretrainConfig:
-    """Defaults <- JSON file `path` <- `options` (non-None) <- `key=value` overrides.
-
-    Override values are JSON where they parse (numbers, true/false/null), else
-    strings; `albert.FIELD=VALUE` sets an AlbertConfig field.
-    """
-    values: dict[str, Any] = {}
-    known = {f.name for f in dataclasses.fields(PretrainConfig)}
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                loaded = json.load(f)
-        except OSError as e:
-            raise UserError(f"cannot read config {path}: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
-        if not isinstance(loaded, dict):
-            raise UserError(f"{path}: expected a JSON object")
-        unknown = sorted(set(loaded) - known)
-        if unknown:
-            raise UserError(f"{path}: unknown keys {', '.join(unknown)}")
-        values.update({k: _coerce(k, v, path) for k, v in loaded.items()})
-    values.update({k: _coerce(k, v, "option") for k, v in options.items() if v is not None})
-    for key, raw in arguments.parse_overrides(overrides).items():
-        item = f"{key}={raw}"
-        value = arguments.json_value(raw)
-        if key.startswith("albert."):
-            values.setdefault("albert", {})[key[len("albert."):]] = value
-        elif key in known:
-            values[key] = _coerce(key, value, f"override {item!r}")
-        else:
-            raise UserError(f"override {item!r}: unknown key {key!r}")
-    config = PretrainConfig(**values)
-    config.validate()
-    return config
-
 
 # ------------------------------------------------------------------ the model
 def model_config(cfg: PretrainConfig, vocab_size: int | None):
@@ -211,9 +82,9 @@ def sentence_pair_loss(cfg: PretrainConfig) -> bool:
 def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
     """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope."""
 
-    source = load_checkpoint(cfg.init_checkpoint) if cfg.init_checkpoint else None
-    if source is not None:
-        config = source.config.replace(hidden_dropout_prob=cfg.dropout,
+    opened = open_checkpoint(cfg.init_checkpoint) if cfg.init_checkpoint else None
+    if opened is not None:
+        config = opened.config.replace(hidden_dropout_prob=cfg.dropout,
                                        attention_probs_dropout_prob=cfg.dropout)
         logger.info("init_checkpoint %s: its config replaces model=%s", cfg.init_checkpoint,
                     cfg.model)
@@ -223,6 +94,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
         raise UserError(f"vocab_size={config.vocab_size} of "
                          f"{cfg.init_checkpoint or cfg.model} differs from the {vocab_size} "
                          f"pieces of {cfg.spm_model}")
+    source = opened.load() if opened is not None else None  # the weights once the checks pass
     jit = distribute.resolve_jit_compile(cfg.jit_compile)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
@@ -240,7 +112,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
         # makes it agree across replicas.
         model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
                       jit_compile=jit)
-        distribute.install_step_functions(model)
+        fit_steps.install_step_functions(model)
         model.optimizer.build(model.trainable_variables)  # slots exist before a restore
     return model
 
@@ -311,10 +183,6 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
 
 
 # -------------------------------------------------------------------- the run
-def _write_json(path: str, data: dict) -> None:
-    atomic.atomic_write_json(path, data, sort_keys=True)
-
-
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
 
@@ -327,8 +195,8 @@ def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
                         seq_length=seq_length)
         tf.io.gfile.makedirs(target)
         for name in os.listdir(os.path.join(local, "model")):
-            tf.io.gfile.copy(os.path.join(local, "model", name), os.path.join(target, name),
-                             overwrite=True)
+            with atomic.atomic_path(os.path.join(target, name)) as tmp:  # each file whole
+                tf.io.gfile.copy(os.path.join(local, "model", name), tmp, overwrite=True)
     return target
 
 
@@ -368,12 +236,12 @@ def run(cfg: PretrainConfig) -> dict:
     start = checkpoints.restore()
     if chief:
         tf.io.gfile.makedirs(cfg.output_dir)
-        _write_json(os.path.join(cfg.output_dir, "run_config.json"),
-                    {**dataclasses.asdict(cfg), "resolved": {
-                        "seq_length": seq_length, "max_predictions": max_predictions,
-                        "precision": policy, "replicas": strategy.num_replicas_in_sync,
-                        "albert_config": model.config.to_dict(),
-                        "sentence_pair_loss": model.sentence_pair_loss}})
+        atomic.atomic_write_json(os.path.join(cfg.output_dir, "run_config.json"), {
+            **dataclasses.asdict(cfg), "resolved": {
+                "seq_length": seq_length, "max_predictions": max_predictions,
+                "precision": policy, "replicas": strategy.num_replicas_in_sync,
+                "albert_config": model.config.to_dict(),
+                "sentence_pair_loss": model.sentence_pair_loss}}, sort_keys=True)
     train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,

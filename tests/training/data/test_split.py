@@ -1,4 +1,4 @@
-"""The split by document and the source-labelled classification task (corpus_tasks.py)."""
+"""The split by document and the source-labelled classification task (training/data/split.py)."""
 
 import json
 import random

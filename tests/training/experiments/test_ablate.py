@@ -15,13 +15,15 @@ import numpy as np
 import pytest
 
 from albert_tf.tokenizer.spm import AlbertTokenizer
-from albert_tf.training.experiments.ablate import grid as ablate_grid
 from albert_tf.training.data import (
     create_data,
-    pairs as sop,
     records,
 )
+from albert_tf.training.data import (
+    pairs as sop,
+)
 from albert_tf.training.data.corpus import write_corpus_file
+from albert_tf.training.experiments.ablate import grid as ablate_grid
 
 MIN_TOKENS = 10  # shorter segments could occur in two documents by chance
 
@@ -161,7 +163,8 @@ def test_create_data_objective_records(objective, tmp_path, text_documents, spm_
 
 def test_none_objective_has_no_negatives_and_skips_the_loss(tmp_path, corpus_documents,
                                                             spm_model_path):
-    from albert_tf.training.pretrain.run import PretrainConfig, sentence_pair_loss
+    from albert_tf.training.pretrain.config import PretrainConfig
+    from albert_tf.training.pretrain.run import sentence_pair_loss
 
     corpus_path = str(tmp_path / "corpus.txt")
     write_corpus_file(corpus_path, iter(corpus_documents[:10]))
@@ -257,8 +260,8 @@ def test_every_paper_configuration_has_the_formula_parameter_count():
     """Each configuration's encoder, built in Keras, against the count written out above
     (and `params.encoder_parameters`, which the ablation reports beside the built count)."""
     from albert_tf import AlbertEncoder
-    from albert_tf.training.experiments.ablate import run as ablate
     from albert_tf.params import encoder_parameters
+    from albert_tf.training.experiments.ablate import run as ablate
 
     opts = ablate.AblateOptions(output="unused")
     for setting in ablate_grid.grid_settings("paper", ablate.base_setting(opts),
@@ -296,10 +299,10 @@ def labelled_slice():
 
 @pytest.mark.slow
 def test_ablate_command_end_to_end_and_resume(tmp_path, monkeypatch, labelled_slice, capsys):
-    from albert_tf.training.experiments.ablate import run as ablate
     from albert_tf.training.data import split
+    from albert_tf.training.experiments.ablate import run as ablate
 
-    monkeypatch.setattr(corpus_tasks, "corpus_documents", lambda spec: labelled_slice)
+    monkeypatch.setattr(split, "corpus_documents", lambda spec: labelled_slice)
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY_MODEL))
     out = tmp_path / "ablation"

@@ -4,8 +4,12 @@ as padding everything to the maximum length."""
 import numpy as np
 import pytest
 
-from albert_tf import (AlbertConfig, AlbertMultipleChoice, AlbertSequenceClassifier,
-                       AlbertSpanExtractor)
+from albert_tf import (
+    AlbertConfig,
+    AlbertMultipleChoice,
+    AlbertSequenceClassifier,
+    AlbertSpanExtractor,
+)
 from albert_tf.training.finetune.bucketing import INDEX_KEY, Encoded, default_buckets, make_dataset
 from albert_tf.training.finetune.train import predict_rows
 

@@ -10,12 +10,11 @@ import pytest
 from scipy import stats
 from sklearn import metrics as sklearn_metrics
 
-from albert_tf.checkpoint import read_task_info
-from albert_tf.training.finetune.run import main
-
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError, TextExamples, encode_texts
 from albert_tf.training.finetune.files import read_text_file
+from albert_tf.training.finetune.run import main
 
 
 def _write(path, text):
@@ -199,7 +198,7 @@ def test_cli_classify_headerless_with_label_names(tiny_checkpoint, corpus_docume
     assert best["f1"] == pytest.approx(sklearn_metrics.f1_score(gold, predicted, zero_division=0.0))
     assert best["matthews_corrcoef"] == pytest.approx(sklearn_metrics.matthews_corrcoef(gold, predicted))
     # The served model answers with the names.
-    assert read_task_info(out)["label_names"] == ["negative", "positive"]
+    assert open_checkpoint(out).task_record.to_dict()["label_names"] == ["negative", "positive"]
 
 
 @pytest.mark.slow

@@ -9,15 +9,15 @@ import os
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
+from scipy import stats
+from sklearn import metrics as sklearn_metrics
 
-from albert_tf.checkpoint import read_task_info
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune import glue
 from albert_tf.training.finetune.examples import DataError
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.sequence import glue_task
-from scipy import stats
-from sklearn import metrics as sklearn_metrics
 from tests.helpers.glue_layouts import EVAL_SPLITS, SUBMISSION_STEMS, TEST_SPLITS, write_glue_data
 
 N = 6
@@ -117,7 +117,7 @@ def test_cli_fine_tunes_from_tfds_and_writes_the_submission(task, files, values,
     assert len(results["history"]) == 2
     expected = {"accuracy_matched", "accuracy_mismatched"} if task == "glue/mnli" else {"pearson", "spearman"}
     assert expected <= set(results["best"])
-    info = read_task_info(out)
+    info = open_checkpoint(out).task_record.to_dict()
     if task == "glue/mnli":
         assert info["task"] == "classification"
         assert info["label_names"] == ["entailment", "neutral", "contradiction"]
@@ -221,6 +221,6 @@ def test_cli_reads_glue_data_and_writes_metrics_predictions_and_submissions(
     for stem, key in test_keys.items():
         texts_a, _, indices = written[name][key]
         _check_submission(spec, os.path.join(out, f"{stem}.tsv"), texts_a, indices)
-    info = read_task_info(out)
+    info = open_checkpoint(out).task_record.to_dict()
     # A regression record holds no label names at all.
     assert info.get("label_names") == (None if spec.regression else list(spec.label_names))

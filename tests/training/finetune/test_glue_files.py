@@ -9,8 +9,15 @@ import pytest
 
 from albert_tf.training.finetune import glue, glue_files
 from albert_tf.training.finetune.examples import DataError
-from tests.helpers.glue_layouts import (EVAL_SPLITS, N_DEV, N_TRAIN, QQP_SHORT_ROWS, TEST_SPLITS,
-                                write_glue_data, write_msr_sources)
+from tests.helpers.glue_layouts import (
+    EVAL_SPLITS,
+    N_DEV,
+    N_TRAIN,
+    QQP_SHORT_ROWS,
+    TEST_SPLITS,
+    write_glue_data,
+    write_msr_sources,
+)
 
 
 @pytest.fixture(scope="module")

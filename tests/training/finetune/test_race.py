@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
-from albert_tf.checkpoint import read_task_info
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError
 from albert_tf.training.finetune.race import encode_race, find_split, qa_text, read_race
@@ -128,7 +128,7 @@ def test_cli_race_end_to_end(tokenizer, spm_model_path, tmp_path):
     with open(os.path.join(out, "eval_results.json")) as f:
         results = json.load(f)
     assert len(results["history"]) == 2
-    assert read_task_info(out)["task"] == "multiple_choice"
+    assert open_checkpoint(out).task_record.task == "multiple_choice"
     # Dev predictions: one row per dev question; the reported accuracies recompute from them.
     with open(os.path.join(out, "predictions_dev.tsv"), encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t") for line in f]

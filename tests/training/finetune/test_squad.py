@@ -10,13 +10,19 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
-from albert_tf.checkpoint import read_task_info
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.squad import SquadTask, decode_answers
-from albert_tf.training.finetune.squad_data import (SquadExample, align_context, answer_pieces,
-                                                    build_windows, load_squad_tfds, read_squad_json)
+from albert_tf.training.finetune.squad_data import (
+    SquadExample,
+    align_context,
+    answer_pieces,
+    build_windows,
+    load_squad_tfds,
+    read_squad_json,
+)
 from tests.helpers.squad_files import write_squad_json
 
 CONTEXT = ("The Café  Ünïcode (1990) costs 1,000, dollars. Many other words follow here, so "
@@ -264,7 +270,7 @@ def test_cli_squad_v2_from_official_json(tokenizer, spm_model_path, tmp_path):
         assert all(0.0 <= p <= 1.0 for p in json.load(f).values())
     with open(os.path.join(out, "eval_results.json")) as f:
         assert {"exact", "f1", "best_f1", "best_f1_threshold"} <= set(json.load(f)["best"])
-    info = read_task_info(out)
+    info = open_checkpoint(out).task_record.to_dict()
     assert info["task"] == "span" and info["answerability"] is True
     with open(os.path.join(out, "eval_results.json")) as f:
         best = json.load(f)["best"]

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
 from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_checkpoint
-from albert_tf.checkpoint import read_task_info
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.run import main
@@ -81,7 +81,7 @@ def test_csv_task_learns_far_above_chance(word_task, spm_model_path, tmp_path):
     assert results["best"]["accuracy"] == max(accuracies) >= 0.8  # chance is 0.5
     assert max(accuracies) > accuracies[0]
     # The saved model is the best one, with its labels, and ready to export.
-    info = read_task_info(out)
+    info = open_checkpoint(out).task_record.to_dict()
     assert info["task"] == "classification" and info["label_names"] == ["no", "yes"]
     assert os.path.isfile(os.path.join(out, "spiece.model"))
     model = load_checkpoint(out)
@@ -114,7 +114,7 @@ def test_early_stopping_and_best_weights(spm_model_path, tmp_path):
         jit_compile=False, verbose=0))
     assert [h["epoch"] for h in summary["history"]] == [1, 2, 3]
     assert summary["best"]["epoch"] == 1
-    assert read_task_info(out)["label_names"] == ["a", "b"]
+    assert open_checkpoint(out).task_record.to_dict()["label_names"] == ["a", "b"]
 
 
 def test_schedule():
@@ -134,7 +134,7 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from albert_tf import AlbertConfig
-from albert_tf.checkpoint import read_task_info
+from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.runtime.distribute import create_strategy
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
@@ -153,7 +153,7 @@ assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
 summary = finetune(task, config, TrainConfig(out, epochs=2, batch_size=8, seq_length=16,
                                              jit_compile=False, verbose=0), strategy)
 assert [h["epoch"] for h in summary["history"]] == [1, 2], summary
-assert read_task_info(out)["label_names"] == ["a", "b"]
+assert open_checkpoint(out).task_record.to_dict()["label_names"] == ["a", "b"]
 print("OK")
 """
 

@@ -1,4 +1,4 @@
-"""Held-out pretraining evaluation (pretrain_eval.py) against Keras' own metrics."""
+"""Held-out pretraining evaluation (training/pretrain/evaluation.py) against Keras' own metrics."""
 
 import pytest
 
@@ -44,8 +44,8 @@ def test_matches_keras_metrics(pretrainer, heldout_records):
     """
     import keras
 
-    from albert_tf.training.pretrain.pipeline import pretraining_dataset
     from albert_tf.training.pretrain.evaluation import evaluate_pretraining
+    from albert_tf.training.pretrain.pipeline import pretraining_dataset
 
     result = evaluate_pretraining(pretrainer, heldout_records, batch_size=4)
     mlm_acc = keras.metrics.SparseCategoricalAccuracy()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import glob
-import os
 import shutil
 
 import numpy as np
@@ -13,9 +12,11 @@ import tensorflow as tf
 
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.data import (
-    masking,
     create_data,
+    masking,
     pairs,
+)
+from albert_tf.training.data import (
     records as tfrecords,
 )
 from albert_tf.training.data.corpus import open_corpus, write_corpus_file

@@ -179,12 +179,12 @@ def _toy_data(tf, batch, input_context=None):
 
 
 def _fit(tf, keras, strategy, optimizer_fn, spe, jit, patch=True):
-    from albert_tf.training.runtime import distribute
+    from albert_tf.training.runtime import fit_steps
 
     with strategy.scope():
         model = _toy_model(keras, optimizer_fn(), spe, jit)
     if patch:
-        distribute.install_step_functions(model)
+        fit_steps.install_step_functions(model)
     history = model.fit(_toy_data(tf, 8).repeat(), steps_per_epoch=4, epochs=3, verbose=0,
                         validation_data=_toy_data(tf, 8), validation_steps=4)
     return {k: [float(v) for v in vals] for k, vals in history.history.items()}
@@ -244,7 +244,7 @@ def _run_mirrored():
 
 def _overflow_on_one_replica(tf, keras, strategy, wrapper):
     """float16 step where only replica 1's half of the batch overflows."""
-    from albert_tf.training.runtime import distribute, optimization
+    from albert_tf.training.runtime import fit_steps, optimization
 
     keras.config.set_dtype_policy("mixed_float16")
     try:
@@ -255,7 +255,7 @@ def _overflow_on_one_replica(tf, keras, strategy, wrapper):
                                       keras.layers.Dense(1)])
             model.compile(wrapper(optimization.create_optimizer(
                 "lamb", 0.01, train_steps=100, warmup_steps=0)), "mse")
-        distribute.install_step_functions(model)
+        fit_steps.install_step_functions(model)
         before = [v.numpy() for v in model.trainable_variables]
         x = np.ones((4, 5), "float32")
         x[2:] = 3e4
@@ -272,12 +272,12 @@ def _overflow_on_one_replica(tf, keras, strategy, wrapper):
 
 
 def _multi_worker_fit(tf, keras, strategy):
-    from albert_tf.training.runtime import distribute, optimization
+    from albert_tf.training.runtime import fit_steps, optimization
 
     with strategy.scope():
         model = _toy_model(keras, optimization.create_optimizer(
             "lamb", 0.01, train_steps=100, warmup_steps=3), 2, True)
-    distribute.install_step_functions(model)
+    fit_steps.install_step_functions(model)
     data = strategy.distribute_datasets_from_function(
         lambda ctx: _toy_data(tf, 8, ctx).repeat())
     history = model.fit(data, steps_per_epoch=4, epochs=3, verbose=0)

@@ -46,6 +46,14 @@ def test_auto_precision_on_cpu_follows_the_measured_decision(monkeypatch, flags,
         keras.config.set_dtype_policy("float32")
 
 
+def test_the_task_record_accepts_every_training_precision():
+    # --precision's policies are training's (distribute); the record stores the one used.
+    from albert_tf.checkpoint.task_record import TaskRecord
+
+    for policy in distribute.TRAINING_PRECISIONS:
+        assert TaskRecord.create("regression", precision=policy).precision == policy
+
+
 def test_export_precision_auto_reads_the_task_record():
     assert export.serving_precision("auto", "mixed_bfloat16") == "bfloat16"
     assert export.serving_precision("auto", "float32") == "float32"
@@ -58,7 +66,7 @@ def test_export_precision_auto_reads_the_task_record():
 def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path):
     import keras
 
-    from albert_tf.checkpoint import task_record
+    from albert_tf.checkpoint import open_checkpoint
     from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
 
     config = AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12, num_hidden_layers=2,
@@ -71,8 +79,8 @@ def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path)
         finally:
             keras.config.set_dtype_policy("float32")
         saved[policy] = save_checkpoint(model, str(tmp_path / policy), label_names=["x", "y"])
-    assert task_record(saved["float32"]).precision == "float32"
-    record = task_record(saved["mixed_bfloat16"])
+    assert open_checkpoint(saved["float32"]).task_record.precision == "float32"
+    record = open_checkpoint(saved["mixed_bfloat16"]).task_record
     assert record.precision == "mixed_bfloat16"
     assert export.serving_precision("auto", record.precision) == "bfloat16"
     with pytest.raises(TaskRecordError, match="precision='fp8' in x.json is not one of"):

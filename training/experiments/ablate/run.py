@@ -1,6 +1,6 @@
 """`albert-tf ablate`: the paper's ablations (sharing, embedding size, objective, dropout) in one command.
 
-Every configuration of a grid (`ablate_grid.py`) is pretrained on the same data
+Every configuration of a grid (`grid.py`) is pretrained on the same data
 for the same steps with the same seed, then scored on documents it never saw:
 
   parameters      encoder weights, built, checked against `params.encoder_parameters`
@@ -13,7 +13,7 @@ for the same steps with the same seed, then scored on documents it never saw:
 
 OUTPUT/
   ablation.json            the options, checked on a rerun
-  data/                    the shared data (`ablate_data.py`)
+  data/                    the shared data (`data.py`)
   runs/NAME/               per configuration: pretrain/, finetune/, result.json
   results.json             every configuration's results and the tables
   results.md               the tables laid out as the paper's Tables 3, 4, 5 and its dropout table
@@ -26,7 +26,6 @@ from its last pretraining checkpoint).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -38,7 +37,9 @@ from typing import Any
 
 import keras
 
-from albert_tf import AlbertConfig, atomic, load_checkpoint
+from albert_tf import AlbertConfig, arguments, atomic
+from albert_tf.checkpoint import open_checkpoint
+from albert_tf.errors import UsageError
 from albert_tf.params import encoder_parameters
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
@@ -46,8 +47,9 @@ from ...data import pairs as sop
 from ...data.split import LABEL_COLUMN, TEXT_COLUMN
 from ...finetune.sequence import file_task
 from ...finetune.train import TrainConfig, finetune
+from ...pretrain.config import PretrainConfig
 from ...pretrain.evaluation import evaluate_pretraining
-from ...pretrain.run import PretrainConfig, run
+from ...pretrain.run import run
 from . import grid as ablate_grid
 from . import report as ablate_report
 from .data import AblationData, DataOptions, prepare_data
@@ -92,8 +94,9 @@ class AblateOptions:
         for name in ("steps", "batch_size", "vocab_size", "dupe_factor", "finetune_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}={getattr(self, name)} must be >= 1")
-        if not 16 <= self.seq_length <= 512:
-            raise ValueError(f"--seq-length={self.seq_length} must be in [16, 512]")
+        # Before any data is made: the base model's position table bounds it.
+        sop.check_pair_seq_length(self.seq_length, _base_model(self)["max_position_embeddings"],
+                                  where="--seq-length")
         if self.embedding_sizes is not None and (not self.embedding_sizes
                                                  or min(self.embedding_sizes) < 1):
             raise ValueError(f"--embedding-sizes={self.embedding_sizes} must be positive sizes")
@@ -178,7 +181,7 @@ def pretrain(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationDa
 def count_parameters(model_dir: str) -> tuple[int, int, Any]:
     """(encoder weights as built, the formula's count, the model) of a pretrained checkpoint."""
 
-    model = load_checkpoint(model_dir)
+    model = open_checkpoint(model_dir).load()
     built = sum(math.prod(w.shape) for w in model.encoder.weights)
     return built, encoder_parameters(model.config), model
 
@@ -303,18 +306,9 @@ def _fmt(value) -> str:
 
 
 # ------------------------------------------------------------------- CLI
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit status 2 (see main)
-        raise _UsageError(message)
-
-
 def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
     d = AblateOptions(output="")
-    p = _Parser(prog="albert-tf ablate", description=__doc__.split("\n\n")[0])
+    p = arguments.ArgumentParser(prog="albert-tf ablate", description=__doc__.split("\n\n")[0])
     p.add_argument("--output", required=True, help="where the data, runs, tables and plots go")
     p.add_argument("--grid", default=d.grid, choices=ablate_grid.GRIDS,
                    help="paper (all four tables) or one of them (default %(default)s)")
@@ -342,13 +336,13 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
         sizes = (tuple(int(x) for x in args.embedding_sizes.split(","))
                  if args.embedding_sizes else None)
     except ValueError:
-        raise _UsageError(f"--embedding-sizes {args.embedding_sizes!r}: expected "
-                          "comma-separated integers") from None
+        raise UsageError(f"--embedding-sizes {args.embedding_sizes!r}: expected "
+                         "comma-separated integers") from None
     if args.preset:
 
         if args.preset not in AlbertConfig.preset_names() and not os.path.isfile(args.preset):
-            raise _UsageError(f"--preset {args.preset!r} is neither a preset "
-                              f"({', '.join(AlbertConfig.preset_names())}) nor a file")
+            raise UsageError(f"--preset {args.preset!r} is neither a preset "
+                             f"({', '.join(AlbertConfig.preset_names())}) nor a file")
     corpus = f"tfds:{args.tfds}" if args.tfds else args.corpus
     return AblateOptions(output=args.output, grid=args.grid, corpus=corpus, preset=args.preset,
                          steps=args.steps, batch_size=args.batch_size,
@@ -362,7 +356,7 @@ def main(argv: list[str]) -> int:
     try:
         opts, report_only = parse_args(argv)
         report = run_ablation(opts, report_only)
-    except (_UsageError, ValueError, FileNotFoundError) as e:  # ConfigError is a ValueError
+    except (ValueError, FileNotFoundError) as e:  # UsageError, ConfigError: ValueErrors
         logger.debug("ablate failed", exc_info=True)
         print(f"albert-tf ablate: {e}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@ Run as a script, not imported: it loads the SavedModels with nothing but TensorF
 and tensorflow-text (which registers the SentencePiece ops), exactly what TF
 Serving has, feeds them raw sentences and prints one JSON line:
 
-    python demo_answers.py --encoder ENCODER_DIR [--classifier CLASSIFIER_DIR]
+    python answers.py --encoder ENCODER_DIR [--classifier CLASSIFIER_DIR]
         [--heldout CLASSIFY_HELDOUT.jsonl] [--questions QUESTIONS.json]
 
 --questions: a JSON list of {"text": "... [MASK] ...", "answer": "word"}; each is

@@ -35,8 +35,9 @@ from ...data import split as corpus_tasks
 from ...data.create_data import SUMMARY_FILE, create_pretraining_data
 from ...data.vocab import train_vocab
 from ...finetune import run as finetune_cli
+from ...pretrain.config import PretrainConfig
 from ...pretrain.evaluation import evaluate_pretraining
-from ...pretrain.run import PretrainConfig, run
+from ...pretrain.run import run
 from ...runtime.distribute import fastest_cpu_training
 from . import report as demo_report
 
@@ -53,7 +54,7 @@ STAGES = 8
 # model at LAMB 0.01 stays on the frequent-piece solution for good when warmup is short:
 # over 400 steps, 40 warmup steps ended at held-out MLM accuracy 0.061, 100 at 0.135.
 MIN_WARMUP_STEPS = 100
-ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_answers.py")
+ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "answers.py")
 ENCODER_NAME, CLASSIFIER_NAME = "albert_demo", "albert_demo_classifier"
 
 
@@ -320,9 +321,11 @@ def parse_args(argv: list[str]) -> DemoOptions:
     for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
         if getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
-    if not 8 <= args.seq_length <= 512:
-        raise DemoError(f"--seq-length={args.seq_length} must be in [8, 512] (the presets' "
-                        f"max_position_embeddings is 512)")
+    # Before any stage runs: the sequences must fit the position table of the preset
+    # (without one, the demo's model is albert-base resized, its table sized from
+    # --seq-length up to the preset's) and hold a pretraining pair.
+    pairs.check_pair_seq_length(args.seq_length, AlbertConfig.from_preset(
+        args.preset or "albert-base").max_position_embeddings, where="--seq-length")
 
     try:
         fastest_cpu_training(args.precision)
@@ -330,11 +333,6 @@ def parse_args(argv: list[str]) -> DemoOptions:
         raise DemoError(f"--precision: {e}") from None
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
-    # Before any stage runs: the sequences must fit a preset's position table (the
-    # demo's own model takes max_position_embeddings from --seq-length).
-    if args.preset:
-        AlbertConfig.from_preset(args.preset).check_sequence_length(args.seq_length,
-                                                                    "--seq-length")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
                        preset=args.preset, steps=args.steps, batch_size=args.batch_size,
                        seq_length=args.seq_length, vocab_size=args.vocab_size,

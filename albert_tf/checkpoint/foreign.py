@@ -1,0 +1,148 @@
+"""The readers of other implementations' checkpoints: Hugging Face ALBERT and original TF1.
+
+Both are read the same way: the config first (a bad config fails before any tensor
+is read; the weights are per group shared across depth, so `sharing` must be
+"all"), then the tensor index once (`readers.read_hf` / `readers.read_tf1`), from
+which the task record is derived (`heads`) and into which the model's weights are
+placed through NAME_TABLE (`names.place`). The index is kept until `load()` has
+placed it, then let go (a pytorch_model.bin's arrays need not outlive the load).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+
+from albert_tf.checkpoint.heads import hf_task_record, tf1_task_record
+from albert_tf.checkpoint.names import POOLER, place
+from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model
+from albert_tf.checkpoint.readers import (
+    CONFIG_FILE,
+    HF_CONFIG_FILE,
+    HF_WEIGHT_FILES,
+    CheckpointError,
+    TensorSource,
+    read_hf,
+    read_tf1,
+    tf1_prefix,
+)
+from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.config import AlbertConfig
+
+__all__ = ["HfCheckpoint", "Tf1Checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+
+class _ForeignCheckpoint(OpenedCheckpoint):
+    """What the Hugging Face and TF1 readers share (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike, task: str | None = None):
+        super().__init__(path, task)
+        self._source: TensorSource | None = None
+
+    config_file: str  # the model config's file name, in `directory`
+
+    @property
+    def config_path(self) -> str:
+        """The model config's file."""
+        return os.path.join(self.directory, self.config_file)
+
+    @abc.abstractmethod
+    def _read_tensors(self) -> TensorSource:
+        ...
+
+    @abc.abstractmethod
+    def _derive_record(self, source: TensorSource) -> dict:
+        ...
+
+    def _read_config(self) -> AlbertConfig:
+        path = self.config_path
+        if not os.path.isfile(path):
+            raise CheckpointError(f"{path}: not found (the checkpoint's model config)")
+        config = AlbertConfig.from_json_file(path)
+        if config.sharing != "all":
+            raise CheckpointError(
+                f"{path}: sharing={config.sharing!r}, but TF1 and Hugging Face checkpoints hold "
+                f"weights per group shared across depth, i.e. sharing='all'")
+        return config
+
+    def _tensors(self) -> TensorSource:
+        """The tensor index, read on first use and kept until `load` has placed it."""
+        if self._source is None:
+            self._source = self._read_tensors()
+        return self._source
+
+    def _read_task_record(self) -> TaskRecord:
+        return TaskRecord.from_dict(self._derive_record(self._tensors()), source=self.path)
+
+    def _load(self):
+        config = self.config  # first: a bad config fails before any tensor is read
+        source = self._tensors()
+        record = self.task_record
+        model = build_task_model(config, record)
+        for part in place(model, source, self.config_path):
+            logger.warning("%s has no %s weights; %s keeps its random initialisation",
+                           source.path, part, "the pooler (unused by this model)"
+                           if part == POOLER else "that head")
+        logger.info("loaded %d tensors from %s (%s, %s)", len(source.shapes), source.path,
+                    self.format, record.task)
+        self._source = None  # placed: let the arrays go
+        return model
+
+
+class HfCheckpoint(_ForeignCheckpoint):
+    """A Hugging Face ALBERT directory: config.json + model.safetensors (or its sharded
+    index, read with safetensors' numpy API, no torch) or pytorch_model.bin (torch)."""
+
+    format = "hf"
+    expects = f"{HF_CONFIG_FILE} + {' or '.join(HF_WEIGHT_FILES)} (Hugging Face)"
+    config_file = HF_CONFIG_FILE
+
+    @classmethod
+    def detect(cls, path: str) -> bool:
+        return (os.path.isdir(path) and os.path.isfile(os.path.join(path, HF_CONFIG_FILE))
+                and any(os.path.isfile(os.path.join(path, f)) for f in HF_WEIGHT_FILES))
+
+    def _read_tensors(self) -> TensorSource:
+        return read_hf(self.path)
+
+    def _derive_record(self, source: TensorSource) -> dict:
+        return hf_task_record(self.path, source.shapes)
+
+
+class Tf1Checkpoint(_ForeignCheckpoint):
+    """An original google-research checkpoint: a directory with albert_config.json and
+    model.ckpt-* (the newest, or the one its `checkpoint` file names), a prefix, or a
+    prefix's .index file. Reading it needs TensorFlow (imported only then)."""
+
+    format = "tf1"
+    expects = "model.ckpt-*.index (TF1)"
+    config_file = CONFIG_FILE
+
+    def __init__(self, path: str | os.PathLike, task: str | None = None):
+        super().__init__(path, task)
+        self._prefix = tf1_prefix(self.path)
+        if self._prefix is None:
+            raise CheckpointError(f"{self.path}: not a TF1 checkpoint (no *.index)")
+
+    @classmethod
+    def detect(cls, path: str) -> bool:
+        return tf1_prefix(path) is not None
+
+    @property
+    def prefix(self) -> str:
+        """The checkpoint prefix `path` names (model.ckpt-N)."""
+        return self._prefix
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(self._prefix)
+
+    def _read_tensors(self) -> TensorSource:
+        return read_tf1(self._prefix)
+
+    def _derive_record(self, source: TensorSource) -> dict:
+        # The task named at open tells run_classifier's regression from run_race apart.
+        return tf1_task_record(source.path, source.shapes, self.task)

@@ -1,0 +1,170 @@
+"""`OpenedCheckpoint`: one checkpoint, opened once, whatever its format.
+
+`open_checkpoint(path)` (`albert_tf.checkpoint.formats`) detects the format once and
+returns an instance of that format's reader, a subclass of `OpenedCheckpoint`.
+Everything it gives is read when first asked for and kept:
+
+  .path, .format   what was opened and which reader opened it ("albert_tf", "hf", "tf1")
+  .config          the `AlbertConfig`
+  .task_record     the validated `TaskRecord`: ours from albert_task.json, a foreign
+                   one derived from its config and tensor names (their index is read
+                   once and reused by `.load()`)
+  .tokenizer       `TokenizerFiles`: the SentencePiece model shipped beside the
+                   weights, lower-casing and accents as the task record says;
+                   `.tokenizer_files(...)` applies explicit choices over it
+  .load()          the task model, its weights read now
+
+A reader implements `detect` (file names only), `_read_config`, `_read_task_record`
+and `_load`; `formats.FORMATS` is the table of readers.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import os
+from typing import Any, ClassVar
+
+from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_spm_model
+from albert_tf.config import AlbertConfig
+from albert_tf.errors import UserError
+
+__all__ = ["OpenedCheckpoint", "build_task_model", "task_model_kwargs"]
+
+
+class OpenedCheckpoint(abc.ABC):
+    """A checkpoint whose format is known; its parts are read once, on first use.
+
+    Build one with `open_checkpoint(path, task=None)`, not directly. Treat it as
+    read-only: the properties are computed once and cached.
+
+    Example:
+        >>> ckpt = open_checkpoint("runs/sst2")  # a fine-tuned albert-tf checkpoint
+        >>> ckpt.format, ckpt.task_record.task, ckpt.tokenizer.do_lower_case
+        ('albert_tf', 'classification', True)
+        >>> model = ckpt.load()
+    """
+
+    format: ClassVar[str]   # `.format`, and the reader's key in formats.FORMATS
+    expects: ClassVar[str]  # what the format's files are, for the "not a checkpoint" error
+
+    def __init__(self, path: str | os.PathLike, task: str | None = None):
+        self._path = os.fspath(path)
+        self._task = task
+
+    @classmethod
+    @abc.abstractmethod
+    def detect(cls, path: str) -> bool:
+        """Whether `path` holds a checkpoint of this format (file names only, no reading)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={self._path!r}, format={self.format!r})"
+
+    # ------------------------------------------------------------ what was opened
+    @property
+    def path(self) -> str:
+        """The path it was opened with."""
+        return self._path
+
+    @property
+    def task(self) -> str | None:
+        """The task named when it was opened (None: whatever the checkpoint holds)."""
+        return self._task
+
+    @property
+    def directory(self) -> str:
+        """The directory that holds the checkpoint's files (its tokenizer among them)."""
+        return self._path
+
+    # ------------------------------------------------------------ its parts, read once
+    @functools.cached_property
+    def config(self) -> AlbertConfig:
+        """The model config, without the weights."""
+        return self._read_config()
+
+    @functools.cached_property
+    def task_record(self) -> TaskRecord:
+        """The validated task record: the task, its head's settings and the tokenizer's.
+
+        Raises:
+          CheckpointError: the task named at open is not the one the checkpoint holds
+            ("encoder" accepts any); a foreign head that cannot be told apart.
+          TaskRecordError: an invalid albert_task.json.
+        """
+        record = self._read_task_record()
+        if self._task not in (None, "encoder", record.task):
+            raise CheckpointError(f"{self._path}: holds a {record.task} model, not {self._task}")
+        return record
+
+    @functools.cached_property
+    def tokenizer(self) -> TokenizerFiles:
+        """The tokenizer that ships with the checkpoint (`tokenizer_files()`)."""
+        return self.tokenizer_files()
+
+    def tokenizer_files(self, spm_model: str | None = None, do_lower_case: bool | None = None,
+                        keep_accents: bool | None = None) -> TokenizerFiles:
+        """The tokenizer settings, an explicit (not None) argument winning over the checkpoint's.
+
+        Raises:
+          UserError: an explicit `spm_model` that is not a file.
+        """
+        if spm_model is not None and not os.path.isfile(spm_model):
+            raise UserError(f"SentencePiece model {spm_model} does not exist")
+        record = self.task_record
+        return TokenizerFiles(
+            spm_model or self._shipped_spm_model,
+            record.do_lower_case if do_lower_case is None else bool(do_lower_case),
+            record.keep_accents if keep_accents is None else bool(keep_accents))
+
+    @functools.cached_property
+    def _shipped_spm_model(self) -> str | None:
+        return find_spm_model(self.directory)
+
+    def load(self):
+        """The task model of `albert_tf.models.TASK_MODELS` the checkpoint holds, its
+        weights read now (each call builds a new model).
+
+        Raises:
+          CheckpointError: unreadable files, or tensors that do not fit the config
+            (every missing, unexpected and mis-shaped tensor listed at once).
+        """
+        return self._load()
+
+    # ------------------------------------------------------------ what a reader implements
+    @abc.abstractmethod
+    def _read_config(self) -> AlbertConfig:
+        ...
+
+    @abc.abstractmethod
+    def _read_task_record(self) -> TaskRecord:
+        ...
+
+    @abc.abstractmethod
+    def _load(self):
+        ...
+
+
+def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
+    """The constructor arguments a task record gives its `TASK_MODELS` class."""
+    if record.task in ("classification", "token_classification"):
+        return {"num_classes": record.num_classes}
+    if record.task == "span":
+        return {"answerability": bool(record.answerability)}
+    if record.task == "span_beam":
+        return {"start_n_top": record.start_n_top, "end_n_top": record.end_n_top}
+    return {}
+
+
+def build_task_model(config: AlbertConfig, record: TaskRecord):
+    """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`."""
+    # Deferred on purpose: albert_tf.models imports Keras and its backend, which reading
+    # a config, a task record or tokenizer files must not need; and it imports
+    # albert_tf.checkpoint.task_record, so a module-level import here would be a circle.
+    from albert_tf.models import TASK_MODELS
+
+    if record.task not in TASK_MODELS:
+        raise CheckpointError(f"{record.source}: task={record.task!r} is not one of "
+                              f"{', '.join(TASK_MODELS)}")
+    return TASK_MODELS[record.task](config, **task_model_kwargs(record))

@@ -1,0 +1,190 @@
+"""albert-tf's own checkpoint format: its reader and its one writer, `save_checkpoint`.
+
+A directory of albert_config.json + model.weights.h5 (Keras' layout) + albert_task.json
+(the `TaskRecord`; absent: pretraining) + spiece.model when one was given. Written
+atomically (a hidden sibling directory, renamed into place when complete).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+
+import numpy as np
+
+from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model
+from albert_tf.checkpoint.readers import CONFIG_FILE, CheckpointError, h5_shapes
+from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
+from albert_tf.checkpoint.tokenizer_files import SPM_FILE
+from albert_tf.config import AlbertConfig
+from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+
+__all__ = ["AlbertTfCheckpoint", "save_checkpoint", "task_record_of", "WEIGHTS_FILE"]
+
+logger = logging.getLogger(__name__)
+
+WEIGHTS_FILE = "model.weights.h5"
+
+
+class AlbertTfCheckpoint(OpenedCheckpoint):
+    """The reader of our format (see the module docstring)."""
+
+    format = "albert_tf"
+    expects = f"{WEIGHTS_FILE} (albert-tf)"
+
+    @classmethod
+    def detect(cls, path: str) -> bool:
+        return os.path.isdir(path) and os.path.isfile(os.path.join(path, WEIGHTS_FILE))
+
+    def _read_config(self) -> AlbertConfig:
+        return AlbertConfig.from_json_file(os.path.join(self.path, CONFIG_FILE))
+
+    def _read_task_record(self) -> TaskRecord:
+        return TaskRecord.read(self.path)
+
+    def _load(self):
+        record = self.task_record
+        model = build_task_model(self.config, record)
+        _ensure_built(model)
+        weights = os.path.join(self.path, WEIGHTS_FILE)
+        keras_error = None
+        try:
+            model.load_weights(weights)
+        except (ValueError, OSError) as e:
+            keras_error = e
+        # Keras ignores tensors the model has no place for; the count catches them.
+        if keras_error is not None or len(h5_shapes(weights)) != len(model.weights):
+            problems = _weights_file_problems(model, weights) or [f"keras: {keras_error}"]
+            raise CheckpointError(
+                f"{weights}: {len(problems)} tensor(s) do not fit the {record.task} model of "
+                f"{CONFIG_FILE} and {TASK_FILE}:\n  " + "\n  ".join(problems))
+        return model
+
+
+def _ensure_built(model) -> None:
+    """Calls `model` once on a dummy batch if Keras does not consider it built yet.
+
+    The models create all their weights in __init__; Keras' save/load_weights still
+    insist on the `built` flag, which a first call sets.
+    """
+    if model.built:
+        return
+    shape = (1, 1, 2) if model.task == "multiple_choice" else (1, 2)
+    inputs = {name: np.zeros(shape, np.int32) for name in (INPUT_WORD_IDS, INPUT_TYPE_IDS)}
+    inputs[INPUT_MASK] = np.ones(shape, np.int32)
+    if model.task in ("pretraining", "masked_lm"):
+        inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
+    model(inputs)
+
+
+def _weights_file_problems(model, weights: str) -> list[str]:
+    """Missing, mis-shaped and unexpected datasets of `weights`, against what Keras
+    writes for `model` (the layout is Keras'; it is the reference)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
+        expected = h5_shapes(os.path.join(tmp, WEIGHTS_FILE))
+    found = h5_shapes(weights)
+    problems = [f"missing: {n}" for n in expected if n not in found]
+    problems += [f"mis-shaped: {n}: {found[n]} in the file, model needs {shape}"
+                 for n, shape in expected.items() if n in found and found[n] != shape]
+    problems += [f"unexpected: {n}" for n in found if n not in expected]
+    return problems
+
+
+def _save_model_weights(model, path: str) -> None:
+    """`model.save_weights` without the optimizer's state: a checkpoint holds the model
+    (resumable training state lives in the training run's own checkpoints)."""
+    # Deferred on purpose: keras_compat imports Keras, which reading checkpoints (and
+    # so importing this package) must not need.
+    from albert_tf import keras_compat
+
+    optimizer = getattr(model, "optimizer", None)
+    keras_compat.save_weights_only(model, path,
+                                   objects_to_skip=[optimizer] if optimizer is not None else None)
+
+
+def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
+                    label_names: list[str] | None = None, do_lower_case: bool = True,
+                    seq_length: int | None = None, extra_info: dict | None = None) -> str:
+    """Writes `model` as albert_config.json + model.weights.h5 + albert_task.json (+ spiece.model).
+
+    The files are written in a temporary directory next to `directory` and moved in
+    only when complete, so a crash never leaves a partial checkpoint behind.
+    albert_task.json is the model's `TaskRecord` (`task_record_of`), validated
+    before anything is written.
+
+    Args:
+      model: an `AlbertPretrainer` or a fine-tuning model from `albert_tf.models`.
+      directory: where to write (created if needed; our files in it are replaced).
+      spm_model: the SentencePiece model to copy in as spiece.model.
+      label_names: class names, one per class, for classification tasks.
+      do_lower_case: whether the tokenizer lower-cases (recorded for serving).
+      seq_length: the sequence length the model was fine-tuned with, if any.
+      extra_info: more `TaskRecord` fields (e.g. a span model's "max_query_length"
+        or SQuAD 2.0's tuned "no_answer_threshold"); they may not replace the
+        fields above, and fields they leave out take `TaskRecord`'s defaults.
+
+    Returns:
+      `directory`.
+
+    Raises:
+      TaskRecordError: a field that is unknown, invalid or does not apply to the task.
+    """
+    directory = os.path.abspath(os.fspath(directory))
+    record = task_record_of(model, label_names=label_names, do_lower_case=do_lower_case,
+                            seq_length=seq_length, extra_info=extra_info,
+                            source=os.path.join(directory, TASK_FILE))
+    if spm_model is not None and not os.path.isfile(spm_model):
+        raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
+    parent = os.path.dirname(directory)
+    os.makedirs(parent, exist_ok=True)
+    # A unique sibling (not mkdtemp, whose 0700 mode would survive the rename).
+    tmp = os.path.join(parent, f".{os.path.basename(directory)}.tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    try:
+        model.config.to_json_file(os.path.join(tmp, CONFIG_FILE))
+        _ensure_built(model)
+        _save_model_weights(model, os.path.join(tmp, WEIGHTS_FILE))
+        if spm_model is not None:
+            shutil.copyfile(spm_model, os.path.join(tmp, SPM_FILE))
+        record.write(tmp)
+        if not os.path.exists(directory):
+            os.replace(tmp, directory)
+            return directory
+        for name in (WEIGHTS_FILE, CONFIG_FILE, SPM_FILE, TASK_FILE):  # file by file
+            if os.path.exists(os.path.join(tmp, name)):
+                os.replace(os.path.join(tmp, name), os.path.join(directory, name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def task_record_of(model, label_names: list[str] | None = None, do_lower_case: bool = True,
+                   seq_length: int | None = None, extra_info: dict | None = None,
+                   source: str | None = None) -> TaskRecord:
+    """The `TaskRecord` `model` will be saved with under these settings (what
+    `save_checkpoint` writes; what export serves a model without a checkpoint by).
+
+    Raises:
+      TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
+        field the model or the other arguments decide.
+    """
+    decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
+               "precision": model.dtype_policy.name}
+    if model.task in ("classification", "token_classification"):
+        decided["num_classes"] = model.num_classes
+        decided["label_names"] = list(label_names) if label_names is not None else None
+    elif label_names is not None:
+        raise TaskRecordError(f"label_names given for a {model.task} model")
+    if model.task == "span":
+        decided["answerability"] = bool(model.answerability)
+    if model.task == "span_beam":
+        decided.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
+    clashes = sorted(set(extra_info or {}) & (set(decided) | {"num_classes", "label_names"}))
+    if clashes:
+        raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")
+    fields = {k: v for k, v in decided.items() if k != "task"}
+    return TaskRecord.create(model.task, source=source, **fields, **(extra_info or {}))

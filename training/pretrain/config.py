@@ -1,0 +1,145 @@
+"""The configuration of `albert-tf pretrain`: `PretrainConfig` and how it is assembled.
+
+Defaults <- an optional JSON file <- the CLI options <- `key=value` overrides, in
+that order (`load_config`); every value is checked against the field's type and
+`PretrainConfig.validate` checks the ranges before any data is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from typing import Any
+
+from albert_tf import AlbertConfig, arguments
+from albert_tf.config import check_sequence_length
+from albert_tf.errors import UserError
+
+DATA_RESUME = ("skip", "reseed")
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """Everything a pretraining run needs; defaults are the original ALBERT recipe."""
+
+    model: str = "albert-base"        # preset name or albert_config.json path
+    albert: dict = dataclasses.field(default_factory=dict)  # AlbertConfig overrides
+    train_data: str = ""              # TFRecord glob(s) from `albert-tf create-data`
+    eval_data: str = ""               # held-out TFRecord glob(s); empty: no eval
+    output_dir: str = ""
+    spm_model: str = ""               # copied into model/ as spiece.model
+    init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
+    seq_length: typing.Optional[int] = None       # None: read from the data
+    max_predictions: typing.Optional[int] = None  # None: read from the data
+    global_batch_size: int = 4096
+    train_steps: int = 125_000
+    warmup_steps: int = 3125
+    learning_rate: float = 0.00176
+    poly_power: float = 1.0
+    optimizer: str = "lamb"
+    weight_decay: float = 0.01
+    clipnorm: float = 1.0
+    dropout: float = 0.0              # the paper: no dropout when pretraining
+    precision: str = "auto"
+    strategy: str = "default"
+    steps_per_execution: int = 1
+    jit_compile: typing.Optional[bool] = dataclasses.field(  # None (auto): on GPU, off on CPU
+        default=None, metadata={arguments.NONE_WORD: "auto"})
+    checkpoint_every: int = 1000      # also the eval and "epoch" interval
+    keep_checkpoints: int = 5
+    eval_steps: int = 100
+    log_every: int = 100              # TensorBoard interval, in steps
+    seed: int = 12345
+    shuffle_buffer: int = 10_000
+    data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
+    deterministic: bool = False       # op determinism: bit-identical reruns, slower
+    # Train the sentence-pair head; None: as the training data's objective says
+    # (create_data_config.json next to its first file; "none" -> no loss).
+    sentence_pair_loss: typing.Optional[bool] = None
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field and value."""
+        for name in ("train_data", "output_dir"):
+            if not getattr(self, name):
+                raise UserError(f"{name} is required")
+        positive = ("global_batch_size", "train_steps", "steps_per_execution",
+                    "checkpoint_every", "keep_checkpoints", "eval_steps", "log_every")
+        for name in positive:
+            arguments.require_positive(name, getattr(self, name))
+        if self.seq_length is not None:  # None: from the data
+            check_sequence_length(self.seq_length, where="omit it to read it from the data")
+        if self.max_predictions is not None:  # None: from the data; never 0
+            arguments.require_positive("max_predictions", self.max_predictions,
+                                       " (omit it to read it from the data)")
+        for name in ("learning_rate", "weight_decay", "clipnorm", "poly_power", "dropout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise UserError(f"{name}={value!r} must be a finite number >= 0")
+        spe = self.steps_per_execution
+        for name in ("train_steps", "checkpoint_every", "eval_steps"):
+            if getattr(self, name) % spe:
+                raise UserError(f"{name}={getattr(self, name)} is not a multiple of "
+                                 f"steps_per_execution={spe}")
+        if self.data_resume not in DATA_RESUME:
+            raise UserError(f"data_resume={self.data_resume!r} is not one of "
+                             f"{', '.join(DATA_RESUME)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"dropout={self.dropout} must be in [0, 1)")
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """`value` as the type of field `name`, or ValueError naming both and `source`."""
+    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
+    kind = typing.get_type_hints(PretrainConfig)[name]
+    if kind is dict:
+        ok = isinstance(value, dict)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == typing.Optional[bool]:
+        ok = value is None or isinstance(value, bool)
+    elif kind == typing.Optional[int]:
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+    else:
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not ok:
+        raise UserError(f"{source}: {name}={value!r} is not a {fields[name].type}")
+    return value
+
+
+def load_config(path: str | None = None, overrides: list[str] = (),
+                **options: Any) -> PretrainConfig:
+    """Defaults <- JSON file `path` <- `options` (non-None) <- `key=value` overrides.
+
+    Override values are read by the field's type (`albert_tf.arguments`, the one
+    KEY=VALUE grammar); `albert.FIELD=VALUE` sets an AlbertConfig field, read by its type.
+    """
+    values: dict[str, Any] = {}
+    known = {f.name for f in dataclasses.fields(PretrainConfig)}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                loaded = json.load(f)
+        except OSError as e:
+            raise UserError(f"cannot read config {path}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        if not isinstance(loaded, dict):
+            raise UserError(f"{path}: expected a JSON object")
+        unknown = sorted(set(loaded) - known)
+        if unknown:
+            raise UserError(f"{path}: unknown keys {', '.join(unknown)}")
+        values.update({k: _coerce(k, v, path) for k, v in loaded.items()})
+    values.update({k: _coerce(k, v, "option") for k, v in options.items() if v is not None})
+    texts = arguments.parse_overrides(overrides)
+    model_texts = {key[len("albert."):]: texts.pop(key) for key in list(texts)
+                   if key.startswith("albert.")}
+    values.update(arguments.convert_overrides(PretrainConfig, texts))
+    if model_texts:
+        values["albert"] = {**values.get("albert", {}), **arguments.convert_overrides(
+            AlbertConfig, model_texts, prefix="albert.")}
+    config = PretrainConfig(**values)
+    config.validate()
+    return config
