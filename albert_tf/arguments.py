@@ -14,6 +14,11 @@ dataclass field KEY names, by the field's type:
   X | None      `none` (or `null`) is None, unless the field names its own word for
                 None in its metadata (`{NONE_WORD: "auto"}`: jit_compile=auto); else X
 
+`check_numbers` is the one range check of numeric hyperparameters: a field declares its
+range next to its default (`number_field(2e-5, exclusive_minimum=0.0)`), and every
+command checks its settings with it (finite, of the field's type, within the range;
+one line naming the field and the value) before any data is read.
+
 No TensorFlow, no Keras.
 """
 
@@ -34,6 +39,13 @@ NONE_WORD = "none_word"
 _NONE_WORDS = ("none", "null")
 _TRUE_WORDS = ("true", "yes", "1")
 _FALSE_WORDS = ("false", "no", "0")
+# Field metadata keys: the range of a numeric field (`number_field`, `check_numbers`).
+MINIMUM, EXCLUSIVE_MINIMUM = "minimum", "exclusive_minimum"
+MAXIMUM, EXCLUSIVE_MAXIMUM = "maximum", "exclusive_maximum"
+BOUNDS = (MINIMUM, EXCLUSIVE_MINIMUM, MAXIMUM, EXCLUSIVE_MAXIMUM)
+HINT = "hint"  # field metadata: what to do instead of a refused value
+_WITHIN = {MINIMUM: lambda v, limit: v >= limit, EXCLUSIVE_MINIMUM: lambda v, limit: v > limit,
+           MAXIMUM: lambda v, limit: v <= limit, EXCLUSIVE_MAXIMUM: lambda v, limit: v < limit}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -161,5 +173,96 @@ def _refuse_constant(name: str):
 
 def require_positive(name: str, value: Any, where: str = "") -> None:
     """Raises UserError unless `value` is an int >= 1 (no `0 means default`)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{name}={value!r} must be a positive integer{where}")
+    check_number(name, value, int, {MINIMUM: 1}, where)
+
+
+def number_field(default: Any, hint: str = "", **bounds: float) -> Any:
+    """A dataclass field holding a number in a range `check_numbers` checks.
+
+    Args:
+      default: the field's default.
+      hint: what to do instead, added to the message ("omit it to read it from the data").
+      bounds: any of minimum, exclusive_minimum, maximum, exclusive_maximum.
+
+    Example:
+        >>> learning_rate: float = number_field(2e-5, exclusive_minimum=0.0)
+    """
+    unknown = set(bounds) - set(BOUNDS)
+    if unknown:
+        raise TypeError(f"number_field: unknown bounds {sorted(unknown)}; use {', '.join(BOUNDS)}")
+    return dataclasses.field(default=default, metadata={**bounds, **({HINT: hint} if hint else {})})
+
+
+def check_numbers(fields_of: Any, values: Mapping[str, Any] | None = None, where: str = "",
+                  names: Mapping[str, str] | None = None) -> None:
+    """Checks the numbers of a dataclass: each of the field's type and within its range.
+
+    Every `int` field must hold an integer (not a bool), every `float` field a finite
+    number (NaN and infinities are refused whatever the range), `X | None` fields may
+    also hold None; the range is the field's metadata (`number_field`). This is the one
+    numeric check of every command's hyperparameters (finetune, pretrain, create-data),
+    run before any data is read.
+
+    Args:
+      fields_of: the dataclass, or an instance (then its values are checked).
+      values: {field: value} to check instead of the instance's (only those given).
+      where: appended to the message (e.g. " (in run.json)").
+      names: how the user spelled a field ({"learning_rate": "--learning-rate"}).
+
+    Raises:
+      UserError: one line, "NAME=VALUE must be ...", for the first bad value.
+    """
+    cls = fields_of if isinstance(fields_of, type) else type(fields_of)
+    hints = typing.get_type_hints(cls)
+    if values is None:
+        values = {f.name: getattr(fields_of, f.name) for f in dataclasses.fields(cls)}
+    for field in dataclasses.fields(cls):
+        kind = _numeric(hints[field.name])
+        if kind is None or field.name not in values:
+            continue
+        value = values[field.name]
+        if value is None and kind[1]:
+            continue
+        bounds = {k: v for k, v in field.metadata.items() if k in BOUNDS}
+        hint = f" ({field.metadata[HINT]})" if HINT in field.metadata else ""
+        check_number((names or {}).get(field.name, field.name), value, kind[0], bounds,
+                     hint + where)
+
+
+def check_number(name: str, value: Any, kind: type = float,
+                 bounds: Mapping[str, float] | None = None, where: str = "") -> None:
+    """Raises UserError "NAME=VALUE must be ..." unless `value` is a `kind` (int: an
+    integer, not a bool; float: a finite int or float) within `bounds` (`BOUNDS` keys)."""
+    bounds = bounds or {}
+    accepted = (int, float) if kind is float else int
+    number = not isinstance(value, bool) and isinstance(value, accepted)
+    ok = number and math.isfinite(value) and all(
+        _WITHIN[key](value, limit) for key, limit in bounds.items())
+    if not ok:
+        raise UserError(f"{name}={value!r} must be {_need(kind, bounds)}{where}")
+
+
+def _numeric(kind: Any) -> tuple[type, bool] | None:
+    """(int or float, whether None is allowed) for int, float and their `| None`; else None."""
+    if kind in (int, float):
+        return kind, False
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        args = typing.get_args(kind)
+        others = [a for a in args if a is not type(None)]
+        if len(args) == 2 and len(others) == 1 and others[0] in (int, float):
+            return others[0], True
+    return None
+
+
+def _need(kind: type, bounds: Mapping[str, float]) -> str:
+    """"a positive integer", "a finite number > 0", "a finite number in [0, 1)", ..."""
+    if kind is int and bounds == {MINIMUM: 1}:
+        return "a positive integer"
+    what = "an integer" if kind is int else "a finite number"
+    low = next(((k, v) for k, v in bounds.items() if k in (MINIMUM, EXCLUSIVE_MINIMUM)), None)
+    high = next(((k, v) for k, v in bounds.items() if k in (MAXIMUM, EXCLUSIVE_MAXIMUM)), None)
+    if low and high:
+        return (f"{what} in {'[' if low[0] == MINIMUM else '('}{low[1]:g}, "
+                f"{high[1]:g}{']' if high[0] == MAXIMUM else ')'}")
+    symbols = {MINIMUM: ">=", EXCLUSIVE_MINIMUM: ">", MAXIMUM: "<=", EXCLUSIVE_MAXIMUM: "<"}
+    return " ".join([what, *(f"{symbols[k]} {v:g}" for k, v in filter(None, (low, high)))])

@@ -16,6 +16,7 @@ from typing import Any
 from albert_tf.atomic import atomic_write_json
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
+from albert_tf.textio import EncodingError, read_text
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -216,10 +217,11 @@ class AlbertConfig:
         """Reads an original albert_config.json or a Hugging Face ALBERT config.json."""
         path = os.fspath(path)
         try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
+            values = json.loads(read_text(path))  # not UTF-8: file, line and byte
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {path}") from None
+        except EncodingError as e:
+            raise ConfigError(str(e)) from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
         if not isinstance(values, dict):

@@ -29,24 +29,28 @@ class MaskedLMHead(keras.layers.Layer):
       embedding_size: E, width of the transform (and of the tied table).
       hidden_act: activation name for the transform.
       initializer_range: stddev of the truncated-normal initializer.
+      layer_norm_epsilon: the transform's LayerNorm epsilon (the original's 1e-12;
+        KerasHub's AlbertMaskedLM uses 1e-5).
 
     Call: `(sequence_output [B,T,H], masked_lm_positions [B,P], word_table [V,E])
     -> logits [B,P,V] float32`.
     """
 
     def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str,
-                 initializer_range: float, **kwargs):
+                 initializer_range: float, layer_norm_epsilon: float = LAYER_NORM_EPSILON,
+                 **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = get_activation(hidden_act)
         self.dense = keras.layers.Dense(embedding_size,
                                         kernel_initializer=truncated_normal(initializer_range),
                                         name="dense", dtype=self.dtype_policy)
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
+            epsilon=layer_norm_epsilon, name="layer_norm", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         hidden = input_shape[-1] if input_shape else None
@@ -68,7 +72,8 @@ class MaskedLMHead(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, embedding_size=self.embedding_size,
-                      hidden_act=self.hidden_act, initializer_range=self.initializer_range)
+                      hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
         return config
 
 

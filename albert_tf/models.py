@@ -14,6 +14,7 @@ from albert_tf.encoder import AlbertEncoder, as_config
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
+from albert_tf.numerics import LAYER_NORM_EPSILON
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1
@@ -262,7 +263,11 @@ class AlbertMultipleChoice(_AlbertTaskModel):
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMaskedLM(_AlbertTaskModel):
     """Encoder + masked-LM head (tied decoder), without pooler use or sentence order:
-    Hugging Face's AlbertForMaskedLM.
+    Hugging Face's AlbertForMaskedLM, KerasHub's AlbertMaskedLM.
+
+    `mlm_layer_norm_epsilon` is the head's LayerNorm epsilon: the original's 1e-12
+    (Hugging Face's), or KerasHub's 1e-5; the task record carries it
+    (`TaskRecord.mlm_layer_norm_epsilon`).
 
     Call: the encoder's inputs plus `masked_lm_positions` int32 [B,P] ->
     `{"mlm_logits": [B,P,V]}` (float32).
@@ -272,14 +277,18 @@ class AlbertMaskedLM(_AlbertTaskModel):
     uses_pooled_output = False
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 **kwargs):
+                 mlm_layer_norm_epsilon: float = LAYER_NORM_EPSILON, **kwargs):
         super().__init__(config, encoder, **kwargs)
         cfg = self.config
+        self.mlm_layer_norm_epsilon = float(mlm_layer_norm_epsilon)
         self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
-                                     cfg.initializer_range, name="mlm_head",
-                                     dtype=self.dtype_policy)
+                                     cfg.initializer_range, self.mlm_layer_norm_epsilon,
+                                     name="mlm_head", dtype=self.dtype_policy)
         self.mlm_head.build((None, None, cfg.hidden_size))
         self.built = True
+
+    def _head_args(self):
+        return {"mlm_layer_norm_epsilon": self.mlm_layer_norm_epsilon}
 
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]

@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from albert_tf import arguments, cli
+from albert_tf import arguments, atomic, cli
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, task_record_of
 from albert_tf.checkpoint.task_record import TASKS as RECORD_TASKS
 from albert_tf.config import check_sequence_length
@@ -180,6 +180,10 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
+    # Then the target, before anything is loaded: an existing version is refused, an
+    # unwritable BASE/NAME named as the user wrote it (not its hidden staging name).
+    version, path = layout.resolve_version(output, version)
+    atomic.check_writable_directory(output, "--output")
     spm_model = source.tokenizer_files(spm_model).spm_model
     if spm_model is None:
         raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
@@ -198,10 +202,19 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
     module = build_module(cast_model(model, dtype), preprocessor, task, record, pad_multiple)
-    version, path = layout.resolve_version(output, version)
-    with layout.staged_directory(path) as staging:
-        save_module(module, staging, os.path.basename(os.path.normpath(output)), token_ids_only)
-        needed = custom_ops(staging)
+    staging = ""
+    try:
+        with layout.staged_directory(path) as staging:
+            save_module(module, staging, os.path.basename(os.path.normpath(output)),
+                        token_ids_only)
+            needed = custom_ops(staging)
+    except (OSError, tf.errors.OpError) as e:
+        # A full disk or a permission, named by the version and not by its hidden staging
+        # directory (removed, with any BASE/NAME this export created).
+        reason = (e.strerror if isinstance(e, OSError) and e.strerror
+                  else str(getattr(e, "message", e)).strip().splitlines()[0])
+        reason = reason.replace(staging, path) if staging else reason
+        raise ExportError(f"cannot write {path}: {reason}; nothing was written") from None
     logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
                 seq_length, dtype, path)
     logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "
@@ -238,8 +251,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     cli.setup_logging()
+    if not os.path.lexists(args.checkpoint):
+        raise ExportError(f"--checkpoint {args.checkpoint}: no such directory")
     if not os.path.isdir(args.checkpoint):
-        raise ExportError(f"--checkpoint {args.checkpoint} is not a directory")
+        raise ExportError(f"--checkpoint {args.checkpoint} is a file; give the checkpoint's "
+                          "directory")
     path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision)
     print(path)

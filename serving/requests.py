@@ -18,6 +18,7 @@ because `tensorflow_serving.apis` depends on TensorFlow's protos.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -36,6 +37,29 @@ _DTYPES = {"DT_STRING": object, "DT_INT32": np.int32, "DT_INT64": np.int64,
 
 class RequestError(UserError):
     """A request or response that does not fit the signature or the API's format."""
+
+
+# A signature's refusal of a request (`signatures.base.checked_inputs`), in TensorFlow's
+# error text (in-process, gRPC details, REST "error"), among node and stack lines.
+_ASSERTION = re.compile(r"assertion failed: \[(.*)\]\s*$", re.MULTILINE)
+_FRAMING = ("Graph execution error", "Detected at node", "<stack traces unavailable>",
+            "[[{{node")
+
+
+def refusal_line(message: str) -> str:
+    """The one line that says why a model refused a request.
+
+    A failed input check reads "assertion failed: [MESSAGE]" (MESSAGE is returned,
+    e.g. "text_pair: text_a has 3 rows but text_b has 1"); any other error gives its
+    first line that is not TensorFlow's framing, without the "[Op:...]" suffix.
+    """
+    message = str(message)
+    found = _ASSERTION.search(message)
+    if found:
+        return found.group(1)
+    lines = [line.strip() for line in message.splitlines()]
+    useful = [line for line in lines if line and not line.startswith(_FRAMING)]
+    return re.sub(r"\s*\[Op:[^\]]*\]$", "", useful[0] if useful else message.strip())
 
 
 # --------------------------------------------------------------- rows <-> columns

@@ -3,7 +3,7 @@
 `open_checkpoint(path, task=None)` is the one door: it detects the format once
 (`formats.py`, the table of readers) and returns an `OpenedCheckpoint` whose
 `.config`, `.task_record` and `.tokenizer` are read once, and whose `.load()` builds
-the task model. Three formats:
+the task model. The formats:
 
 * the original google-research ALBERT TF1 checkpoints: a directory with
   `albert_config.json` and `model.ckpt-*` (or a checkpoint prefix); the TF-Hub
@@ -14,6 +14,16 @@ the task model. Three formats:
   `safetensors.numpy`, no torch) or `pytorch_model.bin` (needs torch).
 * ours: `albert_config.json` + `model.weights.h5` + `albert_task.json`
   (+ `spiece.model`), written by `save_checkpoint` (`ours.py`).
+* KerasHub presets (`kerashub.py`): `config.json` registered as
+  `keras_hub>AlbertBackbone` + `model.weights.h5` (+ a task's `task.json`,
+  `task.weights.h5`); read with h5py, keras-hub is not needed.
+* TF Model Garden TF2 checkpoints (`model_garden.py`): `bert_model.ckpt-*` written by
+  `tf.train.Checkpoint`, told from TF1 by its object graph and read through it, with
+  `albert_config.json`; and TF-Hub SavedModels (`tfhub.py`): `saved_model.pb` +
+  `variables/`, the config recovered from the SavedModel. Both need TensorFlow.
+
+`albert-tf convert --to hf|kerashub` writes the Hugging Face and KerasHub formats
+(`writers.py`), by the same name tables.
 
 TF1 and Hugging Face weights are placed through NAME_TABLE (`names.py`), one
 explicit row per tensor; their task record is derived from the config and the

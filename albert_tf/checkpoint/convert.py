@@ -4,11 +4,21 @@ SRC is an original google-research checkpoint (a directory with albert_config.js
 and model.ckpt-*, or a checkpoint prefix) or a Hugging Face ALBERT directory
 (config.json + model.safetensors or pytorch_model.bin). DST receives
 albert_config.json, model.weights.h5, albert_task.json and, when one is found or
-given, the SentencePiece model as spiece.model.
+given, the SentencePiece model as spiece.model (its size must be the model's
+vocab_size). DST must be new or empty; --force replaces a DST that holds a
+checkpoint, as a whole (nothing of the old one survives), and refuses one that
+holds other files, naming them. DST may not be, contain or lie inside SRC.
+
+--to hf writes a Hugging Face directory (config.json, model.safetensors, spiece.model,
+tokenizer_config.json) and --to kerashub a KerasHub preset, from any format SRC is in;
+a head the target cannot hold is refused, naming it (--encoder-only writes the encoder
+alone: HF's AlbertModel, KerasHub's backbone).
 
 Example:
     albert-tf convert albert_base/ albert_base_tf/
     albert-tf convert ~/hf/albert-base-v2 albert_base_tf/ --cased
+    albert-tf convert runs/sst2 sst2_hf/ --to hf
+    albert-tf convert albert_base/ albert_base_kerashub/ --to kerashub --encoder-only
 """
 
 from __future__ import annotations
@@ -17,10 +27,10 @@ import argparse
 import logging
 import os
 
-from albert_tf import arguments, cli, errors
+from albert_tf import arguments, atomic, cli, errors
 from albert_tf.checkpoint.formats import open_checkpoint
-from albert_tf.checkpoint.ours import WEIGHTS_FILE, save_checkpoint
-from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.checkpoint.ours import WEIGHTS_FILE, check_replaceable, save_checkpoint
+from albert_tf.checkpoint.writers import TARGETS, WRITERS, check_destination, check_target
 
 __all__ = ["convert", "main"]
 
@@ -38,60 +48,78 @@ def _parser() -> argparse.ArgumentParser:
                                             "spiece.model or the one *.model beside SRC)")
     parser.add_argument("--cased", action="store_true",
                         help="the vocabulary is cased: do not lower-case text")
-    parser.add_argument("--force", action="store_true", help="overwrite a checkpoint in DST")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the checkpoint in DST (as a whole)")
     parser.add_argument("--task", choices=("regression", "multiple_choice"),
                         help="for a TF1 checkpoint whose output_weights [1, H] fit both "
                              "run_classifier's regression and run_race")
+    parser.add_argument("--to", choices=TARGETS, default="albert-tf",
+                        help="the format DST is written in (default: %(default)s)")
+    parser.add_argument("--encoder-only", action="store_true",
+                        help="with --to hf or kerashub: write the encoder alone, without heads")
     return parser
 
 
 # Record fields save_checkpoint takes as arguments (or decides itself); the rest of a
 # foreign checkpoint's task record travels as extra fields.
 _SAVED_FIELDS = ("task", "num_classes", "label_names", "do_lower_case", "seq_length",
-                 "answerability", "start_n_top", "end_n_top", "precision")
+                 "answerability", "start_n_top", "end_n_top", "mlm_layer_norm_epsilon",
+                 "precision")
 
 
 def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = False,
-            force: bool = False, task: str | None = None) -> str:
-    """Reads `src` (TF1 or Hugging Face, fine-tuned heads included) and writes it to
-    `dst` in albert-tf's format, with its task record (label names, lowercasing, ...).
+            force: bool = False, task: str | None = None, to: str = "albert-tf",
+            encoder_only: bool = False) -> str:
+    """Reads `src` (any format `open_checkpoint` reads, fine-tuned heads included) and
+    writes it to `dst` in albert-tf's format, with its task record (label names,
+    lowercasing, ...), or as `to` ("hf", "kerashub": `writers.py`).
 
     `task` names the task of a TF1 checkpoint that fits two of the original scripts.
     """
     source = open_checkpoint(src, task)
-    if os.path.isfile(os.path.join(dst, WEIGHTS_FILE)) and not force:
-        raise errors.UserError(f"{dst} already holds a checkpoint; pass --force to overwrite it")
+    atomic.check_not_input(dst, [("checkpoint directory", source.directory)], "DST",
+                           "converting would overwrite the checkpoint it reads")
+    check_target(to, source.config, source.task_record, encoder_only, src)
+    if to == "albert-tf":
+        _check_destination(dst, force)
+    else:
+        check_destination(to, dst, force)
     if spm_model is not None and not os.path.isfile(spm_model):
         raise errors.UserError(f"--spm-model {spm_model}: no such file")
+    # Checks the vocabulary's size against the config: before the weights are read.
     tokenizer = source.tokenizer_files(spm_model, False if cased else None)
     spm_model, do_lower_case = tokenizer.spm_model, tokenizer.do_lower_case
-    if spm_model is not None:  # before the weights: a wrong vocabulary fails fast
-        _check_vocab_size(spm_model, source.config.vocab_size, src)
     record = source.task_record.to_dict()
     model = source.load()
+    if to != "albert-tf":
+        WRITERS[to](model, dst, tokenizer, source.task_record, force, encoder_only)
+        return dst
     save_checkpoint(model, dst, spm_model=spm_model, label_names=record.get("label_names"),
                     do_lower_case=do_lower_case, seq_length=record.get("seq_length"),
-                    extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS})
+                    extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS},
+                    overwrite=force)  # without --force, a DST that appeared meanwhile is kept
     logger.info("converted %s checkpoint %s -> %s (%s, %d weights, SentencePiece model: %s, "
                 "do_lower_case=%s)", source.format, src, dst, model.task, len(model.weights),
                 spm_model or "none found", do_lower_case)
     return dst
 
 
-def _check_vocab_size(spm_model: str, vocab_size: int, src: str) -> None:
-    """A SentencePiece model whose size is not the embedding table's is the wrong one."""
-    pieces = AlbertTokenizer(spm_model).vocab_size
-    if pieces != vocab_size:
-        raise errors.UserError(f"SentencePiece model {spm_model} has {pieces} pieces but the "
-                              f"checkpoint {src} has vocab_size={vocab_size}; pass the "
-                              "model's own vocabulary with --spm-model")
+def _check_destination(dst: str, force: bool) -> None:
+    """Refuses, before any work, a DST that is not new or empty, unless --force is
+    given and DST holds only what a checkpoint writes."""
+    check_replaceable(dst)  # a file, or files a checkpoint does not write: even with --force
+    if not force and os.path.isdir(dst) and not all(map(atomic.is_temporary, os.listdir(dst))):
+        what = ("already holds a checkpoint" if os.path.isfile(os.path.join(dst, WEIGHTS_FILE))
+                else "holds checkpoint files")
+        raise errors.UserError(f"{dst} {what}; pass --force to replace it")
 
 
 @cli.command("convert")
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     cli.setup_logging()
-    convert(args.src, args.dst, args.spm_model, args.cased, args.force, args.task)
+    convert(args.src, args.dst, args.spm_model, args.cased, args.force, args.task, args.to,
+            args.encoder_only)
     return 0
 
 

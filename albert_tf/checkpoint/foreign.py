@@ -30,7 +30,7 @@ from albert_tf.checkpoint.readers import (
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig
 
-__all__ = ["HfCheckpoint", "Tf1Checkpoint"]
+__all__ = ["HfCheckpoint", "PrefixCheckpoint", "Tf1Checkpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,30 @@ class HfCheckpoint(_ForeignCheckpoint):
         return hf_task_record(self.path, source.shapes)
 
 
-class Tf1Checkpoint(_ForeignCheckpoint):
+class PrefixCheckpoint(OpenedCheckpoint):
+    """A checkpoint that a tf.train prefix names (model.ckpt-N, bert_model.ckpt-N): the
+    original TF1 files and Model Garden's TF2 ones. `path` is a directory (its newest
+    prefix, or the one its `checkpoint` file names), a prefix, or a prefix's .index."""
+
+    kind_name: str  # for the message when `path` names no prefix
+
+    def __init__(self, path: str | os.PathLike, task: str | None = None):
+        super().__init__(path, task)
+        self._prefix = tf1_prefix(self.path)
+        if self._prefix is None:
+            raise CheckpointError(f"{self.path}: not a {self.kind_name} checkpoint (no *.index)")
+
+    @property
+    def prefix(self) -> str:
+        """The checkpoint prefix `path` names."""
+        return self._prefix
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(self._prefix)
+
+
+class Tf1Checkpoint(PrefixCheckpoint, _ForeignCheckpoint):
     """An original google-research checkpoint: a directory with albert_config.json and
     model.ckpt-* (the newest, or the one its `checkpoint` file names), a prefix, or a
     prefix's .index file. Reading it needs TensorFlow (imported only then)."""
@@ -120,25 +143,11 @@ class Tf1Checkpoint(_ForeignCheckpoint):
     format = "tf1"
     expects = "model.ckpt-*.index (TF1)"
     config_file = CONFIG_FILE
-
-    def __init__(self, path: str | os.PathLike, task: str | None = None):
-        super().__init__(path, task)
-        self._prefix = tf1_prefix(self.path)
-        if self._prefix is None:
-            raise CheckpointError(f"{self.path}: not a TF1 checkpoint (no *.index)")
+    kind_name = "TF1"
 
     @classmethod
     def detect(cls, path: str) -> bool:
         return tf1_prefix(path) is not None
-
-    @property
-    def prefix(self) -> str:
-        """The checkpoint prefix `path` names (model.ckpt-N)."""
-        return self._prefix
-
-    @property
-    def directory(self) -> str:
-        return os.path.dirname(self._prefix)
 
     def _read_tensors(self) -> TensorSource:
         return read_tf1(self._prefix)

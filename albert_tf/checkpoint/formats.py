@@ -1,11 +1,18 @@
 """The one door to a checkpoint: which format a path holds, and the reader that opens it.
 
 `FORMATS` is the table of readers, in the order their rules are tried (each rule
-looks at file names only):
+looks at file names only, but KerasHub's, which reads config.json's registered name,
+and Model Garden's, which reads the checkpoint's index):
 
+  kerashub   a directory whose config.json is registered as a KerasHub model
+             ("keras_hub>..."; it also holds a model.weights.h5) (`kerashub.KerasHubCheckpoint`)
   albert_tf  a directory with model.weights.h5              (`ours.AlbertTfCheckpoint`)
   hf         a directory with config.json and model.safetensors, its sharded
              index or pytorch_model.bin                      (`foreign.HfCheckpoint`)
+  tfhub      a SavedModel directory: saved_model.pb + variables/ (`tfhub.TfHubCheckpoint`)
+  model_garden  a TF2 object-based checkpoint (bert_model.ckpt-*): as TF1's files, told
+             apart by the _CHECKPOINTABLE_OBJECT_GRAPH entry of its index, so tried
+             before TF1's rule                       (`model_garden.ModelGardenCheckpoint`)
   tf1        a model.ckpt-* prefix, its .index file, or a directory holding
              one (the newest, or the one its `checkpoint` file names)
                                                              (`foreign.Tf1Checkpoint`)
@@ -22,19 +29,25 @@ from __future__ import annotations
 import os
 
 from albert_tf.checkpoint.foreign import HfCheckpoint, Tf1Checkpoint
+from albert_tf.checkpoint.kerashub import KerasHubCheckpoint
+from albert_tf.checkpoint.model_garden import ModelGardenCheckpoint
 from albert_tf.checkpoint.opened import OpenedCheckpoint
 from albert_tf.checkpoint.ours import AlbertTfCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.checkpoint.tfhub import TfHubCheckpoint
 
 __all__ = ["FORMATS", "detect_format", "open_checkpoint"]
 
-# Ours first: one of our directories may also hold files another rule would match.
+# KerasHub before ours: a preset holds a model.weights.h5 too, and says what it is in
+# config.json. Ours next: one of our directories may also hold files another rule matches.
+# Model Garden before TF1: the same file names, told apart by the index's object graph.
 FORMATS: dict[str, type[OpenedCheckpoint]] = {
-    reader.format: reader for reader in (AlbertTfCheckpoint, HfCheckpoint, Tf1Checkpoint)}
+    reader.format: reader for reader in (KerasHubCheckpoint, AlbertTfCheckpoint, HfCheckpoint,
+                                         TfHubCheckpoint, ModelGardenCheckpoint, Tf1Checkpoint)}
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """Which format `path` holds: a key of FORMATS ("albert_tf", "hf" or "tf1").
+    """Which format `path` holds: a key of FORMATS ("kerashub", "albert_tf", "hf", "tf1", ...).
 
     Raises:
       CheckpointError: naming `path`: it does not exist, or it is no format's checkpoint

@@ -23,13 +23,13 @@ that it is the task the caller named, as for every format.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError
 from albert_tf.checkpoint.task_record import BEAM_DEFAULTS
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, hf_tokenizer_options
+from albert_tf.textio import read_json_object
 
 # Hugging Face architectures -> our task (classification is refined by problem_type).
 HF_ARCHITECTURES = {
@@ -63,14 +63,7 @@ def _record(task: str, **fields) -> dict[str, Any]:
 
 
 def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return value
+    return read_json_object(path, CheckpointError)
 
 
 def _hf_label_names(config: dict, path: str) -> list[str]:
@@ -91,8 +84,26 @@ def _hf_label_names(config: dict, path: str) -> list[str]:
     return [str(id2label[str(i)]) for i in ids]
 
 
+def _check_label_count(path: str, config: dict, names: list[str], shapes) -> None:
+    """Refuses labels (id2label, or num_labels without it) that do not count the
+    classes of the head's weights (`classifier.bias` [C]), naming both."""
+    shape = shapes.get("classifier.bias") if hasattr(shapes, "get") else None
+    if shape is not None and len(shape) == 1 and shape[0] != len(names):
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        given = (f"id2label names {len(names)} labels ({shown})"
+                 if config.get("id2label") else f"num_labels={len(names)}")
+        raise CheckpointError(f"{path}: {given} but the classifier head has {shape[0]} "
+                              "classes (classifier.bias); make them agree in config.json")
+
+
 def hf_task_record(directory: str, tensor_names) -> dict:
-    """The task record of a Hugging Face ALBERT directory."""
+    """The task record of a Hugging Face ALBERT directory.
+
+    Args:
+      directory: the HF directory.
+      tensor_names: its tensors' names; a {name: shape} mapping also lets the labels
+        be checked against the head's class count.
+    """
     path = os.path.join(directory, HF_CONFIG_FILE)
     config = _read_json(path)
     architectures = config.get("architectures") or []
@@ -115,6 +126,7 @@ def hf_task_record(directory: str, tensor_names) -> dict:
     record = _record(task, **hf_tokenizer_options(directory))
     if task == "classification":
         names = _hf_label_names(config, path)
+        _check_label_count(path, config, names, tensor_names)
         problem = config.get("problem_type") or (
             "regression" if len(names) == 1 else "single_label_classification")
         if problem not in HF_PROBLEM_TYPES:
@@ -130,6 +142,7 @@ def hf_task_record(directory: str, tensor_names) -> dict:
                           problem_type=_PROBLEM_TYPES[problem])
     elif task == "token_classification":
         names = _hf_label_names(config, path)
+        _check_label_count(path, config, names, tensor_names)
         record.update(num_classes=len(names), label_names=names)
     elif task == "span":
         record.update(answerability=False, null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)

@@ -4,17 +4,21 @@
 (`readers.TensorSource`) into a model of `albert_tf.models` through
 NAME_TABLE, or raises one `CheckpointError` listing every missing, unexpected and
 mis-shaped tensor. `albert_tf.checkpoint.open_checkpoint` is the entry point.
+Other formats bring their own column (`kerashub.KERAS_HUB_TABLE`) through
+`table_rows`; the writers (`writers.py`) write by the same rows (`stored_tensors`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 
-__all__ = ["NAME_TABLE", "HEADS", "POOLER", "HF_TIED_COPIES", "place"]
+__all__ = ["NAME_TABLE", "HEADS", "POOLER", "HF_TIED_COPIES", "PROJECTION", "place",
+           "table_rows", "format_rows", "stored_shape", "to_stored", "from_stored",
+           "stored_tensors", "check_covered", "encoder_rows"]
 
 
 # ----------------------------------------------------------------------------------
@@ -29,6 +33,8 @@ __all__ = ["NAME_TABLE", "HEADS", "POOLER", "HF_TIED_COPIES", "place"]
 # * {g} and {i} are the group and inner-group indices.
 # * Layout: "=" the source tensor is stored as we store it; "T" it is the transpose.
 #   Our Dense kernels are [in, out] like TF1's; HF nn.Linear weights are [out, in].
+#   Other formats' tables (KerasHub's, `kerashub.py`) also use "heads_out" and
+#   "heads_in": Keras' EinsumDense attention kernels, see `stored_shape`.
 #   The TF1 SOP `output_weights` is [2, H] (the original multiplies by its transpose),
 #   our sop_head.dense kernel is [H, 2].
 # ----------------------------------------------------------------------------------
@@ -129,6 +135,45 @@ HEADS = ("mlm_head", "sop_head")
 # The pooler, for models that never read it: loaded when present, else left initialised
 # (Hugging Face builds those models without one).
 POOLER = "encoder.pooler"
+# The E -> H projection. When E == H albert-tf has none (as the original); formats that
+# always store one (Hugging Face, KerasHub) are read when theirs is the identity, and
+# written with the identity (`place`, `table_rows`).
+PROJECTION = "encoder.embedding_projection"
+
+
+# ----------------------------------------------------------------------------------
+# Layouts: how a stored tensor relates to our variable of shape `shape`.
+#   "="          as ours
+#   "T"          the transpose (HF nn.Linear weights, the TF1 output_weights)
+#   "heads_out"  our last axis split into (heads, head_size): Keras EinsumDense
+#                query/key/value kernels [H, N, D] and biases [N, D] (ours [H, H], [H])
+#   "heads_in"   our first axis split into (heads, head_size): the attention output
+#                kernel [N, D, H] (ours [H, H])
+# The split is row-major, as our attention reshapes [B, T, H] -> [B, T, N, D].
+# ----------------------------------------------------------------------------------
+def stored_shape(shape: tuple[int, ...], layout: str, heads: int) -> tuple[int, ...]:
+    """The shape a tensor of ours with `shape` has when stored in `layout`."""
+    shape = tuple(shape)
+    if layout == "T":
+        return shape[::-1]
+    if layout == "heads_out":
+        return (*shape[:-1], heads, shape[-1] // heads)
+    if layout == "heads_in":
+        return (heads, shape[0] // heads, *shape[1:])
+    if layout != "=":
+        raise ValueError(f"unknown layout {layout!r}")
+    return shape
+
+
+def from_stored(value: np.ndarray, layout: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A stored tensor (already checked to be `stored_shape(shape, ...)`) as ours."""
+    return value.T if layout == "T" else np.reshape(value, shape)
+
+
+def to_stored(value: np.ndarray, layout: str, heads: int) -> np.ndarray:
+    """Our tensor as `layout` stores it."""
+    return value.T if layout == "T" else np.reshape(value, stored_shape(value.shape, layout,
+                                                                        heads))
 
 # Hugging Face files may store copies of tied tensors: (copy, the tensor it must equal).
 HF_TIED_COPIES = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
@@ -145,17 +190,27 @@ def _resolve(model, path: str, block):
     return obj
 
 
-def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str, str]]:
-    """(our path, variable, source name, layout) for every tensor the model needs."""
+def table_rows(model, table: Iterable[tuple[str, str | None, str | None]],
+               block_fields: Callable[[int, int], dict] | None = None
+               ) -> Iterable[tuple[str, Any, str | None, str | None]]:
+    """(our path, variable, stored name, layout) for every tensor `model` has, from one
+    format's column of a name table: rows of (our path, stored name, layout).
+
+    A "block." row is repeated for each group g and inner group i, its stored name
+    filled in with `block_fields(g, i)` (default: {"g": g, "i": i}). The projection's
+    rows come with variable None when E == H (the model has none; see PROJECTION).
+    Rows of a head the model does not have are left out. Readers place by these rows
+    (`place`), writers write by them: one table per format, read both ways.
+    """
     config = model.config
+    fields = block_fields or (lambda g, i: {"g": g, "i": i})
     first_layer = {}
     for layer in range(config.num_hidden_layers):
         first_layer.setdefault(config.group_of_layer(layer), layer)
-    for ours, tf1, tf1_layout, hf, hf_layout in NAME_TABLE:
-        source_name, layout = (tf1, tf1_layout) if kind == "tf1" else (hf, hf_layout)
-        if ours.startswith("encoder.embedding_projection") and \
-                model.encoder.embedding_projection is None:
-            continue  # E == H: the original has no embedding_hidden_mapping_in
+    for ours, source_name, layout in table:
+        if ours.startswith(PROJECTION + ".") and model.encoder.embedding_projection is None:
+            yield ours, None, source_name, layout  # E == H
+            continue
         root = ours.split(".")[0]
         if root not in ("block", "encoder") and getattr(model, root, None) is None:
             continue  # a head this model does not have
@@ -165,7 +220,19 @@ def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str, str]]:
         for g in range(config.num_hidden_groups):
             for i in range(config.inner_group_num):
                 block = model.encoder.block(first_layer[g], i)
-                yield ours, _resolve(model, ours, block), source_name.format(g=g, i=i), layout
+                name = source_name.format(**fields(g, i)) if source_name is not None else None
+                yield ours, _resolve(model, ours, block), name, layout
+
+
+def format_rows(kind: str) -> list[tuple[str, str | None, str | None]]:
+    """NAME_TABLE's column for `kind` ("tf1" or "hf"): (our path, stored name, layout)."""
+    return [(ours, tf1, tf1_layout) if kind == "tf1" else (ours, hf, hf_layout)
+            for ours, tf1, tf1_layout, hf, hf_layout in NAME_TABLE]
+
+
+def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str | None, str | None]]:
+    """(our path, variable, source name, layout) for every tensor the model needs."""
+    return table_rows(model, format_rows(kind))
 
 
 def _optional_parts(model) -> tuple[str, ...]:
@@ -174,13 +241,17 @@ def _optional_parts(model) -> tuple[str, ...]:
     return parts if model.uses_pooled_output else (*parts, POOLER)
 
 
-def place(model, source: TensorSource, config_path: str) -> list[str]:
+def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]:
     """Assigns every tensor of `source` to `model`; returns the optional parts
     (pretraining heads, an unused pooler) left initialised.
 
+    `rows` (from `table_rows`) defaults to NAME_TABLE's column for `source.kind`.
+    When E == H a stored projection is accepted only if it is the identity.
+
     Raises CheckpointError listing every missing, unexpected and mis-shaped tensor.
     """
-    rows = list(_table_rows(model, source.kind))
+    rows = list(_table_rows(model, source.kind) if rows is None else rows)
+    heads = model.config.num_attention_heads
     optional = _optional_parts(model)
 
     def part(ours: str) -> str | None:
@@ -191,6 +262,13 @@ def place(model, source: TensorSource, config_path: str) -> list[str]:
     for ours, variable, name, layout in rows:
         if part(ours) is not None and part(ours) not in present:
             continue
+        if variable is None:  # E == H: no projection of ours; a stored one must be the identity
+            if name in source.shapes:
+                used.add(name)
+                if not _is_identity(source.read(name), ours):
+                    problems.append(f"not the identity: {name}: embedding_size == hidden_size, "
+                                    f"where albert-tf has no embedding projection")
+            continue
         if name is None:
             problems.append(f"missing: {ours} (the {source.kind} format has no such tensor)")
             continue
@@ -198,7 +276,7 @@ def place(model, source: TensorSource, config_path: str) -> list[str]:
             problems.append(f"missing: {name}")
             continue
         used.add(name)
-        expected = tuple(variable.shape)[::-1] if layout == "T" else tuple(variable.shape)
+        expected = stored_shape(tuple(variable.shape), layout, heads)
         if tuple(source.shapes[name]) != expected:
             problems.append(f"mis-shaped: {name}: {tuple(source.shapes[name])} in the "
                             f"checkpoint, {expected} expected")
@@ -213,9 +291,18 @@ def place(model, source: TensorSource, config_path: str) -> list[str]:
             f"{source.path}: {len(problems)} tensor(s) do not fit the model of "
             f"{config_path}:\n  " + "\n  ".join(problems))
     for variable, name, layout in assignments:
-        value = source.read(name)
-        variable.assign(np.asarray(value.T if layout == "T" else value, variable.dtype))
+        value = from_stored(np.asarray(source.read(name)), layout, tuple(variable.shape))
+        variable.assign(np.asarray(value, variable.dtype))
     return [p for p in optional if p not in present]
+
+
+def _is_identity(value: np.ndarray, ours: str) -> bool:
+    """A stored E -> H projection's kernel that is the identity, or its bias that is zero."""
+    value = np.asarray(value)
+    if ours.endswith(".bias"):
+        return value.ndim == 1 and not value.any()
+    return value.ndim == 2 and value.shape[0] == value.shape[1] and \
+        np.array_equal(value, np.eye(value.shape[0], dtype=value.dtype))
 
 
 def _check_tied_copies(source: TensorSource) -> list[str]:
@@ -225,3 +312,45 @@ def _check_tied_copies(source: TensorSource) -> list[str]:
                 not np.array_equal(source.read(copy), source.read(original)):
             problems.append(f"tied copy differs: {copy} != {original} (albert-tf ties them)")
     return problems
+
+
+# ----------------------------------------------------------------------------------
+# Writing a model's tensors by a format's rows (`table_rows`): the writers' side.
+# ----------------------------------------------------------------------------------
+def stored_tensors(model, rows) -> dict[str, np.ndarray]:
+    """Stored name -> array, in the row's layout, for every row; the projection's rows
+    without a variable (E == H) get the identity kernel and a zero bias."""
+    heads, tensors = model.config.num_attention_heads, {}
+    for ours, variable, name, layout in rows:
+        if variable is None:
+            size = model.config.hidden_size
+            tensors[name] = np.eye(size, dtype=np.float32) if ours.endswith(".kernel") else \
+                np.zeros(size, np.float32)
+            continue
+        tensors[name] = np.ascontiguousarray(
+            to_stored(np.asarray(variable.numpy(), np.float32), layout, heads))
+    return tensors
+
+
+def check_covered(model, rows, where: str, target: str, dropped: tuple[str, ...] = ()) -> None:
+    """Every weight of `model` has a row with a stored name, but those of the `dropped`
+    layers (path prefixes such as "encoder/pooler/", "sop_head/").
+
+    Raises:
+      CheckpointError: naming the layers the format has no place for.
+    """
+    covered = {id(variable) for _, variable, name, _ in rows
+               if variable is not None and name is not None}
+    loose = sorted({v.path.rsplit("/", 1)[0] for v in model.weights if id(v) not in covered
+                    and not v.path.startswith(dropped)})
+    if loose:
+        raise CheckpointError(f"{where}: --to {target}: the format has no place for "
+                              f"{', '.join(loose)}")
+
+
+def encoder_rows(model, rows) -> tuple[list, tuple[str, ...]]:
+    """The encoder's rows, and the path prefixes of the model's other layers (its
+    heads), which writing the encoder alone drops."""
+    heads = tuple(sorted({v.path.split("/")[0] + "/" for v in model.weights
+                          if not v.path.startswith("encoder/")}))
+    return [r for r in rows if r[0].startswith(("encoder.", "block."))], heads

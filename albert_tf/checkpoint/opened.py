@@ -11,7 +11,10 @@ Everything it gives is read when first asked for and kept:
                    once and reused by `.load()`)
   .tokenizer       `TokenizerFiles`: the SentencePiece model shipped beside the
                    weights, lower-casing and accents as the task record says;
-                   `.tokenizer_files(...)` applies explicit choices over it
+                   `.tokenizer_files(...)` applies explicit choices over it; either
+                   refuses a SentencePiece model whose size is not the config's
+                   vocab_size (`check_vocab_size`, the one rule where a model and a
+                   vocabulary meet)
   .load()          the task model, its weights read now
 
 A reader implements `detect` (file names only), `_read_config`, `_read_task_record`
@@ -30,8 +33,35 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_spm_model
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.spm import load_spm_model
 
-__all__ = ["OpenedCheckpoint", "build_task_model", "task_model_kwargs"]
+__all__ = ["OpenedCheckpoint", "build_task_model", "check_vocab_size", "task_model_kwargs"]
+
+
+def check_vocab_size(spm_model: str | os.PathLike, vocab_size: int, config_source: str) -> None:
+    """Refuses a SentencePiece model whose piece count is not the model's `vocab_size`.
+
+    The one check wherever a model and a vocabulary are paired (fine-tuning, convert,
+    save_checkpoint, export, pretraining), made before any work: a vocabulary of
+    another size would feed ids the embedding table does not have (or never use its
+    last rows), and the model written would be refused later by `export`.
+
+    Args:
+      spm_model: the SentencePiece .model file.
+      vocab_size: the model config's vocab_size.
+      config_source: where that config comes from, for the message (its file, or
+        e.g. "the model saved to DIR").
+
+    Raises:
+      CheckpointError: "SentencePiece model SPM has N pieces but CONFIG has
+        vocab_size=V; ...", naming both.
+    """
+    pieces = load_spm_model(spm_model)[1].get_piece_size()
+    if pieces != vocab_size:
+        raise CheckpointError(
+            f"SentencePiece model {os.fspath(spm_model)} has {pieces} pieces but "
+            f"{config_source} has vocab_size={vocab_size}: a model needs its own "
+            "vocabulary (pass the one it was trained with)")
 
 
 class OpenedCheckpoint(abc.ABC):
@@ -78,6 +108,11 @@ class OpenedCheckpoint(abc.ABC):
         """The directory that holds the checkpoint's files (its tokenizer among them)."""
         return self._path
 
+    @property
+    def config_path(self) -> str:
+        """The file the model config is read from (each format names its own)."""
+        return self._path
+
     # ------------------------------------------------------------ its parts, read once
     @functools.cached_property
     def config(self) -> AlbertConfig:
@@ -107,16 +142,26 @@ class OpenedCheckpoint(abc.ABC):
                         keep_accents: bool | None = None) -> TokenizerFiles:
         """The tokenizer settings, an explicit (not None) argument winning over the checkpoint's.
 
+        The SentencePiece model chosen (explicit or shipped) is checked against the
+        config's vocab_size here, so every command that pairs them refuses a
+        vocabulary of another size before any work (`check_vocab_size`).
+
         Raises:
           UserError: an explicit `spm_model` that is not a file.
+          CheckpointError: the SentencePiece model's size is not the config's vocab_size.
         """
         if spm_model is not None and not os.path.isfile(spm_model):
-            raise UserError(f"SentencePiece model {spm_model} does not exist")
+            what = ("is a directory, not a .model file" if os.path.isdir(spm_model)
+                    else "does not exist")
+            raise UserError(f"SentencePiece model {spm_model} {what}")
         record = self.task_record
-        return TokenizerFiles(
+        files = TokenizerFiles(
             spm_model or self._shipped_spm_model,
             record.do_lower_case if do_lower_case is None else bool(do_lower_case),
             record.keep_accents if keep_accents is None else bool(keep_accents))
+        if files.spm_model is not None:
+            check_vocab_size(files.spm_model, self.config.vocab_size, self.config_path)
+        return files
 
     @functools.cached_property
     def _shipped_spm_model(self) -> str | None:
@@ -154,6 +199,8 @@ def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
         return {"answerability": bool(record.answerability)}
     if record.task == "span_beam":
         return {"start_n_top": record.start_n_top, "end_n_top": record.end_n_top}
+    if record.task == "masked_lm":
+        return {"mlm_layer_norm_epsilon": record.mlm_layer_norm_epsilon}
     return {}
 
 

@@ -2,7 +2,12 @@
 
 A directory of albert_config.json + model.weights.h5 (Keras' layout) + albert_task.json
 (the `TaskRecord`; absent: pretraining) + spiece.model when one was given. Written
-atomically (a hidden sibling directory, renamed into place when complete).
+as a whole (`albert_tf.atomic.claimed_directory`: a hidden sibling directory, renamed
+into place when complete; an existing checkpoint directory is swapped for the new
+one, so no file of the old checkpoint, e.g. another model's spiece.model, survives
+beside the new weights). A directory that also holds files a checkpoint does not
+write is refused, naming them, unless the caller asks to keep them
+(`keep_other_files`: fine-tuning's run directory, with its TensorBoard logs).
 """
 
 from __future__ import annotations
@@ -11,22 +16,25 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 
 import numpy as np
 
-from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model
+from albert_tf import atomic
+from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model, check_vocab_size
 from albert_tf.checkpoint.readers import CONFIG_FILE, CheckpointError, h5_shapes
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 from albert_tf.checkpoint.tokenizer_files import SPM_FILE
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 
-__all__ = ["AlbertTfCheckpoint", "save_checkpoint", "task_record_of", "WEIGHTS_FILE"]
+__all__ = ["AlbertTfCheckpoint", "save_checkpoint", "task_record_of", "WEIGHTS_FILE",
+           "CHECKPOINT_FILES", "check_replaceable"]
 
 logger = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "model.weights.h5"
+# Every file save_checkpoint writes: what replacing a checkpoint directory may drop.
+CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, TASK_FILE, SPM_FILE)
 
 
 class AlbertTfCheckpoint(OpenedCheckpoint):
@@ -39,8 +47,12 @@ class AlbertTfCheckpoint(OpenedCheckpoint):
     def detect(cls, path: str) -> bool:
         return os.path.isdir(path) and os.path.isfile(os.path.join(path, WEIGHTS_FILE))
 
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.path, CONFIG_FILE)
+
     def _read_config(self) -> AlbertConfig:
-        return AlbertConfig.from_json_file(os.path.join(self.path, CONFIG_FILE))
+        return AlbertConfig.from_json_file(self.config_path)
 
     def _read_task_record(self) -> TaskRecord:
         return TaskRecord.read(self.path)
@@ -108,58 +120,84 @@ def _save_model_weights(model, path: str) -> None:
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
                     label_names: list[str] | None = None, do_lower_case: bool = True,
-                    seq_length: int | None = None, extra_info: dict | None = None) -> str:
+                    seq_length: int | None = None, extra_info: dict | None = None,
+                    overwrite: bool = True, keep_other_files: bool = False) -> str:
     """Writes `model` as albert_config.json + model.weights.h5 + albert_task.json (+ spiece.model).
 
-    The files are written in a temporary directory next to `directory` and moved in
-    only when complete, so a crash never leaves a partial checkpoint behind.
-    albert_task.json is the model's `TaskRecord` (`task_record_of`), validated
-    before anything is written.
+    The directory is written whole: staged in a hidden sibling and renamed into place
+    when complete (`atomic.claimed_directory`), so a crash never leaves a partial
+    checkpoint, and an existing checkpoint in `directory` is replaced as a whole (no
+    file of it survives beside the new one). albert_task.json is the model's
+    `TaskRecord` (`task_record_of`); it and the vocabulary's size are validated before
+    anything is written.
 
     Args:
       model: an `AlbertPretrainer` or a fine-tuning model from `albert_tf.models`.
-      directory: where to write (created if needed; our files in it are replaced).
-      spm_model: the SentencePiece model to copy in as spiece.model.
+      directory: where to write (created if needed; an existing checkpoint there is replaced).
+      spm_model: the SentencePiece model to copy in as spiece.model; its piece count
+        must be the model's vocab_size.
       label_names: class names, one per class, for classification tasks.
       do_lower_case: whether the tokenizer lower-cases (recorded for serving).
       seq_length: the sequence length the model was fine-tuned with, if any.
       extra_info: more `TaskRecord` fields (e.g. a span model's "max_query_length"
         or SQuAD 2.0's tuned "no_answer_threshold"); they may not replace the
         fields above, and fields they leave out take `TaskRecord`'s defaults.
+      overwrite: replace an existing (non-empty) `directory`; False: refuse it, also
+        when it appears while this call writes (another process's).
+      keep_other_files: an existing `directory` may hold files a checkpoint does not
+        write (a run's logs, predictions); they are carried over into the new
+        directory (hard links). False: such a directory is refused.
 
     Returns:
       `directory`.
 
     Raises:
       TaskRecordError: a field that is unknown, invalid or does not apply to the task.
+      CheckpointError: `spm_model`'s size is not the model's vocab_size; `directory`
+        holds other files and `keep_other_files` is False.
+      UserError: another process is writing `directory`; it exists and `overwrite`
+        is False.
     """
     directory = os.path.abspath(os.fspath(directory))
     record = task_record_of(model, label_names=label_names, do_lower_case=do_lower_case,
                             seq_length=seq_length, extra_info=extra_info,
                             source=os.path.join(directory, TASK_FILE))
-    if spm_model is not None and not os.path.isfile(spm_model):
-        raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
-    parent = os.path.dirname(directory)
-    os.makedirs(parent, exist_ok=True)
-    # A unique sibling (not mkdtemp, whose 0700 mode would survive the rename).
-    tmp = os.path.join(parent, f".{os.path.basename(directory)}.tmp-{uuid.uuid4().hex}")
-    os.makedirs(tmp)
-    try:
-        model.config.to_json_file(os.path.join(tmp, CONFIG_FILE))
+    if spm_model is not None:
+        if not os.path.isfile(spm_model):
+            raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
+        check_vocab_size(spm_model, model.config.vocab_size, f"the model saved to {directory}")
+    check_replaceable(directory, keep_other_files)
+    with atomic.claimed_directory(directory, replace=overwrite) as staging:
+        others = check_replaceable(directory, keep_other_files)  # again, under the claim
+        model.config.to_json_file(os.path.join(staging, CONFIG_FILE))
         _ensure_built(model)
-        _save_model_weights(model, os.path.join(tmp, WEIGHTS_FILE))
+        _save_model_weights(model, os.path.join(staging, WEIGHTS_FILE))
         if spm_model is not None:
-            shutil.copyfile(spm_model, os.path.join(tmp, SPM_FILE))
-        record.write(tmp)
-        if not os.path.exists(directory):
-            os.replace(tmp, directory)
-            return directory
-        for name in (WEIGHTS_FILE, CONFIG_FILE, SPM_FILE, TASK_FILE):  # file by file
-            if os.path.exists(os.path.join(tmp, name)):
-                os.replace(os.path.join(tmp, name), os.path.join(directory, name))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copyfile(spm_model, os.path.join(staging, SPM_FILE))
+        record.write(staging)
+        atomic.link_entries(directory, staging, others)  # last: files written until now
     return directory
+
+
+def check_replaceable(directory: str, keep_other_files: bool = False) -> list[str]:
+    """The entries of an existing `directory` that a checkpoint does not write
+    (`CHECKPOINT_FILES`; hidden temporaries aside), which replacing it would drop.
+
+    Raises:
+      CheckpointError: there are some and `keep_other_files` is False (naming them),
+        or `directory` is a file.
+    """
+    if not os.path.lexists(directory):
+        return []
+    if not os.path.isdir(directory):
+        raise CheckpointError(f"{directory} exists and is not a directory")
+    others = sorted(name for name in os.listdir(directory)
+                    if name not in CHECKPOINT_FILES and not atomic.is_temporary(name))
+    if others and not keep_other_files:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise CheckpointError(f"{directory} holds files a checkpoint does not write ({shown}); "
+                              "not replacing it: move them away or choose another directory")
+    return others
 
 
 def task_record_of(model, label_names: list[str] | None = None, do_lower_case: bool = True,
@@ -183,6 +221,8 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
         decided["answerability"] = bool(model.answerability)
     if model.task == "span_beam":
         decided.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
+    if model.task == "masked_lm":
+        decided["mlm_layer_norm_epsilon"] = model.mlm_layer_norm_epsilon
     clashes = sorted(set(extra_info or {}) & (set(decided) | {"num_classes", "label_names"}))
     if clashes:
         raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")

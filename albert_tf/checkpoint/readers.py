@@ -187,3 +187,48 @@ def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
     except OSError as e:
         raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
     return shapes
+
+
+def read_keras_h5(files: dict[str, str], kind: str, path: str) -> TensorSource:
+    """The datasets of Keras `.weights.h5` files as one source named `path`, each name
+    prefixed with its file's key (`{"backbone": "model.weights.h5", ...}` ->
+    "backbone/layers/...").
+
+    Optimizer state (`optimizer/...`) is left out, as in `h5_shapes`. Keras stores a
+    bfloat16 variable as raw 2-byte values marked `dtype="bfloat16"`: it is read as
+    float32 (exactly: bfloat16 is float32's upper half). Other values are read as
+    float32 too; a dataset that is not floating point (a quantized int8 kernel) is
+    refused, naming it.
+    """
+    import h5py  # deferred: only Keras weights files need it
+
+    shapes, stored = {}, {}
+    for key, file in files.items():
+        def visit(name, obj, key=key, file=file):
+            if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/"):
+                shapes[f"{key}/{name}"] = tuple(obj.shape)
+                stored[f"{key}/{name}"] = (file, name)
+
+        try:
+            with h5py.File(file, "r") as f:
+                f.visititems(visit)
+        except OSError as e:
+            raise CheckpointError(f"{file}: not a readable HDF5 weights file: {e}") from None
+
+    def read(name: str) -> np.ndarray:
+        file, dataset = stored[name]
+        try:
+            with h5py.File(file, "r") as f:
+                data = f[dataset]
+                value, marked = data[()], data.attrs.get("dtype")
+        except (OSError, KeyError) as e:
+            raise CheckpointError(f"{file}: cannot read {dataset}: {e}") from None
+        if marked in ("bfloat16", b"bfloat16"):
+            bits = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint16)
+            return (bits.astype(np.uint32) << 16).view(np.float32).reshape(np.shape(value))
+        if not np.issubdtype(np.asarray(value).dtype, np.floating):
+            raise CheckpointError(f"{file}: {dataset} holds {np.asarray(value).dtype} values, "
+                                  "not floating-point weights (a quantized model?)")
+        return np.asarray(value, np.float32)
+
+    return TensorSource(path, kind, shapes, read)

@@ -22,6 +22,7 @@ way it was trained. The defaults of these settings live here and nowhere else.
 | null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
 | start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
 | max_qa_length | multiple_choice | question + option pieces kept (128, at most seq_length - 3) |
+| mlm_layer_norm_epsilon | masked_lm | the head's LayerNorm epsilon (1e-12, the original's; KerasHub's AlbertMaskedLM: 1e-5) |
 | precision | all | the Keras dtype policy the model was trained under, e.g. float32 or mixed_bfloat16 (None: not recorded); `export --precision auto` serves in it |
 
 Example:
@@ -42,9 +43,10 @@ from typing import Any, Mapping
 from albert_tf.atomic import atomic_write_json
 from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
 from albert_tf.errors import UserError
+from albert_tf.numerics import LAYER_NORM_EPSILON
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
-           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS"]
+           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
 
 TASK_FILE = "albert_task.json"
 TASKS = ("pretraining", "masked_lm", "classification", "regression", "token_classification",
@@ -58,6 +60,9 @@ SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
 BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
+# The masked-LM head's LayerNorm epsilon: the original's (and Hugging Face's); a KerasHub
+# AlbertMaskedLM's is 1e-5 (albert_tf.checkpoint.kerashub).
+MASKED_LM_DEFAULTS = {"mlm_layer_norm_epsilon": LAYER_NORM_EPSILON}
 _COMMON = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
 # `precision`: the Keras dtype policy the model carries (which training chose it, and
 # how, is training's business: albert_tf.training.runtime.distribute).
@@ -69,7 +74,7 @@ _FIELDS = {
     "classification": _COMMON + _CLASSES + ("problem_type",),
     "regression": _COMMON,
     "token_classification": _COMMON + _CLASSES,
-    "masked_lm": _COMMON,
+    "masked_lm": _COMMON + tuple(MASKED_LM_DEFAULTS),
     "span": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",),
     "span_beam": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",)
                  + tuple(BEAM_DEFAULTS),
@@ -110,6 +115,7 @@ class TaskRecord:
     null_score_diff_threshold: float | None = None
     start_n_top: int | None = None
     end_n_top: int | None = None
+    mlm_layer_norm_epsilon: float | None = None
     precision: str | None = None
     source: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -137,7 +143,8 @@ class TaskRecord:
         if task == "classification" and given.get("problem_type") is None:
             given["problem_type"] = "single_label"
         defaults = {"span": SPAN_DEFAULTS, "span_beam": {**SPAN_DEFAULTS, **BEAM_DEFAULTS},
-                    "multiple_choice": MULTIPLE_CHOICE_DEFAULTS}.get(task, {})
+                    "multiple_choice": MULTIPLE_CHOICE_DEFAULTS,
+                    "masked_lm": MASKED_LM_DEFAULTS}.get(task, {})
         for name, value in defaults.items():
             if given.get(name) is None:
                 given[name] = _fit_default(name, value, seq_length)
@@ -206,6 +213,12 @@ class TaskRecord:
             self._check_classes(where)
         elif self.task in ("span", "span_beam"):
             self._check_span(where)
+        elif self.task == "masked_lm":
+            value = self.mlm_layer_norm_epsilon
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value) or value <= 0:
+                raise TaskRecordError(f"mlm_layer_norm_epsilon={value!r}{where}: expected a "
+                                      "positive number")
         elif self.task == "multiple_choice":
             _check_int("max_qa_length", self.max_qa_length, 1, where)
             if self.seq_length is not None and self.max_qa_length > self.seq_length - 3:

@@ -32,8 +32,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.config import check_sequence_length
-from albert_tf.tokenizer.normalize import unicode_tables
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.normalize import unicode_tables
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 logger = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import grpc
 import numpy as np
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops a SavedModel uses)
 from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
 from albert_tf.errors import UserError
@@ -52,7 +53,7 @@ class RestBackend:
                 detail = json.loads(detail)["error"]
             except (ValueError, KeyError, TypeError):
                 pass
-            raise ServerError(f"{url}: HTTP {e.code}: {detail}") from None
+            raise ServerError(f"{url}: HTTP {e.code}: {rq.refusal_line(detail)}") from None
         except (urllib.error.URLError, OSError) as e:
             raise ServerError(f"{url}: {getattr(e, 'reason', e)}") from None
         try:
@@ -96,7 +97,7 @@ class GrpcBackend:
         try:
             return method(request, timeout=self.timeout)
         except self._grpc.RpcError as e:
-            raise ServerError(f"gRPC {e.code().name}: {e.details()}") from None
+            raise ServerError(f"gRPC {e.code().name}: {rq.refusal_line(e.details())}") from None
 
     def signatures(self) -> dict[str, dict]:
         if self._signatures is None:
@@ -138,6 +139,10 @@ class LocalBackend:
         return result
 
     def predict(self, signature: str, inputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        """Raises RequestError (one line) when the signature refuses the inputs."""
         fn = self._model.signatures[signature]
-        outputs = fn(**{name: self._tf.constant(value) for name, value in inputs.items()})
+        try:
+            outputs = fn(**{name: self._tf.constant(value) for name, value in inputs.items()})
+        except self._tf.errors.InvalidArgumentError as e:
+            raise rq.RequestError(rq.refusal_line(e.message)) from None
         return rq.rows_from_columns({name: value.numpy() for name, value in outputs.items()})

@@ -4,7 +4,7 @@ Three routes to the same signature: TF Serving's REST API (`--server`), its gRPC
 PredictionService (`--grpc`), or the SavedModel loaded in this process
 (`--saved-model`). Inputs are one text per line (for signatures with one text
 input) or JSON Lines whose keys are the signature's input names, e.g.
-`{"question": "...", "context": "..."}`. Each input row gives one output line.
+`{"question": "...", "context": "..."}`, in UTF-8. Each input row gives one output line.
 
 Example:
     albert-tf predict --server http://localhost:8501 --model albert_sst2 \\
@@ -23,7 +23,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from tqdm import tqdm
 
-from albert_tf import arguments, atomic, cli
+from albert_tf import arguments, atomic, cli, textio
 from albert_tf.errors import UserError
 
 from ..layout import existing_versions
@@ -42,24 +42,39 @@ def read_rows(path: str, inputs: Mapping[str, Any], jsonl: bool) -> Iterator[dic
     """Yields one input row per line of `path` ('-' for stdin).
 
     Args:
-      path: the input file.
+      path: the input file, UTF-8 (`text_lines`).
       inputs: the signature's inputs, name -> NumPy dtype.
       jsonl: JSON Lines (keys = input names; blank lines skipped) rather than one
-        raw text per line (kept byte for byte, so invalid UTF-8 reaches the model).
+        text per line.
     """
     if not jsonl and (len(inputs) != 1 or next(iter(inputs.values())) is not object):
         raise ClientError(f"{path}: the signature takes {sorted(inputs)}; give JSON Lines "
                           "with those keys (--input-format jsonl)")
     with _open_input(path) as stream:
-        for number, line in enumerate(stream, 1):
-            line = line.rstrip(b"\n").rstrip(b"\r")
+        for number, line in text_lines(stream, path):
             if not jsonl:
                 yield {next(iter(inputs)): line}
             elif line.strip():
                 yield _jsonl_row(path, number, line, inputs)
 
 
-def _jsonl_row(path: str, number: int, line: bytes, inputs: Mapping[str, Any]) -> dict:
+def text_lines(stream, path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line end) of a binary stream, decoded as UTF-8.
+
+    The one way `predict` reads its input (`albert_tf.textio.decode`: a byte-order
+    mark at the start is dropped); bytes that are not UTF-8 (a UTF-16 or Latin-1
+    file) raise EncodingError naming the file, line and byte rather than reaching
+    the model as other text.
+    """
+    name = "stdin" if path == "-" else path
+    offset = 0
+    for number, raw in enumerate(stream, 1):
+        text = textio.decode(raw, name, line=number, offset=offset)
+        offset += len(raw)
+        yield number, text.rstrip("\n").rstrip("\r")
+
+
+def _jsonl_row(path: str, number: int, line: str, inputs: Mapping[str, Any]) -> dict:
     try:
         row = json.loads(line)
     except ValueError as e:
@@ -111,6 +126,8 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
                  jsonl: bool) -> int:
     """Streams rows from `input_path` through `signature`; writes one JSON line per row.
 
+    A batch the model refuses (`RequestError`) is one error naming the file and rows.
+
     Returns:
       The number of rows written.
     """
@@ -124,11 +141,10 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
     with tqdm(unit=" rows", disable=None, file=sys.stderr) as progress:
         for batch in batches(read_rows(input_path, inputs, jsonl), batch_size):
             try:
-                columns = columns_from_rows(batch, inputs)
+                rows = backend.predict(signature, columns_from_rows(batch, inputs))
             except RequestError as e:
                 raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: {e}") \
                     from None
-            rows = backend.predict(signature, columns)
             if len(rows) != len(batch):  # a short reply must not pass as complete output
                 raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: the "
                                   f"server returned {len(rows)} predictions for {len(batch)} "
@@ -151,6 +167,49 @@ def _open_output(path: str):
 
 
 # ----------------------------------------------------------------------- CLI
+def check_paths(input_path: str, output: str) -> None:
+    """Refuses, before any model is loaded or called, an input that is not a UTF-8 text
+    file and an output that cannot be written or is the input itself.
+
+    Raises:
+      ClientError / EncodingError / UserError: one line naming the option and the path.
+    """
+    if input_path != "-":
+        if os.path.isdir(input_path):
+            raise ClientError(f"--input {input_path} is a directory; give a file of inputs")
+        if not os.path.lexists(input_path):
+            raise ClientError(f"--input {input_path}: no such file")
+        with _open_input(input_path) as stream:
+            for _ in text_lines(stream, input_path):  # every line decodes, or one error
+                pass
+    if output == "-" or "://" in output:  # stdout; a remote file system checks its own
+        return
+    if os.path.isdir(output):
+        raise ClientError(f"--output {output} is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        what = "is not a directory" if os.path.exists(parent) else "does not exist"
+        raise ClientError(f"--output {output}: its directory {parent} {what}")
+    atomic.check_writable_directory(parent, "--output directory")
+    if input_path != "-":
+        atomic.check_not_input(output, [("--input file", input_path)], "--output",
+                               "writing the predictions would replace it")
+
+
+def _saved_model_path(path: str) -> str:
+    """The SavedModel directory --saved-model names (BASE/NAME: its latest version)."""
+    if not os.path.lexists(path):
+        raise ClientError(f"--saved-model {path}: no such directory")
+    if not os.path.isdir(path):
+        raise ClientError(f"--saved-model {path} is a file; give the SavedModel's directory "
+                          "(the one holding saved_model.pb) or BASE/NAME")
+    path = _latest_version(path)
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+        raise ClientError(f"--saved-model {path} is not a SavedModel directory (no "
+                          "saved_model.pb) nor BASE/NAME with numbered versions")
+    return path
+
+
 def _latest_version(path: str) -> str:
     """BASE/NAME -> its highest BASE/NAME/VERSION, as TF Serving would serve; else `path`."""
 
@@ -189,10 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
     if args.saved_model:
-        args.saved_model = _latest_version(args.saved_model)
-        if not os.path.isfile(os.path.join(args.saved_model, "saved_model.pb")):
-            raise ClientError(f"--saved-model {args.saved_model} is not a SavedModel "
-                              "directory (no saved_model.pb)")
+        args.saved_model = _saved_model_path(args.saved_model)
+    check_paths(args.input, args.output)
     cli.setup_logging()
     backend = make_backend(args)
     with _open_output(args.output) as stream:

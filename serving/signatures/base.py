@@ -2,7 +2,9 @@
 
 Each task's module (`signatures.py`, `span.py`) subclasses `ServingModule` and
 lists its tf.functions in `signatures()`; `warmup_examples()` gives a few real
-requests per signature for TF Serving's warmup file.
+requests per signature for TF Serving's warmup file. `checked_inputs` is the one
+check of a request's inputs against their specs and each other: every signature
+reads its inputs through it, so a malformed request is an InvalidArgumentError.
 """
 
 from __future__ import annotations
@@ -31,6 +33,77 @@ def strings(values) -> np.ndarray:
     return np.array(values, dtype=object)
 
 
+def checked_inputs(signature: str, inputs: dict[str, tf.Tensor], *, same_shape: bool = False,
+                   min_columns: dict[str, int] | None = None) -> tuple[tf.Tensor, ...]:
+    """The values of `inputs`, released only after an in-graph check that they fit together.
+
+    Every signature calls this first and reads its inputs only through what it
+    returns, so every later op waits for the check. A request that does not fit is
+    answered with tf.errors.InvalidArgumentError naming the signature, the inputs and
+    their sizes, instead of what it did before: texts that disagree on the batch size
+    abort the whole server process in tensorflow-text's packing (std::length_error),
+    or give answers for only part of the batch; a [B, 2] string tensor where [B] is
+    declared is read as its first column (neither TensorFlow nor TF Serving checks a
+    request against the signature's shapes).
+
+    Checks (the dimensions are read only once every rank is right):
+      * each input has the rank of its TensorSpec: "SIG: text has rank 2 but the
+        signature takes rank 1";
+      * all agree on dimension 0, the batch: "SIG: text_a has 3 rows but text_b has 1";
+        with `same_shape`, on every dimension (the token_ids inputs): "SIG:
+        input_word_ids has shape [2 7] but input_mask has shape [2 5]";
+      * `min_columns` {name: n}: dimension 1 of that input is at least n (multiple
+        choice's options [B, K], K >= 1): "SIG: options has 0 columns but needs at least 1".
+
+    Args:
+      signature: the signature's name, for the message.
+      inputs: {input name: the tf.function's argument}, in the signature's order; the
+        expected rank is the argument's static rank (its TensorSpec).
+
+    Returns:
+      The inputs' values in the same order, each depending on every check.
+    """
+    names = list(inputs)
+    shapes = {name: tf.shape(x, out_type=tf.int64) for name, x in inputs.items()}
+    checks = []
+    for name, x in inputs.items():
+        # The rank the request has: the length of its runtime shape. tf.rank (and
+        # Grappler's folding of Rank and Size) answers the TensorSpec's rank instead.
+        rank = tf.reduce_sum(tf.cast(shapes[name] >= 0, tf.int32))
+        checks.append(_require(tf.equal(rank, x.shape.rank), f"{signature}: {name} has rank ",
+                               rank, f" but the signature takes rank {x.shape.rank}"))
+    with tf.control_dependencies(checks):  # dimensions are read once the ranks are right
+        first = names[0]
+        for name in names[1:]:
+            if same_shape:
+                checks.append(_require(
+                    tf.reduce_all(tf.equal(shapes[first], shapes[name])),
+                    f"{signature}: {first} has shape ", shapes[first], f" but {name} has shape ",
+                    shapes[name]))
+            else:
+                rows, other = shapes[first][0], shapes[name][0]
+                checks.append(_require(
+                    tf.equal(rows, other), f"{signature}: {first} has ", rows,
+                    tf.where(tf.equal(rows, 1), " row", " rows"), f" but {name} has ", other))
+        for name, least in (min_columns or {}).items():
+            checks.append(_require(shapes[name][1] >= least, f"{signature}: {name} has ",
+                                   shapes[name][1], f" columns but needs at least {least}"))
+    with tf.control_dependencies(checks):
+        return tuple(tf.identity(x) for x in inputs.values())
+
+
+def _require(condition: tf.Tensor, *parts):
+    """An Assert op: InvalidArgumentError "assertion failed: [MESSAGE]" unless `condition`.
+
+    MESSAGE joins `parts`: Python and tf.string scalars as they are, number scalars as
+    digits, shapes as "[2 7]".
+    """
+    text = [part if isinstance(part, str) or part.dtype == tf.string
+            else tf.strings.as_string(part) if part.shape.rank == 0
+            else tf.strings.format("{}", part) for part in parts]
+    return tf.debugging.Assert(condition, [tf.strings.join(text)])
+
+
 class ServingModule:
     """Base: a Keras model, its preprocessor, and the text -> features steps.
 
@@ -52,11 +125,21 @@ class ServingModule:
         self.preprocessor = preprocessor
         self.pad_multiple = pad_multiple
 
-    def _features(self, segments) -> dict[str, tf.Tensor]:
-        return text_graph.trim_padding(self.preprocessor(segments), self.pad_multiple)
+    def _text_features(self, text) -> dict[str, tf.Tensor]:
+        """`serving_default(text)`'s input, checked (`checked_inputs`), packed and trimmed."""
+        (text,) = checked_inputs("serving_default", {"text": text})
+        return text_graph.trim_padding(self.preprocessor(text), self.pad_multiple)
+
+    def _pair_features(self, text_a, text_b) -> dict[str, tf.Tensor]:
+        """`text_pair(text_a, text_b)`'s inputs, checked, packed as pairs and trimmed."""
+        pair = checked_inputs("text_pair", {"text_a": text_a, "text_b": text_b})
+        return text_graph.trim_padding(self.preprocessor(pair), self.pad_multiple)
 
     def _trim_ids(self, input_word_ids, input_mask, input_type_ids) -> dict[str, tf.Tensor]:
-        features = dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))
+        """The `token_ids` signature's inputs, checked (`checked_inputs`) and trimmed."""
+        features = dict(zip(INPUT_NAMES, checked_inputs(
+            "token_ids", dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids))),
+            same_shape=True)))
         return text_graph.trim_padding(features, self.pad_multiple)
 
     def signatures(self) -> dict:

@@ -15,7 +15,15 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import offsets, text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, WARMUP_TEXTS, ServingModule, strings
+from .base import (
+    IDS_SPEC,
+    PAD_MULTIPLE,
+    TEXT_SPEC,
+    WARMUP_TEXTS,
+    ServingModule,
+    checked_inputs,
+    strings,
+)
 from .offsets import IGNORABLE
 
 TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
@@ -167,6 +175,11 @@ class SpanModule(ServingModule):
         self.record = record
         self.no_answer_threshold = float(record.no_answer_threshold)
 
+    @staticmethod
+    def _checked(question, context):
+        """`serving_default(question, context)`'s inputs, checked (`checked_inputs`)."""
+        return checked_inputs("serving_default", {"question": question, "context": context})
+
     def _tokenize(self, question, context):
         pre = self.preprocessor
         query = text_graph.keep_first(pre.tokenize(question), tf.fill(
@@ -180,6 +193,7 @@ class SpanModule(ServingModule):
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def answer(self, question, context):
+        question, context = self._checked(question, context)
         context = text_graph.sanitize(context)
         features, query, ids, starts, ends, visible = self._tokenize(question, context)
         out = self.model(features, training=False)

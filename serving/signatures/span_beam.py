@@ -81,6 +81,7 @@ class _ForeignSpanModule(SpanModule):
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def answer(self, question, context):
+        question, context = self._checked(question, context)
         context = text_graph.sanitize(context)
         features, query, ids, starts, ends, visible = self._tokenize(question, context)
         features = _pad_to(features, self._min_length())

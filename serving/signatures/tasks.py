@@ -28,7 +28,7 @@ import tensorflow as tf
 from albert_tf.inputs import INPUT_NAMES
 
 from . import text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, strings
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs, strings
 
 TOP_K = 5  # fill_mask candidates per [MASK]
 
@@ -45,11 +45,11 @@ class PretrainedModule(ServingModule):
 
     @tf.function(input_signature=[TEXT_SPEC])
     def encode(self, text):
-        return self._encode(self._features(text))
+        return self._encode(self._text_features(text))
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def encode_pair(self, text_a, text_b):
-        return self._encode(self._features((text_a, text_b)))
+        return self._encode(self._pair_features(text_a, text_b))
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def encode_ids(self, input_word_ids, input_mask, input_type_ids):
@@ -63,6 +63,7 @@ class PretrainedModule(ServingModule):
         top_k_tokens "" and top_k_scores 0.
         """
         pre = self.preprocessor
+        (text,) = checked_inputs("fill_mask", {"text": text})
         ids = text_graph.tokenize_with_masks(pre, text)
         features, _ = text_graph.pack(pre, [ids])
         features = text_graph.trim_padding(features, self.pad_multiple)
@@ -133,11 +134,11 @@ class ClassifierModule(ServingModule):
 
     @tf.function(input_signature=[TEXT_SPEC])
     def classify(self, text):
-        return self._classify(self._features(text))
+        return self._classify(self._text_features(text))
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def classify_pair(self, text_a, text_b):
-        return self._classify(self._features((text_a, text_b)))
+        return self._classify(self._pair_features(text_a, text_b))
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def classify_ids(self, input_word_ids, input_mask, input_type_ids):
@@ -158,11 +159,11 @@ class RegressorModule(ServingModule):
 
     @tf.function(input_signature=[TEXT_SPEC])
     def regress(self, text):
-        return self._score(self._features(text))
+        return self._score(self._text_features(text))
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def regress_pair(self, text_a, text_b):
-        return self._score(self._features((text_a, text_b)))
+        return self._score(self._pair_features(text_a, text_b))
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def regress_ids(self, input_word_ids, input_mask, input_type_ids):
@@ -199,6 +200,9 @@ class MultipleChoiceModule(ServingModule):
     @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
     def choose(self, context, options):
         pre = self.preprocessor
+        context, options = checked_inputs("serving_default",
+                                          {"context": context, "options": options},
+                                          min_columns={"options": 1})
         shape = tf.shape(options, tf.int64)  # [B, K]
         qa = text_graph.keep_last(pre.tokenize(tf.reshape(options, [-1])),
                                   self.max_qa_length)  # [B*K, (m)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import offsets, text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs
 
 
 def _chars_before(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
@@ -42,6 +42,7 @@ class TokenClassifierModule(ServingModule):
     @tf.function(input_signature=[TEXT_SPEC])
     def label_tokens(self, text):
         pre = self.preprocessor
+        (text,) = checked_inputs("serving_default", {"text": text})
         text = text_graph.sanitize(text)
         pieces = offsets.tokenize_with_offsets(pre, text)
         room = tf.fill(tf.shape(text), pre.seq_length - 2)

@@ -226,15 +226,15 @@ def test_newest_of_several_tf1_checkpoints(tmp_path):
 
 
 # ------------------------------------------------------------------ our format
-def test_save_load_round_trip(tmp_path):
+def test_save_load_round_trip(tmp_path, spm_41_path):
     model = load_checkpoint(os.path.join(FIXTURES, "shared", "hf"))
-    spm = tmp_path / "tok.model"
-    spm.write_bytes(b"sentencepiece bytes")
+    spm = tmp_path / "tok.model"  # a real vocabulary of the model's size (save checks both)
+    shutil.copyfile(spm_41_path, spm)
     out = save_checkpoint(model, tmp_path / "ours", spm_model=str(spm), do_lower_case=False)
     assert sorted(os.listdir(out)) == ["albert_config.json", "albert_task.json",
                                        "model.weights.h5", "spiece.model"]
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
-    assert (tmp_path / "ours" / "spiece.model").read_bytes() == b"sentencepiece bytes"
+    assert (tmp_path / "ours" / "spiece.model").read_bytes() == spm.read_bytes()
     opened = open_checkpoint(out)
     assert opened.format == "albert_tf"
     assert opened.task_record.to_dict() == {"task": "pretraining", "seq_length": None,
@@ -292,7 +292,7 @@ def test_save_into_existing_directory_keeps_other_files(tmp_path):
     directory = tmp_path / "run"
     directory.mkdir()
     (directory / "notes.txt").write_text("mine")
-    save_checkpoint(model, directory)
+    save_checkpoint(model, directory, keep_other_files=True)  # refused without it
     assert (directory / "notes.txt").read_text() == "mine"
     assert_matches_reference(load_checkpoint(directory), "shared", ("sop_logits",))
 

@@ -41,12 +41,12 @@ FOREIGN = [("grouped", "hf"), ("grouped", "tf1"), ("shared", "hf"), ("shared", "
 
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory) -> str:
+def ours(tmp_path_factory, spm_41_path) -> str:
     """Our format, written from the shared HF fixture with a tokenizer that is not the
-    default (cased, accents kept) and a stand-in spiece.model."""
+    default (cased, accents kept) and a spiece.model of its size."""
     root = tmp_path_factory.mktemp("ours")
     spm = root / "vocab.model"
-    spm.write_bytes(b"sentencepiece bytes")
+    shutil.copyfile(spm_41_path, spm)
     model = load_checkpoint(os.path.join(FIXTURES, "shared", "hf"))
     return save_checkpoint(model, root / "ckpt", spm_model=str(spm), do_lower_case=False,
                            extra_info={"keep_accents": True})
@@ -171,9 +171,9 @@ def test_each_load_builds_a_new_model():
         np.testing.assert_array_equal(a, b)
 
 
-def test_tf1_prefix_finds_the_vocabulary_beside_it(tmp_path):
+def test_tf1_prefix_finds_the_vocabulary_beside_it(tmp_path, spm_41_path):
     directory = shutil.copytree(os.path.join(FIXTURES, "shared", "tf1"), tmp_path / "base")
-    (directory / "30k-clean.model").write_bytes(b"sentencepiece bytes")
+    shutil.copyfile(spm_41_path, directory / "30k-clean.model")
     for path in (directory, directory / "model.ckpt-0", directory / "model.ckpt-0.index"):
         opened = open_checkpoint(path)
         assert opened.format == "tf1"
@@ -208,10 +208,10 @@ def test_tokenizer_config_is_read_under_one_rule(tmp_path):
         open_checkpoint(directory).tokenizer
 
 
-def test_explicit_tokenizer_choices_win(tmp_path, ours):
+def test_explicit_tokenizer_choices_win(tmp_path, ours, spm_41_path):
     opened = open_checkpoint(ours)
     spm = tmp_path / "other.model"
-    spm.write_bytes(b"x")
+    shutil.copyfile(spm_41_path, spm)
     assert opened.tokenizer_files(str(spm), True, False) == TokenizerFiles(str(spm), True, False)
     assert opened.tokenizer_files(keep_accents=False) == TokenizerFiles(
         os.path.join(ours, "spiece.model"), False, False)

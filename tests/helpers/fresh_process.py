@@ -22,3 +22,25 @@ def run_fresh(script: str, payload, folder) -> dict:
         outputs = pickle.load(f)
     assert outputs.pop("albert_tf_imported") is False
     return outputs
+
+
+# Loads each SavedModel and calls one signature: what TF Serving does with a request.
+SIGNATURE_CALLS = r"""
+import pickle, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+calls = pickle.load(open(sys.argv[1], "rb"))
+results = {}
+for key, (path, signature, inputs) in calls.items():
+    model = tf.saved_model.load(path)
+    out = model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+    results[key] = {k: v.numpy() for k, v in out.items()}
+results["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
+pickle.dump(results, open(sys.argv[2], "wb"))
+"""
+
+
+def call_signatures(calls: dict, folder) -> dict:
+    """{key: (saved_model_dir, signature, inputs)} -> {key: {output: array}}, each call
+    made in one fresh process that never imports albert_tf."""
+    return run_fresh(SIGNATURE_CALLS, calls, folder)

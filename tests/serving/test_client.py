@@ -193,9 +193,10 @@ def _read_jsonl(path):
 def test_predict_gives_the_same_rows_over_rest_grpc_and_locally(models, servers, tmp_path):
     rest, grpc_target = servers
     text_file = tmp_path / "texts.txt"
-    text_file.write_bytes(b"\n".join(TEXTS) + b"\n")
+    texts = [t for t in TEXTS if t != b"bad \xff bytes"]  # predict reads UTF-8 files only
+    text_file.write_bytes(b"\n".join(texts) + b"\n")
     path, model = models["albert_cls"]
-    want = rq.rows_from_columns(_call(model, "serving_default", {"text": np.array(TEXTS, object)}))
+    want = rq.rows_from_columns(_call(model, "serving_default", {"text": np.array(texts, object)}))
     assert [row["label"] for row in want] == [LABELS[row["label_id"]] for row in want]
     routes = [["--server", rest, "--rest-format", "instances"],
               ["--server", rest, "--rest-format", "inputs", "--version", "1"],

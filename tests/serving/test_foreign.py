@@ -17,7 +17,7 @@ import pytest
 
 from albert_tf.checkpoint import convert
 from albert_tf.serving import export
-from tests.helpers.fresh_process import run_fresh
+from tests.helpers.fresh_process import call_signatures
 
 pytestmark = pytest.mark.slow
 
@@ -39,19 +39,6 @@ EXPORTS = {
 # A beam checkpoint converted to ours with a tuned threshold: every row answers.
 TUNED_THRESHOLD = 1.0
 
-_FRESH = r"""
-import pickle, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the SentencePiece ops)
-calls = pickle.load(open(sys.argv[1], "rb"))
-results = {}
-for key, (path, signature, inputs) in calls.items():
-    model = tf.saved_model.load(path)
-    out = model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-    results[key] = {k: v.numpy() for k, v in out.items()}
-results["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
-pickle.dump(results, open(sys.argv[2], "wb"))
-"""
 
 
 def reference(name: str) -> dict[str, np.ndarray]:
@@ -103,7 +90,7 @@ def served(tmp_path_factory):
     calls["choice_tf1"] = (paths["choice_tf1"], "serving_default",
                            {"context": _strings(ref["contexts"]),
                             "options": _strings(ref["options"])})
-    return run_fresh(_FRESH, calls, tmp_path_factory.mktemp("fresh"))
+    return call_signatures(calls, tmp_path_factory.mktemp("fresh"))
 
 
 def _labels(values) -> list[str]:

@@ -8,9 +8,10 @@
   * `tfds:NAME[:SPLIT[:FIELD]]`, a tensorflow-datasets dataset, its text cut
     into paragraphs at line breaks and into sentences by `split_sentences`.
 Bad input inside a corpus never stops a reader: unreadable and binary files,
-lines that are not UTF-8 or longer than `MAX_LINE_BYTES` (the document holding
-one is dropped), empty and one-sentence documents are counted per reason and
-per file in a `CorpusReport`. A file named explicitly (not through a glob) that
+lines that are not UTF-8 (decoded by `albert_tf.textio`, the one decoder; the
+detail names the line and the byte offset) or longer than `MAX_LINE_BYTES` (the
+document holding one is dropped), empty and one-sentence documents are counted
+per reason and per file in a `CorpusReport`. A file named explicitly (not through a glob) that
 is missing or binary is refused by `open_corpus` before any work.
 
 Long because the three readers share one accounting (`CorpusReport`, `Document`,
@@ -34,7 +35,7 @@ from typing import Callable, Iterable, Iterator
 
 import tensorflow as tf
 
-from albert_tf import atomic, errors
+from albert_tf import atomic, errors, textio
 from albert_tf.errors import UserError
 
 from .embedded import MIN_SENTENCES, embedded_documents, split_sentences
@@ -227,37 +228,39 @@ def read_text_file(path: str, report: CorpusReport) -> Iterator[tuple[int, list[
     """
 
     sentences: list[str] = []
-    first, bad_line, number, bad_reason = 1, 0, 0, "invalid_utf8"
+    first, number, bad = 1, 0, None  # bad: (reason, detail) of the document's first bad line
     try:
         offset = binary_offset(path)
         if offset is not None:
             report.skip("binary_file", path, f"NUL byte at byte {offset}: not a text file")
             return
         with contextlib.ExitStack() as stack:
+            position = 0  # byte offset of the line in the (decompressed) file
             for number, raw in enumerate(_lines(_open_lines(path, stack)), start=1):
                 if raw is None:
-                    bad_line, bad_reason = bad_line or number, "overlong_line"
+                    bad = bad or ("overlong_line", f"line {number}")
                     continue  # the document stays open until its blank line
                 try:
-                    line = raw.decode("utf-8").strip()
-                except UnicodeDecodeError:
-                    bad_line = bad_line or number
+                    line = textio.decode(raw, path, number, position).strip()
+                except textio.EncodingError as e:
+                    bad = bad or ("invalid_utf8", f"line {number}: {e.detail}")
                     line = "\ufffd"  # keeps the document open until its blank line
+                position += len(raw)
                 if line:
                     if not sentences:
                         first = number
                     sentences.append(line)
                     continue
-                if bad_line:
-                    report.skip(bad_reason, path, f"line {bad_line}")
+                if bad:
+                    report.skip(bad[0], path, bad[1])
                 elif sentences and _usable(sentences, path, first, report):
                     yield first, sentences
-                sentences, bad_line, bad_reason = [], 0, "invalid_utf8"
+                sentences, bad = [], None
     except _read_errors() as e:
         report.skip("unreadable_file", path, f"after line {number}: {type(e).__name__}: {e}")
         return
-    if bad_line:
-        report.skip(bad_reason, path, f"line {bad_line}")
+    if bad:
+        report.skip(bad[0], path, bad[1])
     elif sentences and _usable(sentences, path, first, report):
         yield first, sentences
 
@@ -309,9 +312,9 @@ def tfds_documents(name: str, split: str, text_field: str, report: CorpusReport,
     for index, example in enumerate(tfds.as_numpy(dataset)):
         raw = example[text_field]
         try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-        except UnicodeDecodeError:
-            report.skip("invalid_utf8", file, f"example {index}")
+            text = textio.decode(raw, file) if isinstance(raw, bytes) else str(raw)
+        except textio.EncodingError as e:
+            report.skip("invalid_utf8", file, f"example {index}: {e.detail}")
             continue
         sentences = [s for paragraph in text.splitlines() for s in split_sentences(paragraph)]
         if _usable(sentences, file, index, report):

@@ -17,22 +17,22 @@ Output directory:
                                 fraction, n-gram histogram, SOP balance, skipped inputs
 
 A shard is written under a hidden temporary name and renamed when complete, so
-rerunning the same command after a crash or kill skips the finished shards.
+rerunning the same command after a crash or kill skips the finished shards. A run
+that fails or is interrupted before any shard is finished leaves the directory as it
+was (create_data_config.json, stats/ and the directories it created are removed); a
+run that made no instances keeps only summary.json, which says why.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import ctypes
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
-import signal
-import threading
 import time
 from typing import Iterable, Iterator, Sequence
 
@@ -43,9 +43,10 @@ from albert_tf import arguments, atomic, cli, errors
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from . import pairs as sop
+from . import workers
 from .corpus import Corpus, CorpusReport, Document, open_corpus
 from .records import serialize_instance, write_records
-from .stats import DataStats, summarize
+from .stats import DataStats, summarize, warn_skipped
 
 logger = logging.getLogger(__name__)
 
@@ -102,40 +103,18 @@ def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
 _WORKER: dict = {}  # per-process tokenizer and vocabulary, set by `_init_worker`
 
 
-def _init_worker(spm_model: str, do_lower_case: bool, parent: int | None = None) -> None:
-
-    if parent is not None:
-        die_with_parent(parent)
+def load_vocabulary(spm_model: str, do_lower_case: bool) -> tuple[AlbertTokenizer, sop.Vocabulary]:
+    """The tokenizer and what generation needs of its vocabulary; UserError naming the
+    file for one that is not an ALBERT SentencePiece model (the parent checks it first)."""
     tokenizer = AlbertTokenizer(spm_model, do_lower_case=do_lower_case)
-    _WORKER.update(tokenizer=tokenizer, vocab=sop.Vocabulary.from_tokenizer(tokenizer))
+    return tokenizer, sop.Vocabulary.from_tokenizer(tokenizer)
 
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent(parent: int, poll_seconds: float = 1.0) -> None:
-    """Ends this worker process when process `parent` dies, even by SIGKILL.
-
-    Linux: the kernel sends SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG).
-    Everywhere, a daemon thread also polls the parent id, which covers other
-    systems and the parent dying before the prctl call.
-    """
-
-    try:
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the watchdog alone
-        pass
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(poll_seconds)
-        os._exit(1)
-
-    if os.getppid() != parent:
-        os._exit(1)
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+def _init_worker(spm_model: str, do_lower_case: bool) -> None:
+    """A worker's set-up (`workers.executor`; an error reaches the parent in one line)."""
+    _WORKER.clear()
+    tokenizer, vocab = load_vocabulary(spm_model, do_lower_case)
+    _WORKER.update(tokenizer=tokenizer, vocab=vocab)
 
 
 def shard_path(output_dir: str, shard: int) -> str:
@@ -150,6 +129,7 @@ def make_shard(shard: int, documents: list[Document], output_dir: str,
                options: sop.GenerationOptions) -> dict:
     """Generates, shuffles and writes one shard; returns its statistics (`DataStats.to_dict`)."""
 
+    workers.raise_if_failed()  # the worker could not load the vocabulary (_init_worker)
     stats = DataStats()
     records: list[bytes] = []
     tokenized: list[list[np.ndarray]] = []
@@ -181,18 +161,25 @@ def _blocks(documents: Iterable[Document], size: int) -> Iterator[list[Document]
         yield block
 
 
-def _prepare_output(output_dir: str, config: dict) -> None:
+def _shards(output_dir: str) -> list[str]:
+    """The finished shards in `output_dir` (hidden temporaries are not)."""
+    return sorted(name for name in os.listdir(output_dir)
+                  if name.startswith("pretrain-") and name.endswith(".tfrecord"))
+
+
+def _prepare_output(output_dir: str, config: dict) -> list[str]:
     """Creates the directory, or checks that a previous run used the same configuration.
 
     The configuration binds a directory only once it holds a finished shard: a
     run that failed before writing one (a bad input, a kill) does not stop a
-    corrected rerun.
+    corrected rerun. Returns what this run created (`_undo_unfinished` removes it).
     """
     atomic.check_writable_directory(output_dir, "--output-dir")
-    os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
+    stats = os.path.join(output_dir, STATS_DIR)
     path = os.path.join(output_dir, CONFIG_FILE)
-    has_shards = any(name.startswith("pretrain-") and name.endswith(".tfrecord")
-                     for name in os.listdir(output_dir))
+    created = atomic.missing_parents(stats) + ([] if os.path.isdir(stats) else [stats])
+    os.makedirs(stats, exist_ok=True)
+    has_shards = bool(_shards(output_dir))
     if os.path.exists(path) and has_shards:
         try:
             with open(path, encoding="utf-8") as f:
@@ -209,6 +196,30 @@ def _prepare_output(output_dir: str, config: dict) -> None:
         for name in os.listdir(directory):  # temporaries of a killed run
             if atomic.is_temporary(name):
                 os.remove(os.path.join(directory, name))
+    return created
+
+
+def _undo_unfinished(output_dir: str, created: list[str], empty_shards: bool = False) -> None:
+    """After a run that finished no shard (or, with `empty_shards`, only shards without
+    instances, which are removed): removes create_data_config.json, statistics without
+    their shard and the directories the run created (`created`, if empty), so that
+    nothing of it binds or litters the directory. Finished shards of a failed or
+    killed run stay: a rerun resumes them."""
+    if _shards(output_dir) and not empty_shards:
+        return
+    for name in _shards(output_dir):
+        os.remove(os.path.join(output_dir, name))
+    stats = os.path.join(output_dir, STATS_DIR)
+    for name in os.listdir(stats) if os.path.isdir(stats) else []:
+        if name.endswith(".json"):  # no shard has them now
+            os.remove(os.path.join(stats, name))
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(output_dir, CONFIG_FILE))  # binds nothing without shards
+    keep = os.path.abspath(output_dir) if empty_shards else None  # summary.json goes there
+    for directory in reversed(created):
+        if os.path.abspath(directory) != keep:
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)  # only if empty
 
 
 def _file_sha256(path: str) -> str:
@@ -228,7 +239,7 @@ class _Progress:
 
     def done(self, future) -> None:
         shard, read = self.pending.pop(future)
-        self.stats[shard] = future.result()
+        self.stats[shard] = workers.result(future, f"shard {shard}")  # one line if one died
         self.bar.update(read)
 
     def wait(self, at_most: int) -> None:
@@ -237,16 +248,6 @@ class _Progress:
             finished, _ = concurrent.futures.wait(self.pending, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in finished:
                 self.done(future)
-
-
-def _executor(processes: int, spm_model: str, do_lower_case: bool) -> concurrent.futures.Executor:
-    if processes == 1:
-        _init_worker(spm_model, do_lower_case)
-        return _InlineExecutor()
-    # spawn, not fork: the parent has TensorFlow loaded, whose threads do not survive a fork.
-    return concurrent.futures.ProcessPoolExecutor(
-        processes, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker, initargs=(spm_model, do_lower_case, os.getpid()))
 
 
 def _generate(corpus: Corpus, report: CorpusReport, output_dir: str, options: sop.GenerationOptions,
@@ -288,33 +289,34 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
 
     start = time.time()
     processes = processes or os.cpu_count() or 1
+    load_vocabulary(spm_model, do_lower_case)  # here, before any worker starts or file is written
     config = {"corpus": corpus.name, "input": corpus.identity, "spm_model_sha256": _file_sha256(spm_model),
               "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
               **dataclasses.asdict(options)}
-    _prepare_output(output_dir, config)
+    created = _prepare_output(output_dir, config)
     report = CorpusReport()
     bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)
     progress = _Progress(bar)
-    with _executor(processes, spm_model, do_lower_case) as executor, bar:
-        _generate(corpus, report, output_dir, options, documents_per_shard, executor, processes, progress)
+    try:
+        with workers.executor(processes, _init_worker, (spm_model, do_lower_case)) as executor, \
+                bar:
+            try:
+                _generate(corpus, report, output_dir, options, documents_per_shard, executor,
+                          processes, progress)
+            except BaseException:  # a shard failed: the others are not waited for
+                executor.shutdown(wait=True, cancel_futures=True)
+                raise
+    except BaseException:  # a failure or an interrupt: nothing unfinished stays behind
+        _undo_unfinished(output_dir, created)
+        raise
+    if not sum(stats.get("instances", 0) for stats in progress.stats.values()):
+        _undo_unfinished(output_dir, created, empty_shards=True)  # summary.json says why
     if progress.resumed:
         logger.info("resumed: %d of %d shards were already complete", progress.resumed, len(progress.stats))
     summary = summarize(corpus.name, progress.stats, report, options, time.time() - start)
     summary["shards_resumed"] = progress.resumed
     atomic.atomic_write_json(os.path.join(output_dir, SUMMARY_FILE), summary)
     return summary
-
-
-class _InlineExecutor(concurrent.futures.Executor):
-    """Runs submitted work at once in this process (processes=1)."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # delivered through the future, as a pool would
-            future.set_exception(e)
-        return future
 
 
 # ---------------------------------------------------------------------------
@@ -372,6 +374,7 @@ def main(argv: list[str]) -> int:
         arguments.require_positive("--processes", args.processes, " (omit it to use all cores)")
     if not os.path.isfile(args.spm_model):
         raise errors.UserError(f"--spm-model {args.spm_model} is not a file")
+    load_vocabulary(args.spm_model, not args.cased)  # a bad vocabulary: one line, no worker
     corpus = open_corpus(args.input)  # explicitly named inputs are checked here, before work
     cli.setup_logging()
     summary = create_pretraining_data(
@@ -380,16 +383,9 @@ def main(argv: list[str]) -> int:
     logger.info("wrote %d instances from %d documents in %d shards to %s (%.1f s); summary: %s",
                 summary["instances"], summary["documents"], summary["shards"], args.output_dir,
                 summary["wall_time_s"], os.path.join(args.output_dir, SUMMARY_FILE))
-    _warn_skipped(summary)
+    warn_skipped(summary, logger)
     if summary["instances"] == 0:
         raise errors.UserError(f"no instances were made; see "
                               f"{os.path.join(args.output_dir, SUMMARY_FILE)} for skipped inputs")
     return 0
 
-
-def _warn_skipped(summary: dict) -> None:
-    """One warning per whole input file left out (binary, unreadable) or skipped line kind."""
-    for reason, entry in summary.get("skipped", {}).items():
-        if reason in ("binary_file", "unreadable_file", "overlong_line"):
-            for file, count in entry["files"].items():
-                logger.warning("skipped %s: %s (%d)", reason.replace("_", " "), file, count)

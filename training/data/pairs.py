@@ -36,6 +36,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from albert_tf import arguments
+from albert_tf.arguments import number_field
 from albert_tf.config import MIN_SEQ_LENGTH, check_sequence_length
 from albert_tf.errors import UserError
 
@@ -91,29 +93,21 @@ class GenerationOptions:
       objective: the sentence-pair task: "sop", "nsp" or "none" (see above).
     """
 
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 40
-    max_ngram: int = masking.MAX_NGRAM
-    seed: int = 12345
+    max_seq_length: int = 512  # the pair length rule (check_pair_seq_length)
+    # Ranges: checked by `arguments.check_numbers`, the one numeric check of every command.
+    max_predictions_per_seq: int = number_field(20, minimum=1)
+    masked_lm_prob: float = number_field(0.15, exclusive_minimum=0.0, exclusive_maximum=1.0)
+    short_seq_prob: float = number_field(0.1, minimum=0.0, maximum=1.0)
+    dupe_factor: int = number_field(40, minimum=1)
+    max_ngram: int = number_field(masking.MAX_NGRAM, minimum=1)
+    seed: int = number_field(12345, minimum=0)
     objective: str = DEFAULT_OBJECTIVE
 
     def __post_init__(self):
         check_pair_seq_length(self.max_seq_length, where="max_seq_length")
-        checks = [
-            ("max_predictions_per_seq", self.max_predictions_per_seq >= 1, "at least 1"),
-            ("masked_lm_prob", 0.0 < self.masked_lm_prob < 1.0, "in (0, 1)"),
-            ("short_seq_prob", 0.0 <= self.short_seq_prob <= 1.0, "in [0, 1]"),
-            ("dupe_factor", self.dupe_factor >= 1, "at least 1"),
-            ("max_ngram", self.max_ngram >= 1, "at least 1"),
-            ("seed", self.seed >= 0, "non-negative"),
-            ("objective", self.objective in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}"),
-        ]
-        for name, ok, need in checks:
-            if not ok:
-                raise UserError(f"{name}={getattr(self, name)!r} must be {need}")
+        arguments.check_numbers(self)
+        if self.objective not in OBJECTIVES:
+            raise UserError(f"objective={self.objective!r} must be one of {', '.join(OBJECTIVES)}")
 
 
 @dataclasses.dataclass(frozen=True)

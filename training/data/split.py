@@ -34,7 +34,7 @@ import json
 import os
 from typing import Iterable, Sequence
 
-from albert_tf import atomic
+from albert_tf import atomic, textio
 
 from . import corpus, embedded
 
@@ -280,8 +280,7 @@ def split_rows_by_document(rows: Sequence[dict[str, str]], fraction: float,
 
 def read_rows(path: str) -> list[dict[str, str]]:
     """The rows of a classify-*.jsonl file written by `prepare_corpus_split`."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return [json.loads(line) for line in textio.read_text(path).split("\n") if line.strip()]
 
 
 def write_rows(path: str, rows: Sequence[dict]) -> None:

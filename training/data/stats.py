@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 
 import numpy as np
 
@@ -91,3 +92,20 @@ def summarize(name: str, shard_stats: dict, report: CorpusReport, options: pairs
         "skipped": total.skipped.to_dict(),
         "wall_time_s": round(wall_time, 2),
     }
+
+
+_NAMED_ON_STDERR = {"binary_file": "file", "unreadable_file": "file",
+                    "overlong_line": "documents", "invalid_utf8": "documents"}
+
+
+def warn_skipped(summary: dict, logger: logging.Logger) -> None:
+    """One warning per file and reason for what was left out of it: a whole file (binary,
+    unreadable) or its documents holding an overlong or non-UTF-8 line, with the first place."""
+    for reason, entry in summary.get("skipped", {}).items():
+        if reason not in _NAMED_ON_STDERR:
+            continue
+        for file, count in entry["files"].items():
+            first = next((e[len(file) + 2:] for e in entry["examples"]
+                          if e.startswith(file + ": ")), "")
+            logger.warning("skipped %s: %s (%d %s%s)", reason.replace("_", " "), file, count,
+                           _NAMED_ON_STDERR[reason], f"; first: {first}" if first else "")

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import sentencepiece as spm
 from tqdm import tqdm
 
-from albert_tf import arguments, atomic, cli
+from albert_tf import arguments, atomic, cli, textio
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import (
     CONTROL_SYMBOLS,
@@ -70,30 +70,46 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
     return files
 
 
-def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
+def _open_lines(path: str) -> tuple[io.BufferedReader, io.BufferedIOBase]:
+    """(the file, its lines as bytes: decompressed for .gz)."""
     raw = open(path, "rb")
-    stream = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
-    # Invalid UTF-8 becomes U+FFFD, as in the tokenizer.
-    return raw, io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
+    return raw, gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+
+
+def _decoded(path: str, lines, stats: dict) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line that is UTF-8 (`albert_tf.textio`, the one decoder);
+    the others are skipped, counted in stats["skipped_lines"] and named on stderr."""
+    position, skipped, first = 0, 0, None
+    for number, raw in enumerate(lines, 1):
+        try:
+            yield number, textio.decode(raw, path, number, position)
+        except textio.EncodingError as e:
+            skipped, first = skipped + 1, first or e
+        position += len(raw)
+    if skipped:
+        stats["skipped_lines"] = stats.get("skipped_lines", 0) + skipped
+        logger.warning("skipped %d lines of %s that are not UTF-8 (first: line %d: %s)",
+                       skipped, path, first.line, first.detail)
 
 
 def read_sentences(files: Sequence[str], do_lower_case: bool = True,
                    keep_accents: bool = False, stats: dict | None = None) -> Iterator[str]:
     """Yields the normalised non-empty lines of `files`, with a byte-progress bar.
 
-    `stats`, if given, receives "lines" and "characters" as reading proceeds.
+    `stats`, if given, receives "lines" and "characters" as reading proceeds, and
+    "skipped_lines": lines that are not UTF-8 (skipped, and named on stderr per file).
     """
     stats = {} if stats is None else stats
-    stats.update(lines=0, characters=0)
+    stats.update(lines=0, characters=0, skipped_lines=0)
     total = sum(os.path.getsize(f) for f in files)
     with tqdm(total=total, unit="B", unit_scale=True, desc="reading corpus",
               disable=None, mininterval=1.0) as bar:
         for path in files:
-            raw, text = _open_text(path)
-            with raw, text:
+            raw, lines = _open_lines(path)
+            with raw, lines:
                 position = 0
                 try:
-                    for line_number, line in enumerate(text, 1):
+                    for line_number, line in _decoded(path, lines, stats):
                         sentence = normalize_text(line, do_lower_case, keep_accents)
                         if sentence:
                             stats["lines"] += 1

@@ -17,6 +17,8 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.errors import UserError
+
 INDEX_KEY = "example_index"
 
 
@@ -98,7 +100,7 @@ def make_dataset(data: Encoded, batch_size: int, seq_length: int,
         ds = ds.padded_batch(batch_size, _padded_shapes(ds.element_spec, seq_length),
                              drop_remainder=training)
     else:
-        buckets = _check_buckets(buckets, seq_length)
+        buckets = check_buckets(buckets, seq_length)
         ds = ds.bucket_by_sequence_length(
             element_length_func=lambda f, _: tf.shape(f["input_word_ids"])[-1],
             # Bucket i holds lengths in [b_{i-1} + 1, b_i] and is padded to b_i.
@@ -155,9 +157,11 @@ def _padded_shapes(spec, length):
     return shapes, {k: s.shape for k, s in labels.items()}
 
 
-def _check_buckets(buckets: Sequence[int], seq_length: int) -> list[int]:
+def check_buckets(buckets: Sequence[int], seq_length: int) -> list[int]:
+    """The padded bucket lengths as ints; UserError unless increasing, positive and
+    ending at `seq_length` (`TrainConfig` checks them before any data is read)."""
     buckets = [int(b) for b in buckets]
     if buckets != sorted(set(buckets)) or buckets[0] < 1 or buckets[-1] != seq_length:
-        raise ValueError(f"buckets must be increasing positive lengths ending at "
-                         f"seq_length={seq_length}, got {buckets}")
+        raise UserError(f"buckets={','.join(map(str, buckets))} must be increasing positive "
+                        f"lengths ending at seq_length={seq_length}")
     return buckets

@@ -81,6 +81,34 @@ def encode_texts(tokenizer, examples: TextExamples, seq_length: int,
     return Encoded(features, labels)
 
 
+_LINE_BREAKS = {"\t": "a tab", "\n": "a line break", "\r": "a line break"}
+
+
+def check_label_name(name: str, where: str) -> None:
+    """A class name is a cell of the prediction files (`write_tsv`) and what the served
+    model answers: DataError naming `where` if it is empty or holds a tab or line break."""
+    if not name:
+        raise DataError(f"{where}: the label is empty")
+    bad = next((c for c in name if c in _LINE_BREAKS), None)
+    if bad is not None:
+        raise DataError(f"{where}: label {name!r} holds {_LINE_BREAKS[bad]}; class names "
+                        "are written as cells of tab-separated prediction files")
+
+
+def regression_target(text: str, where: str, name: str = "label",
+                      column: str | int | None = None) -> float:
+    """A regression label as a finite float; DataError naming `where` (and the column)
+    for anything else: NaN or an infinity would train a model of NaN weights."""
+    what = f"{name} {text!r}" + ("" if column is None else f" in column {column!r}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"{where}: {what} is not a number") from None
+    if not np.isfinite(value):
+        raise DataError(f"{where}: {what} is not a finite number")
+    return value
+
+
 def label_ids(values: Sequence[str], label_names: Sequence[str], where: Sequence[str]) -> np.ndarray:
     """Maps label strings to class ids; an unknown label raises DataError naming `where`."""
     index = {name: i for i, name in enumerate(label_names)}

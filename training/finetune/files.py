@@ -2,7 +2,8 @@
 
 The format follows the extension: `.csv` (comma, standard quoting), `.tsv` / `.tab`
 / `.txt` (tab, no quoting, as the GLUE and MSR paraphrase files), `.jsonl` / `.json`
-(one JSON object per line). Files are UTF-8, with or without a byte-order mark.
+(one JSON object per line). Files are UTF-8, with or without a byte-order mark
+(`albert_tf.textio`: other bytes are an error naming the file, line and byte offset).
 Columns are named by a header row, or, in files without one, given as positions
 (0 = first cell). Every row must have as many cells as the header (or as the
 first row): an unquoted comma in a CSV text would otherwise shift the label.
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import sys
@@ -24,7 +26,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .examples import DataError, TextExamples, label_ids
+from albert_tf import textio
+
+from .examples import DataError, TextExamples, check_label_name, label_ids, regression_target
 
 _DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".txt": "\t"}
 _JSON_EXTENSIONS = (".jsonl", ".json")
@@ -75,6 +79,8 @@ def read_text_file(path: str, text_columns: Sequence[Column], label_column: Colu
             _check_label_kinds(values, places)
             if label_names:
                 label_names = list(label_names)
+                for name in label_names:
+                    check_label_name(name, f"{path}: label_names")
                 values = _ids_to_names(values, label_names)
             else:
                 label_names = _sorted_labels(values, places)
@@ -101,14 +107,12 @@ def _rows(path: str, columns: list[Column]) -> Iterator[tuple[str, dict[Column, 
 def _delimited_rows(path, columns, delimiter):
     csv.field_size_limit(_FIELD_SIZE_LIMIT)
     quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter=delimiter, quoting=quoting, strict=delimiter == ",")
-        try:
-            yield from _checked_rows(path, reader, columns)
-        except UnicodeDecodeError as e:
-            raise DataError(f"{path}:{reader.line_num + 1}: not UTF-8 ({e.reason})") from None
-        except csv.Error as e:
-            raise DataError(f"{path}:{reader.line_num}: {e}") from None
+    text = io.StringIO(textio.read_text(path), newline="")  # not UTF-8: file, line, byte
+    reader = csv.reader(text, delimiter=delimiter, quoting=quoting, strict=delimiter == ",")
+    try:
+        yield from _checked_rows(path, reader, columns)
+    except csv.Error as e:
+        raise DataError(f"{path}:{reader.line_num}: {e}") from None
 
 
 def _checked_rows(path, reader, columns):
@@ -154,7 +158,7 @@ def _check_positions(place, columns, cells):
 
 
 def _json_rows(path, columns):
-    with open(path, encoding="utf-8-sig") as f:
+    with io.StringIO(textio.read_text(path), newline=None) as f:
         for number, text in enumerate(f, start=1):
             if not text.strip():
                 continue
@@ -183,10 +187,7 @@ def _as_text(value, place, column) -> str:
 def _numbers(values, places, column) -> np.ndarray:
     out = np.empty(len(values), np.float32)
     for i, (value, place) in enumerate(zip(values, places)):
-        try:
-            out[i] = float(value)
-        except ValueError:
-            raise DataError(f"{place}: label {value!r} in column {column!r} is not a number") from None
+        out[i] = regression_target(value, place, "label", column)
     return out
 
 
@@ -223,9 +224,12 @@ def _ids_to_names(values, label_names) -> list[str]:
 
 
 def _sorted_labels(values, places) -> list[str]:
-    names = set(values)
-    if "" in names:
-        raise DataError(f"{places[values.index('')]}: the label is empty")
+    first = {}
+    for value, place in zip(values, places):
+        first.setdefault(value, place)
+    for name, place in first.items():  # at its first line: a tab would break the predictions
+        check_label_name(name, place)
+    names = set(first)
     try:
         return sorted(names, key=int)
     except ValueError:

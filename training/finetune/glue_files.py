@@ -25,7 +25,9 @@ import os
 
 import numpy as np
 
-from .examples import DataError, TextExamples
+from albert_tf import textio
+
+from .examples import DataError, TextExamples, regression_target
 from .glue import GlueTask
 
 logger = logging.getLogger(__name__)
@@ -147,13 +149,9 @@ def read_rows(path: str, layout: Layout) -> tuple[list[tuple[int, list[str]]], l
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file")
     rows, skipped, header_pending = [], [], layout.header
-    with open(path, encoding="utf-8-sig", newline="\n") as f:
-        try:
-            lines = list(f)
-        except UnicodeDecodeError as e:
-            raise DataError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    lines = textio.read_text(path).split("\n")  # not UTF-8: file, line and byte offset
     for number, line in enumerate(lines, start=1):
-        line = line.rstrip("\n").rstrip("\r")
+        line = line.rstrip("\r")
         if not line:
             continue
         cells = line.split("\t")
@@ -211,10 +209,7 @@ def _labels(path, rows, position, label_values) -> np.ndarray:
     if label_values is None:
         values = np.empty(len(rows), np.float32)
         for i, (number, cells) in enumerate(rows):
-            try:
-                values[i] = float(cells[position])
-            except ValueError:
-                raise DataError(f"{path}:{number}: score {cells[position]!r} is not a number") from None
+            values[i] = regression_target(cells[position], f"{path}:{number}", "score")
         return values
     index = {value: i for i, value in enumerate(label_values)}
     ids = np.empty(len(rows), np.int64)
@@ -233,8 +228,8 @@ def mrpc_from_sources(directory: str, label_values) -> dict[str, TextExamples]:
     if not os.path.isfile(dev_ids):
         raise DataError(f"{directory}: no train.tsv, and no {MRPC_SOURCES[2]} to split "
                         f"{MRPC_SOURCES[0]} into train and dev as download_glue_data.py does")
-    with open(dev_ids, encoding="utf-8-sig") as f:
-        dev_pairs = {tuple(line.strip().split("\t")) for line in f if line.strip()}
+    dev_pairs = {tuple(line.strip().split("\t"))
+                 for line in textio.read_text(dev_ids).splitlines() if line.strip()}
     rows, _ = read_rows(train_txt, MRPC_LAYOUT)
     parts = {"train": [], "validation": []}
     for number, cells in rows:

@@ -20,7 +20,7 @@ import os
 import keras
 import numpy as np
 
-from albert_tf import AlbertMultipleChoice, atomic
+from albert_tf import AlbertMultipleChoice, atomic, textio
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.inputs import INPUT_NAMES
 
@@ -73,8 +73,7 @@ def read_race(split_dir: str) -> list[RaceExample]:
 
 def _records(path: str):
     """One JSON object per file as released; a JSON-lines file (all.txt) also works."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = textio.read_text(path)  # not UTF-8: the file, line and byte offset
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
     try:
@@ -98,18 +97,30 @@ def _questions(record, path, line, level):
         if name not in record:
             raise DataError(f"{where}: no {name!r} field")
     questions, options, answers = record["questions"], record["options"], record["answers"]
+    if not isinstance(record["article"], str):
+        raise DataError(f"{where}: 'article' is a {type(record['article']).__name__}, not text")
+    for name, value in (("questions", questions), ("options", options), ("answers", answers)):
+        if not isinstance(value, list):
+            raise DataError(f"{where}: {name!r} is a {type(value).__name__}, not a list")
     if not len(questions) == len(options) == len(answers):
         raise DataError(f"{where}: {len(questions)} questions, {len(options)} option lists and "
                         f"{len(answers)} answers differ in number")
     base = str(record.get("id", os.path.basename(path)))
     for i, (question, choices, answer) in enumerate(zip(questions, options, answers)):
+        if not isinstance(choices, list):
+            raise DataError(f"{where}: the options of question {i} are a "
+                            f"{type(choices).__name__}, not a list")
         if len(choices) != len(CHOICES):
             raise DataError(f"{where}: question {i} has {len(choices)} options, not {len(CHOICES)}")
-        if answer not in CHOICES:
+        if not all(isinstance(text, str) for text in (question, *choices)):
+            raise DataError(f"{where}: question {i} or one of its options is not text")
+        # Exactly one letter: "" and "AB" are not answers (a substring test took them for A).
+        letter = answer.strip() if isinstance(answer, str) else answer
+        if not isinstance(letter, str) or len(letter) != 1 or letter not in CHOICES:
             raise DataError(f"{where}: question {i} has answer {answer!r}, not one of A, B, C, D")
         # Ids are unique per split only with the level ("middle/..." and "high/...").
         yield RaceExample(f"{level}/{base}-{i}", level, record["article"], question, list(choices),
-                          CHOICES.index(answer))
+                          CHOICES.index(letter))
 
 
 def qa_text(question: str, option: str) -> str:

@@ -25,12 +25,16 @@ default: powers of two), jit_compile (true, false or auto), spm_model, do_lower_
 keep_accents; SQuAD: doc_stride, max_query_length, n_best, max_answer_length,
 no_answer_threshold (2.0; default: tuned on the dev set); RACE: max_qa_length. Values
 are read by each setting's type (albert_tf.arguments; "none" unsets an optional one,
-NaN and infinities are refused). The settings used are saved in OUTPUT/albert_task.json
+NaN and infinities are refused); every number, flag or --set, is checked against its
+range (TrainConfig) before any data is read. The settings used are saved in OUTPUT/albert_task.json
 (the task record), which `albert-tf export` reads.
 
---output must not be, contain or lie inside --checkpoint. An existing, non-empty
---output is refused unless --overwrite is given; then the new run is written beside it
-and replaces it only when complete.
+--output must not be, contain or lie inside --checkpoint or a --data path. An existing,
+non-empty --output is refused unless --overwrite is given. Every run is written to a
+hidden directory beside --output that becomes --output only when the run is complete
+(replacing an existing one, with --overwrite, as a whole): a failed or interrupted run
+leaves --output as it was, and of two runs started into the same --output one fails
+at once (the output is claimed while a run writes it).
 
 Example:
   albert-tf finetune --task glue/mrpc --data glue_data/ --checkpoint albert_base/ --output out/mrpc
@@ -43,8 +47,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
+import tempfile
 
 from albert_tf import arguments, atomic, cli, errors
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
@@ -53,7 +57,8 @@ from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
 from . import glue, race, sequence, squad, squad_data
-from .examples import DataError
+from .bucketing import check_buckets
+from .examples import DataError, check_label_name
 from .train import TrainConfig, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
@@ -164,6 +169,8 @@ def parse_label_names(spec: str | None) -> list[str] | None:
     names = spec.split(",")
     if len(names) < 2 or any(not n for n in names) or len(set(names)) != len(names):
         raise UsageError(f"--label-names {spec!r}: give two or more distinct names, comma-separated")
+    for name in names:
+        check_label_name(name, "--label-names")
     return names
 
 
@@ -199,19 +206,30 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
 
 def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, options: dict):
 
-    names = (f"train-{version}.json", f"dev-{version}.json")
-    if len(data) == 1 and all(os.path.isfile(os.path.join(data[0], n)) for n in names):
-        data = [os.path.join(data[0], n) for n in names]
-    if len(data) == 2 or (len(data) == 1 and os.path.isfile(data[0])):
-        train = squad_data.read_squad_json(data[0])
-        dev = squad_data.read_squad_json(data[1]) if len(data) == 2 else None
-    elif len(data) <= 1:
-        data_dir = data[0] if data else None
-        train = squad_data.load_squad_tfds(version, "train", data_dir)
-        dev = squad_data.load_squad_tfds(version, "validation", data_dir)
-    else:
+    if len(data) > 2:
         raise UsageError("squad takes --data DIR, or --data TRAIN.json [DEV.json]")
+    if len(data) == 1 and os.path.isdir(data[0]):
+        data = _squad_files(data[0], version)
+    if data:  # the user's files: never a download (into their directory or anywhere)
+        train = squad_data.read_squad_json(data[0], version)
+        dev = squad_data.read_squad_json(data[1], version) if len(data) == 2 else None
+    else:
+        train = squad_data.load_squad_tfds(version, "train")
+        dev = squad_data.load_squad_tfds(version, "validation")
     return squad.SquadTask(version, train, dev, tokenizer, seq_length, **options)
+
+
+def _squad_files(directory: str, version: str) -> list[str]:
+    """[train, dev] of the official names in `directory`; UsageError naming what is missing."""
+    names = (f"train-{version}.json", f"dev-{version}.json")
+    missing = [n for n in names if not os.path.isfile(os.path.join(directory, n))]
+    if missing:
+        held = sorted(os.listdir(directory))
+        listing = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "") if held else "nothing"
+        raise UsageError(f"--data {directory}: no {' or '.join(missing)} in this directory "
+                         f"(it holds {listing}); give the directory holding "
+                         f"{' and '.join(names)}, or --data TRAIN.json [DEV.json]")
+    return [os.path.join(directory, n) for n in names]
 
 
 def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
@@ -230,6 +248,17 @@ def record_kind(task: str) -> str | None:
     return "span" if task in SQUAD_TASKS else "multiple_choice" if task == "race" else None
 
 
+def check_settings(settings: dict, flags: dict, train_set: dict) -> None:
+    """Refuses a TrainConfig setting out of its range (NaN, 0, a negative rate, ...),
+    naming it as the user gave it (--learning-rate, --set weight_decay), before any work."""
+    names = {**{key: f"--set {key}" for key in train_set},
+             **{key: "--" + key.replace("_", "-") for key, value in flags.items()
+                if value is not None}}
+    arguments.check_numbers(TrainConfig, settings, names=names)
+    if settings.get("buckets"):
+        check_buckets(settings["buckets"], settings["seq_length"])
+
+
 def check_task_options(task: str, seq_length: int, options: dict) -> None:
     """Refuses --set task options that do not apply to `task` or do not fit, before any work."""
     kind = record_kind(task)
@@ -244,20 +273,17 @@ def check_task_options(task: str, seq_length: int, options: dict) -> None:
         raise UsageError(f"--set: {e}") from None
 
 
-def _inside(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def check_output(checkpoint: str, output: str, overwrite: bool) -> bool:
-    """Refuses an --output that would destroy --checkpoint or, without `overwrite`, an
-    existing run. Returns whether `output` exists and is to be replaced."""
+def check_output(checkpoint: str, output: str, overwrite: bool, data: list[str] | None = None
+                 ) -> bool:
+    """Refuses an --output that would destroy --checkpoint or a --data path or, without
+    `overwrite`, an existing run. Returns whether `output` exists and is to be replaced."""
     source = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint) or "."
-    source, target = os.path.realpath(source), os.path.realpath(output)
-    if _inside(target, source) or _inside(source, target):
-        relation = ("is" if target == source else "lies inside" if _inside(target, source)
-                    else "contains")
-        raise UsageError(f"--output {output} {relation} the --checkpoint directory {source}; "
-                         "fine-tuning would overwrite the model it starts from")
+    atomic.check_not_input(output, [("--checkpoint directory", source)], "--output",
+                           "fine-tuning would overwrite the model it starts from")
+    atomic.check_not_input(
+        output, [(f"--data {'directory' if os.path.isdir(path) else 'file'}", path)
+                 for path in data or ()],
+        "--output", "fine-tuning would overwrite the data it reads")
     if not os.path.lexists(output):
         return False
     if not os.path.isdir(output):
@@ -282,8 +308,9 @@ def run(args) -> dict:
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count
+    check_settings(settings, flags, train_set)
     check_task_options(args.task, settings["seq_length"], task_options)
-    replace = check_output(args.checkpoint, args.output, args.overwrite)
+    replace = check_output(args.checkpoint, args.output, args.overwrite, args.data)
     source = open_checkpoint(args.checkpoint)  # once: config, tokenizer and weights
     source.config.check_sequence_length(  # before any data is read
         settings["seq_length"], where=f"checkpoint {args.checkpoint}")
@@ -303,22 +330,18 @@ def run(args) -> dict:
 
 
 def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
-    """`train(directory)` into `output`; when replacing an existing `output`, into a
-    hidden sibling that takes its place only once complete (a failure leaves it be).
-    Only the chief of a multi-worker run replaces anything."""
-    if not replace:
-        return train(output)
-    staging = atomic.temporary_path(os.path.abspath(output))
-    logger.info("--overwrite: writing to %s, which replaces %s when complete", staging, output)
-    try:
-        summary = train(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    """`train(directory)` into a hidden staging directory that becomes `output` only once
+    the run is complete (`atomic.claimed_directory`: `output` is claimed meanwhile, so a
+    second run into it fails at once; `replace` lets it replace an existing `output`
+    as a whole). A failure or interrupt removes the staging directory: `output` is as
+    it was. Only the chief of a multi-worker run writes `output`; the other workers
+    train into a scratch directory that is removed."""
     if not chief:
-        shutil.rmtree(staging, ignore_errors=True)
-        return summary
-    atomic.replace_directory(staging, os.path.abspath(output))
+        with tempfile.TemporaryDirectory(prefix="albert-tf-finetune-worker-") as scratch:
+            return train(scratch)
+    with atomic.claimed_directory(output, replace=replace) as staging:
+        logger.info("writing the run to %s, which becomes %s when complete", staging, output)
+        summary = train(staging)
     summary["checkpoint"] = output
     summary["predictions"] = [os.path.join(output, os.path.relpath(p, staging))
                               for p in summary["predictions"]]

@@ -23,6 +23,7 @@ import logging
 
 import numpy as np
 
+from albert_tf import textio
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
@@ -44,6 +45,7 @@ class SquadExample:
       answers: every gold answer text (empty: unanswerable, SQuAD 2.0).
       answer_start: character offset of the first answer in `context` (training
         target), None when unanswerable.
+      source: where it was read (a file, or a tensorflow-datasets split), for messages.
     """
 
     qid: str
@@ -51,6 +53,7 @@ class SquadExample:
     context: str
     answers: list[str]
     answer_start: int | None
+    source: str = ""
 
     @property
     def is_impossible(self) -> bool:
@@ -160,7 +163,7 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
     """
     features = {name: [] for name in INPUT_NAMES}
     starts, ends, answerable, windows, contexts = [], [], [], [], []
-    skipped, aligned = 0, {}
+    skipped, aligned = [], {}
     for index, example in enumerate(progress(examples, len(examples), "SQuAD windows")):
         if example.context not in aligned:  # SQuAD asks several questions per context
             aligned[example.context] = align_context(tokenizer, example.context)
@@ -171,7 +174,7 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
         if training and not example.is_impossible:
             target = _answer_target(example, pieces)
             if target is None:
-                skipped += 1
+                skipped.append(example)
                 continue
         spans = _spans(len(pieces.ids), seq_length - len(query) - 3, doc_stride, seq_length)
         offset = len(query) + 2  # [CLS] question [SEP]
@@ -188,14 +191,28 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
             ends.append(offset + target[1] - first if inside else 0)
             answerable.append(float(inside))
     if skipped:
-        logger.warning("skipped %d of %d training examples whose answer is not at its "
-                       "answer_start in the context", skipped, len(examples))
+        _report_misplaced(skipped, len(examples), usable=bool(windows))
     labels = {}
     if training:
         labels = {"start_logits": np.asarray(starts, np.int32), "end_logits": np.asarray(ends, np.int32)}
         if answerability:
             labels["answerable_logits"] = np.asarray(answerable, np.float32)
     return Encoded(features, labels), windows, contexts
+
+
+def _report_misplaced(skipped: list[SquadExample], total: int, usable: bool) -> None:
+    """Training questions whose answer is not at its answer_start: counted on stderr, or,
+    when that leaves nothing to train on, DataError naming the file and the first one."""
+    first = skipped[0]
+    sources = ", ".join(dict.fromkeys(e.source or "the training data" for e in skipped))
+    example = (f"e.g. question id {first.qid!r}: answer {first.answers[0]!r} at character "
+               f"{first.answer_start}")
+    if not usable:
+        raise DataError(f"{sources}: no usable SQuAD answers: none of the {total} training "
+                        f"questions has its answer text at its answer_start in the context "
+                        f"({example})")
+    logger.warning("%s: skipped %d of %d training questions whose answer is not at its "
+                   "answer_start in the context (%s)", sources, len(skipped), total, example)
 
 
 def _answer_target(example: SquadExample, pieces: ContextPieces) -> tuple[int, int] | None:
@@ -223,11 +240,14 @@ def _spans(num_pieces: int, room: int, doc_stride: int, seq_length: int) -> list
         first += min(count, doc_stride)
 
 
-def read_squad_json(path: str) -> list[SquadExample]:
-    """Reads an official SQuAD 1.1 or 2.0 JSON file (`{"data": [{"paragraphs": ...}]}`)."""
+def read_squad_json(path: str, version: str | None = None) -> list[SquadExample]:
+    """Reads an official SQuAD 1.1 or 2.0 JSON file (`{"data": [{"paragraphs": ...}]}`).
+
+    With `version` "v1.1", a question marked `is_impossible` or without answers is
+    refused (SQuAD 1.1 has none: the file is SQuAD 2.0 data); None reads either.
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(textio.read_text(path))  # not UTF-8: file, line and byte offset
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
@@ -241,12 +261,19 @@ def read_squad_json(path: str) -> list[SquadExample]:
             for q, qa in enumerate(_field(paragraph, "qas", list, path, where)):
                 at = f"{where}.qas[{q}]"
                 answers = _field(qa, "answers", list, path, at)
-                if qa.get("is_impossible"):
+                qid = str(_field(qa, "id", (str, int), path, at))
+                impossible = qa.get("is_impossible")
+                if version == "v1.1" and (impossible or not answers):
+                    what = "is marked is_impossible" if impossible else "has no answers"
+                    raise DataError(f"{path}: {at} (id {qid!r}) {what}; SQuAD 1.1 has no "
+                                    "unanswerable questions (SQuAD 2.0 data? use --task "
+                                    "squad/v2.0)")
+                if impossible:
                     answers = []
                 texts = [_field(x, "text", str, path, f"{at}.answers") for x in answers]
                 start = _field(answers[0], "answer_start", int, path, f"{at}.answers") if answers else None
-                examples.append(SquadExample(str(_field(qa, "id", (str, int), path, at)),
-                                             _field(qa, "question", str, path, at), context, texts, start))
+                examples.append(SquadExample(qid, _field(qa, "question", str, path, at), context,
+                                             texts, start, source=path))
     if not examples:
         raise DataError(f"{path}: no questions")
     return examples
@@ -272,7 +299,8 @@ def load_squad_tfds(version: str, split: str, data_dir: str | None = None) -> li
             texts, starts = [], []
         examples.append(SquadExample(
             record["id"].decode("utf-8"), record["question"].decode("utf-8"),
-            record["context"].decode("utf-8"), texts, starts[0] if texts and starts else None))
+            record["context"].decode("utf-8"), texts, starts[0] if texts and starts else None,
+            source=f"squad/{version} {split}"))
     if not examples:
         raise DataError(f"squad/{version} split {split!r} has no examples")
     return examples

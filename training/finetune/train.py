@@ -23,14 +23,16 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
+from albert_tf.arguments import number_field
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
+from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 
 from ..runtime.distribute import is_chief, resolve_jit_compile
 from ..runtime.fit_steps import install_step_functions
 from ..runtime.optimization import create_optimizer
 from ..runtime.tensorboard import ScalarLogger, write_scalars
-from .bucketing import Encoded, default_buckets, make_dataset
+from .bucketing import Encoded, check_buckets, default_buckets, make_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -71,21 +73,23 @@ class TrainConfig:
     """
 
     output_dir: str
-    epochs: int = 3
-    train_steps: int | None = None
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    learning_rate: float = 2e-5
-    warmup_steps: int | None = None
-    warmup_proportion: float = 0.1
+    # Ranges: checked by `arguments.check_numbers` (here and by `albert-tf finetune`
+    # before any data is read); seq_length by the length rule (config.check_sequence_length).
+    epochs: int = number_field(3, minimum=1)
+    train_steps: int | None = number_field(None, minimum=1)
+    batch_size: int = number_field(32, minimum=1)
+    eval_batch_size: int = number_field(64, minimum=1)
+    learning_rate: float = number_field(2e-5, exclusive_minimum=0.0)
+    warmup_steps: int | None = number_field(None, minimum=0)
+    warmup_proportion: float = number_field(0.1, minimum=0.0, maximum=1.0)
     optimizer: str = "adamw"
-    weight_decay: float = 0.01
+    weight_decay: float = number_field(0.01, minimum=0.0)
     seq_length: int = 128
     # --set buckets=none: [] (one padded shape); buckets=default: None.
     buckets: list[int] | None = dataclasses.field(default=None,
                                                   metadata={arguments.NONE_WORD: "default"})
-    patience: int | None = None
-    seed: int = 0
+    patience: int | None = number_field(None, minimum=1)
+    seed: int = number_field(0, minimum=0)
     spm_model: str | None = None
     do_lower_case: bool = True
     keep_accents: bool = False
@@ -93,6 +97,11 @@ class TrainConfig:
     jit_compile: bool | None = dataclasses.field(default=True,
                                                  metadata={arguments.NONE_WORD: "auto"})
     verbose: int | str = "auto"
+
+    def __post_init__(self):
+        arguments.check_numbers(self)
+        if self.buckets:
+            check_buckets(self.buckets, self.seq_length)
 
     def bucket_lengths(self) -> list[int] | None:
         if self.buckets is None:
@@ -187,7 +196,7 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
       results, "checkpoint": the output directory, "predictions": files written}.
     """
     if task.train is None or not len(task.train):
-        raise ValueError(f"{task.name}: no training examples")
+        raise UserError(f"{task.name}: no training examples")
     strategy = strategy or tf.distribute.get_strategy()
     os.makedirs(config.output_dir, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
@@ -257,5 +266,6 @@ class _Saver:
                  **getattr(self.task, "checkpoint_info", dict)()}
         save_checkpoint(self.model, self.config.output_dir, spm_model=self.config.spm_model,
                         label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,
-                        seq_length=self.config.seq_length, extra_info=extra)
+                        seq_length=self.config.seq_length, extra_info=extra,
+                        keep_other_files=True)  # the run's logs beside the model
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import typing
 from typing import Any
 
-from albert_tf import AlbertConfig, arguments
+from albert_tf import AlbertConfig, arguments, textio
+from albert_tf.arguments import number_field
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 
@@ -31,28 +31,31 @@ class PretrainConfig:
     output_dir: str = ""
     spm_model: str = ""               # copied into model/ as spiece.model
     init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
+    # Numbers: ranges beside the defaults, checked by `arguments.check_numbers` (validate);
+    # seq_length by the length rule (config.check_sequence_length).
     seq_length: typing.Optional[int] = None       # None: read from the data
-    max_predictions: typing.Optional[int] = None  # None: read from the data
-    global_batch_size: int = 4096
-    train_steps: int = 125_000
-    warmup_steps: int = 3125
-    learning_rate: float = 0.00176
-    poly_power: float = 1.0
+    max_predictions: typing.Optional[int] = number_field(  # None: read from the data
+        None, minimum=1, hint="omit it to read it from the data")
+    global_batch_size: int = number_field(4096, minimum=1)
+    train_steps: int = number_field(125_000, minimum=1)
+    warmup_steps: int = number_field(3125, minimum=0)
+    learning_rate: float = number_field(0.00176, exclusive_minimum=0.0)
+    poly_power: float = number_field(1.0, minimum=0.0)
     optimizer: str = "lamb"
-    weight_decay: float = 0.01
-    clipnorm: float = 1.0
-    dropout: float = 0.0              # the paper: no dropout when pretraining
+    weight_decay: float = number_field(0.01, minimum=0.0)
+    clipnorm: float = number_field(1.0, minimum=0.0)  # 0: no clipping
+    dropout: float = number_field(0.0, minimum=0.0, exclusive_maximum=1.0)  # the paper: none
     precision: str = "auto"
     strategy: str = "default"
-    steps_per_execution: int = 1
+    steps_per_execution: int = number_field(1, minimum=1)
     jit_compile: typing.Optional[bool] = dataclasses.field(  # None (auto): on GPU, off on CPU
         default=None, metadata={arguments.NONE_WORD: "auto"})
-    checkpoint_every: int = 1000      # also the eval and "epoch" interval
-    keep_checkpoints: int = 5
-    eval_steps: int = 100
-    log_every: int = 100              # TensorBoard interval, in steps
-    seed: int = 12345
-    shuffle_buffer: int = 10_000
+    checkpoint_every: int = number_field(1000, minimum=1)  # also the eval and "epoch" interval
+    keep_checkpoints: int = number_field(5, minimum=1)
+    eval_steps: int = number_field(100, minimum=1)
+    log_every: int = number_field(100, minimum=1)  # TensorBoard interval, in steps
+    seed: int = number_field(12345, minimum=0)
+    shuffle_buffer: int = number_field(10_000, minimum=1)
     data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
     deterministic: bool = False       # op determinism: bit-identical reruns, slower
     # Train the sentence-pair head; None: as the training data's objective says
@@ -64,19 +67,9 @@ class PretrainConfig:
         for name in ("train_data", "output_dir"):
             if not getattr(self, name):
                 raise UserError(f"{name} is required")
-        positive = ("global_batch_size", "train_steps", "steps_per_execution",
-                    "checkpoint_every", "keep_checkpoints", "eval_steps", "log_every")
-        for name in positive:
-            arguments.require_positive(name, getattr(self, name))
+        arguments.check_numbers(self)  # every number: its type, finite, its range
         if self.seq_length is not None:  # None: from the data
             check_sequence_length(self.seq_length, where="omit it to read it from the data")
-        if self.max_predictions is not None:  # None: from the data; never 0
-            arguments.require_positive("max_predictions", self.max_predictions,
-                                       " (omit it to read it from the data)")
-        for name in ("learning_rate", "weight_decay", "clipnorm", "poly_power", "dropout"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise UserError(f"{name}={value!r} must be a finite number >= 0")
         spe = self.steps_per_execution
         for name in ("train_steps", "checkpoint_every", "eval_steps"):
             if getattr(self, name) % spe:
@@ -85,8 +78,6 @@ class PretrainConfig:
         if self.data_resume not in DATA_RESUME:
             raise UserError(f"data_resume={self.data_resume!r} is not one of "
                              f"{', '.join(DATA_RESUME)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"dropout={self.dropout} must be in [0, 1)")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -120,8 +111,7 @@ def load_config(path: str | None = None, overrides: list[str] = (),
     known = {f.name for f in dataclasses.fields(PretrainConfig)}
     if path:
         try:
-            with open(path, encoding="utf-8") as f:
-                loaded = json.load(f)
+            loaded = json.loads(textio.read_text(path))  # not UTF-8: file, line and byte
         except OSError as e:
             raise UserError(f"cannot read config {path}: {e.strerror}") from None
         except json.JSONDecodeError as e:

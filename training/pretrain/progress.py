@@ -5,6 +5,8 @@
   checkpoints at the end of every "epoch" (= `checkpoint_every` steps) and stops
   at `train_steps`.
 * `Checkpoints`: model + optimizer + step in a `tf.train.CheckpointManager`.
+* `check_resume`: a resumed run against the run_config.json of the run it continues
+  (which fields may change: `RESUME_FIXED`, docs/pretraining.md).
 
 TensorBoard scalars go through `albert_tf.training.runtime.tensorboard.write_scalars`, the
 writer every training job shares.
@@ -12,19 +14,37 @@ writer every training job shares.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import keras
 import tensorflow as tf
 
+from albert_tf import AlbertConfig
+from albert_tf.errors import UsageError, UserError
+
 from ..runtime.tensorboard import write_scalars
 
 logger = logging.getLogger(__name__)
+
+RUN_CONFIG_FILE = "run_config.json"
+# What a resumed run must share with the run it continues, by run_config.json's names:
+# the data and its order (the offset counts batches of global_batch_size), the
+# optimizer and the shape of its schedule, and (resolved, under "resolved") the model
+# as albert.FIELD, the sequence shapes, the precision and the sentence-pair head.
+# Everything else (train_steps, checkpoint_every, keep_checkpoints, eval_data,
+# eval_steps, log_every, strategy, steps_per_execution, jit_compile, deterministic)
+# may change on resume.
+RESUME_FIXED = ("train_data", "spm_model", "global_batch_size", "seed", "shuffle_buffer",
+                "data_resume", "optimizer", "learning_rate", "warmup_steps", "poly_power",
+                "weight_decay", "clipnorm")
+RESUME_FIXED_RESOLVED = ("seq_length", "max_predictions", "precision", "sentence_pair_loss")
 
 
 class PretrainProgress(keras.callbacks.Callback):
@@ -128,11 +148,21 @@ class Checkpoints:
             self.checkpoint, self.scratch or directory, max_to_keep=keep if chief else 1)
 
     def restore(self) -> int:
-        """Restores the newest checkpoint in `directory`; returns its step (0: none)."""
+        """Restores the newest checkpoint in `directory`; returns its step (0: none).
+
+        Raises:
+          UserError: the checkpoint does not fit this run's model or optimizer (one
+            line naming it; e.g. a shape change that --allow-change let through).
+        """
         latest = tf.train.latest_checkpoint(self.directory)
         if latest is None:
             return 0
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        try:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+        except (ValueError, AssertionError, tf.errors.OpError) as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise UserError(f"{latest}: does not fit this run's model or optimizer ({reason}); "
+                            f"use a new output_dir") from None
         logger.info("resumed from %s at step %d", latest, int(self.step))
         return int(self.step)
 
@@ -147,3 +177,65 @@ class Checkpoints:
         """Removes a non-chief worker's scratch directory."""
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ resume
+def resume_settings(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a run_config.json record that a resume compares, by name:
+    `RESUME_FIXED`, the resolved `RESUME_FIXED_RESOLVED` and albert.FIELD for every
+    field of the resolved model config (a name an older file lacks is left out)."""
+    resolved = record.get("resolved", {})
+    settings = {name: record[name] for name in RESUME_FIXED if name in record}
+    settings.update({name: resolved[name] for name in RESUME_FIXED_RESOLVED if name in resolved})
+    settings.update({f"albert.{name}": value
+                     for name, value in resolved.get("albert_config", {}).items()})
+    return settings
+
+
+def check_allowed_changes(names: Iterable[str]) -> list[str]:
+    """The --allow-change names, each one a setting a resume compares (UsageError if not)."""
+    known = [*RESUME_FIXED, *RESUME_FIXED_RESOLVED,
+             *(f"albert.{f.name}" for f in dataclasses.fields(AlbertConfig))]
+    names = list(names)
+    for name in names:
+        if name not in known:
+            raise UsageError(f"--allow-change {name}: not a setting that a resume compares "
+                             f"({', '.join(known[:len(RESUME_FIXED) + len(RESUME_FIXED_RESOLVED)])} "
+                             "or albert.FIELD); the others may change without it")
+    return names
+
+
+def check_resume(output_dir: str, record: Mapping[str, Any], allow_changes: Iterable[str] = ()
+                 ) -> None:
+    """Refuses to resume the run in `output_dir` with other model, data or optimizer
+    settings than its run_config.json holds, naming each field (old -> new), unless
+    `allow_changes` names it. Call it only when there is a checkpoint to resume.
+
+    Args:
+      output_dir: the run's directory (its run_config.json).
+      record: what this run would write to run_config.json.
+      allow_changes: setting names (as in the message) allowed to differ.
+    """
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        logger.warning("%s: not found; resuming without comparing the settings", path)
+        return
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            previous = json.load(f)
+    except (json.JSONDecodeError, tf.errors.OpError) as e:
+        raise UserError(f"{path}: unreadable ({e}); it records the run this one would "
+                        "resume: repair it or use a new output_dir") from None
+    old, new = resume_settings(previous), resume_settings(record)
+    changed = [name for name in new if name in old and old[name] != new[name]]
+    allowed = set(allow_changes)
+    refused = [name for name in changed if name not in allowed]
+    if refused:
+        fields = ", ".join(f"{name} {json.dumps(old[name])} -> {json.dumps(new[name])}"
+                           for name in refused)
+        raise UserError(f"{output_dir} holds a run with other settings ({path}): {fields}; "
+                        f"resume it with its own settings, use a new output_dir, or pass "
+                        f"--allow-change {','.join(refused)} to continue with the new ones")
+    for name in changed:
+        logger.warning("resuming with %s changed: %s -> %s (--allow-change)", name,
+                       json.dumps(old[name]), json.dumps(new[name]))

@@ -13,7 +13,12 @@ file, the CLI options and `key=value` overrides, in that order. The run writes t
 Resume: rerunning the same command restores the latest checkpoint (weights,
 optimizer slots, the step, hence the learning-rate position) and skips the
 batches the checkpointed run had consumed, so training continues exactly where
-the checkpoint was taken (see `_data_offset`).
+the checkpoint was taken (see `_data_offset`). A resumed run is compared with the
+run_config.json of the run it continues (`progress.check_resume`): a change of the
+model, the data or its order, or the optimizer (`progress.RESUME_FIXED`) is refused,
+naming the fields (old -> new), unless `allow_changes` (--allow-change) names them;
+the schedule's length, the checkpoint cadence, evaluation, logging and the strategy
+may change freely.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import math
 import os
 import re
 import tempfile
+from typing import Iterable
 
 import keras
 import tensorflow as tf
@@ -39,6 +45,7 @@ from albert_tf import (
     save_checkpoint,
 )
 from albert_tf.checkpoint import open_checkpoint
+from albert_tf.checkpoint.opened import check_vocab_size
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
@@ -48,7 +55,13 @@ from ..runtime import distribute, fit_steps, optimization
 from . import pipeline as input_pipeline
 from .config import PretrainConfig, load_config
 from .pipeline import check_files, list_files, pretraining_dataset
-from .progress import Checkpoints, PretrainProgress
+from .progress import (
+    RUN_CONFIG_FILE,
+    Checkpoints,
+    PretrainProgress,
+    check_allowed_changes,
+    check_resume,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,21 +92,32 @@ def sentence_pair_loss(cfg: PretrainConfig) -> bool:
     return pairs.trains_sentence_pair(objective)
 
 
-def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None):
-    """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope."""
+def run_model_config(cfg: PretrainConfig, vocab_size: int | None):
+    """(the AlbertConfig the run trains, the opened init_checkpoint or None); the
+    vocabulary (cfg.spm_model) is checked against it (`check_vocab_size`)."""
 
     opened = open_checkpoint(cfg.init_checkpoint) if cfg.init_checkpoint else None
     if opened is not None:
         config = opened.config.replace(hidden_dropout_prob=cfg.dropout,
                                        attention_probs_dropout_prob=cfg.dropout)
-        logger.info("init_checkpoint %s: its config replaces model=%s", cfg.init_checkpoint,
-                    cfg.model)
     else:
         config = model_config(cfg, vocab_size)
-    if vocab_size is not None and config.vocab_size != vocab_size:
-        raise UserError(f"vocab_size={config.vocab_size} of "
-                         f"{cfg.init_checkpoint or cfg.model} differs from the {vocab_size} "
-                         f"pieces of {cfg.spm_model}")
+    if cfg.spm_model:
+        check_vocab_size(cfg.spm_model, config.vocab_size,
+                         opened.config_path if opened is not None else f"model {cfg.model}")
+    return config, opened
+
+
+def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=None):
+    """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope.
+
+    `resolved`: `run_model_config(cfg, vocab_size)` when the caller has it already (the
+    init_checkpoint is opened once)."""
+
+    config, opened = resolved or run_model_config(cfg, vocab_size)
+    if opened is not None:
+        logger.info("init_checkpoint %s: its config replaces model=%s", cfg.init_checkpoint,
+                    cfg.model)
     source = opened.load() if opened is not None else None  # the weights once the checks pass
     jit = distribute.resolve_jit_compile(cfg.jit_compile)
     keras.utils.set_random_seed(cfg.seed)
@@ -200,8 +224,12 @@ def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     return target
 
 
-def run(cfg: PretrainConfig) -> dict:
+def run(cfg: PretrainConfig, allow_changes: Iterable[str] = ()) -> dict:
     """Pretrains as configured (resuming from output_dir/checkpoints if present).
+
+    A resume is compared with the run it continues first (`progress.check_resume`):
+    changed model, data or optimizer settings are refused unless `allow_changes`
+    names them (run_config.json's names, albert.FIELD for the model).
 
     Returns a summary: the start and end step, the exported directory (chief), the
     examples/s of this run (with and without the first step's compilation), and
@@ -209,6 +237,7 @@ def run(cfg: PretrainConfig) -> dict:
     """
 
     cfg.validate()
+    allow_changes = check_allowed_changes(allow_changes)
     if cfg.deterministic:
         # Also forces tf.data's parallel map/interleave into order, which the
         # input pipeline leaves free for speed when training.
@@ -229,19 +258,24 @@ def run(cfg: PretrainConfig) -> dict:
     if cfg.spm_model:
         vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
     chief = distribute.is_chief(strategy)
-    model = build_model(cfg, strategy, vocab_size)
-    model.config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
-    checkpoints = Checkpoints(model, os.path.join(cfg.output_dir, "checkpoints"),
-                              cfg.keep_checkpoints, chief)
+    resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
+    config = resolved[0]
+    config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
+    record = {**dataclasses.asdict(cfg), "resolved": {
+        "seq_length": seq_length, "max_predictions": max_predictions,
+        "precision": policy, "replicas": strategy.num_replicas_in_sync,
+        "albert_config": config.to_dict(),
+        "sentence_pair_loss": cfg.sentence_pair_loss is not False}}
+    checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
+    if tf.train.latest_checkpoint(checkpoint_dir) is not None:  # a resume: the same run?
+        check_resume(cfg.output_dir, record, allow_changes)
+    model = build_model(cfg, strategy, vocab_size, resolved)
+    checkpoints = Checkpoints(model, checkpoint_dir, cfg.keep_checkpoints, chief)
     start = checkpoints.restore()
     if chief:
         tf.io.gfile.makedirs(cfg.output_dir)
-        atomic.atomic_write_json(os.path.join(cfg.output_dir, "run_config.json"), {
-            **dataclasses.asdict(cfg), "resolved": {
-                "seq_length": seq_length, "max_predictions": max_predictions,
-                "precision": policy, "replicas": strategy.num_replicas_in_sync,
-                "albert_config": model.config.to_dict(),
-                "sentence_pair_loss": model.sentence_pair_loss}}, sort_keys=True)
+        atomic.atomic_write_json(os.path.join(cfg.output_dir, RUN_CONFIG_FILE), record,
+                                 sort_keys=True)
     train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,
@@ -301,6 +335,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--optimizer", choices=("lamb", "adamw"))
     parser.add_argument("--precision", help="auto, float32, mixed_float16, mixed_bfloat16")
     parser.add_argument("--strategy", help="default, cpu, mirrored, multi_worker, tpu[:NAME]")
+    parser.add_argument("--allow-change", action="append", default=[], metavar="FIELD[,FIELD]",
+                        help="resume although these settings differ from the run's "
+                             "run_config.json (e.g. global_batch_size, albert.num_hidden_layers)")
     return parser
 
 
@@ -308,9 +345,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
     args = _parser().parse_intermixed_args(argv)
-    options = {k: v for k, v in vars(args).items() if k not in ("config", "overrides")}
+    options = {k: v for k, v in vars(args).items()
+               if k not in ("config", "overrides", "allow_change")}
     cfg = load_config(args.config, args.overrides, **options)
+    allow = [name for item in args.allow_change for name in item.split(",") if name]
     cli.setup_logging()
-    summary = run(cfg)
+    summary = run(cfg, allow)
     logger.info("pretraining done: %s", json.dumps(summary))
     return 0

@@ -52,7 +52,8 @@ def test_bad_input_is_counted_per_file(tmp_path):
     d = report.to_dict()
     assert d["one_sentence_document"] == {"count": 1, "files": {str(path): 1},
                                           "examples": [f"{path}: line 4"]}
-    assert d["invalid_utf8"]["examples"] == [f"{path}: line 6"]
+    assert d["invalid_utf8"]["examples"] == [  # where: the line and the byte in the file
+        f"{path}: line 6: byte 0xff at byte offset 43 is not UTF-8 (invalid start byte)"]
     list(corpus.read_text_file(str(tmp_path / "absent.txt"), report))
     assert report.count("unreadable_file") == 1
 

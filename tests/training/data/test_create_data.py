@@ -350,7 +350,9 @@ def test_bad_input_is_counted_with_file_names(tmp_path, corpus_documents, spm_mo
     assert create_data.main(argv) == 0
     skipped = json.load(open(out / "summary.json"))["skipped"]
     assert skipped["invalid_utf8"]["files"] == {f"{tmp_path}/latin1.txt": 1}
-    assert skipped["invalid_utf8"]["examples"] == [f"{tmp_path}/latin1.txt: line 1"]
+    assert skipped["invalid_utf8"]["examples"] == [
+        f"{tmp_path}/latin1.txt: line 1: byte 0xe9 at byte offset 3 is not UTF-8 "
+        "(invalid continuation byte)"]
     assert skipped["one_sentence_document"]["files"] == {f"{tmp_path}/short.txt": 1}
     assert set(skipped["unreadable_file"]["files"]) == {f"{tmp_path}/broken.gz"}
     summary = json.load(open(out / "summary.json"))

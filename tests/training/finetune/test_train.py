@@ -107,10 +107,11 @@ def test_early_stopping_and_best_weights(spm_model_path, tmp_path):
     config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
                           num_hidden_layers=1, num_attention_heads=3, intermediate_size=16,
                           max_position_embeddings=16)
-    # A learning rate of zero: nothing improves after the first evaluation.
+    # A learning rate far below float32's resolution of the weights (zero is refused):
+    # nothing improves after the first evaluation.
     out = str(tmp_path / "out")
     summary = finetune(_tiny_task(tokenizer), config, TrainConfig(
-        out, epochs=6, batch_size=8, learning_rate=0.0, seq_length=16, patience=2,
+        out, epochs=6, batch_size=8, learning_rate=1e-20, seq_length=16, patience=2,
         jit_compile=False, verbose=0))
     assert [h["epoch"] for h in summary["history"]] == [1, 2, 3]
     assert summary["best"]["epoch"] == 1

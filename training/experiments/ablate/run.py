@@ -38,6 +38,7 @@ from typing import Any
 import keras
 
 from albert_tf import AlbertConfig, arguments, atomic
+from albert_tf.arguments import number_field
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.errors import UsageError
 from albert_tf.params import encoder_parameters
@@ -76,24 +77,24 @@ class AblateOptions:
     grid: str = "paper"
     corpus: str | None = None           # corpus spec; None: the embedded corpus
     preset: str | None = None           # base model: preset or albert_config.json; None: SMALL_MODEL
-    steps: int = 600
-    batch_size: int = 32
+    # Numbers: ranges checked by `arguments.check_numbers` (the one numeric check).
+    steps: int = number_field(600, minimum=1)
+    batch_size: int = number_field(32, minimum=1)
     seq_length: int = 64
     optimizer: str = "adamw"            # at batch 32 (LAMB is for the paper's 4096)
-    learning_rate: float = 0.001
-    vocab_size: int = 3000
-    dupe_factor: int = 2
+    learning_rate: float = number_field(0.001, exclusive_minimum=0.0)
+    vocab_size: int = number_field(3000, minimum=1)
+    dupe_factor: int = number_field(2, minimum=1)
     embedding_sizes: tuple[int, ...] | None = None  # None: ablate_grid.default_embedding_sizes
-    finetune_steps: int = 100
-    finetune_learning_rate: float = 1e-4
-    seed: int = 12345
+    finetune_steps: int = number_field(100, minimum=1)
+    finetune_learning_rate: float = number_field(1e-4, exclusive_minimum=0.0)
+    seed: int = number_field(12345, minimum=0)
 
     def __post_init__(self):
         if self.grid not in ablate_grid.GRIDS:
             raise ValueError(f"--grid {self.grid!r} is not one of {', '.join(ablate_grid.GRIDS)}")
-        for name in ("steps", "batch_size", "vocab_size", "dupe_factor", "finetune_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')}={getattr(self, name)} must be >= 1")
+        arguments.check_numbers(self, names={name: "--" + name.replace("_", "-") for name in (
+            "steps", "batch_size", "vocab_size", "dupe_factor", "finetune_steps", "seed")})
         # Before any data is made: the base model's position table bounds it.
         sop.check_pair_seq_length(self.seq_length, _base_model(self)["max_position_embeddings"],
                                   where="--seq-length")
