@@ -11,12 +11,11 @@ placed it, then let go (a pytorch_model.bin's arrays need not outlive the load).
 from __future__ import annotations
 
 import abc
-import logging
 import os
 
 from albert_tf.checkpoint.heads import hf_task_record, tf1_task_record
-from albert_tf.checkpoint.names import POOLER, place
-from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model
+from albert_tf.checkpoint.names import place
+from albert_tf.checkpoint.opened import OpenedCheckpoint, TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import (
     CONFIG_FILE,
     HF_CONFIG_FILE,
@@ -32,15 +31,10 @@ from albert_tf.config import AlbertConfig
 
 __all__ = ["HfCheckpoint", "PrefixCheckpoint", "Tf1Checkpoint"]
 
-logger = logging.getLogger(__name__)
 
 
-class _ForeignCheckpoint(OpenedCheckpoint):
+class _ForeignCheckpoint(TensorIndexCheckpoint):
     """What the Hugging Face and TF1 readers share (see the module docstring)."""
-
-    def __init__(self, path: str | os.PathLike, task: str | None = None):
-        super().__init__(path, task)
-        self._source: TensorSource | None = None
 
     config_file: str  # the model config's file name, in `directory`
 
@@ -48,10 +42,6 @@ class _ForeignCheckpoint(OpenedCheckpoint):
     def config_path(self) -> str:
         """The model config's file."""
         return os.path.join(self.directory, self.config_file)
-
-    @abc.abstractmethod
-    def _read_tensors(self) -> TensorSource:
-        ...
 
     @abc.abstractmethod
     def _derive_record(self, source: TensorSource) -> dict:
@@ -68,28 +58,11 @@ class _ForeignCheckpoint(OpenedCheckpoint):
                 f"weights per group shared across depth, i.e. sharing='all'")
         return config
 
-    def _tensors(self) -> TensorSource:
-        """The tensor index, read on first use and kept until `load` has placed it."""
-        if self._source is None:
-            self._source = self._read_tensors()
-        return self._source
-
     def _read_task_record(self) -> TaskRecord:
         return TaskRecord.from_dict(self._derive_record(self._tensors()), source=self.path)
 
-    def _load(self):
-        config = self.config  # first: a bad config fails before any tensor is read
-        source = self._tensors()
-        record = self.task_record
-        model = build_task_model(config, record)
-        for part in place(model, source, self.config_path):
-            logger.warning("%s has no %s weights; %s keeps its random initialisation",
-                           source.path, part, "the pooler (unused by this model)"
-                           if part == POOLER else "that head")
-        logger.info("loaded %d tensors from %s (%s, %s)", len(source.shapes), source.path,
-                    self.format, record.task)
-        self._source = None  # placed: let the arrays go
-        return model
+    def _place(self, model, source: TensorSource) -> list[str]:
+        return place(model, source, self.config_path)
 
 
 class HfCheckpoint(_ForeignCheckpoint):

@@ -40,7 +40,7 @@ import os
 from typing import Any
 
 from albert_tf.checkpoint.names import place, table_rows
-from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model
+from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
@@ -224,7 +224,7 @@ def config_from_keras_hub(values: Any, where: str) -> AlbertConfig:
     return config
 
 
-class KerasHubCheckpoint(OpenedCheckpoint):
+class KerasHubCheckpoint(TensorIndexCheckpoint):
     """A KerasHub ALBERT preset directory (see the module docstring)."""
 
     format = "kerashub"
@@ -309,7 +309,7 @@ class KerasHubCheckpoint(OpenedCheckpoint):
         path = self._file(VOCABULARY)
         return path if os.path.isfile(path) else None
 
-    def _tensors(self) -> TensorSource:
+    def _read_tensors(self) -> TensorSource:
         files = {"backbone": self._file(MODEL_WEIGHTS)}
         if not os.path.isfile(files["backbone"]):
             raise CheckpointError(f"{files['backbone']}: not found (the preset's weights)")
@@ -317,15 +317,6 @@ class KerasHubCheckpoint(OpenedCheckpoint):
             files["task"] = self._file(TASK_WEIGHTS)
         return read_keras_h5(files, self.format, self.path)
 
-    def _load(self):
-        config = self.config  # first: a bad config fails before any tensor is read
-        record = self.task_record
-        source = self._tensors()
-        model = build_task_model(config, record)
-        rows = table_rows(model, KERAS_HUB_TABLE, block_fields(config))
-        for part in place(model, source, self.config_path, rows):
-            logger.warning("%s has no %s weights; it keeps its random initialisation",
-                           self.path, part)
-        logger.info("loaded %d tensors from %s (kerashub, %s)", len(source.shapes), self.path,
-                    record.task)
-        return model
+    def _place(self, model, source: TensorSource) -> list[str]:
+        rows = table_rows(model, KERAS_HUB_TABLE, block_fields(model.config))
+        return place(model, source, self.config_path, rows)

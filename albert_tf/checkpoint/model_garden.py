@@ -45,7 +45,7 @@ import re
 
 from albert_tf.checkpoint.foreign import PrefixCheckpoint
 from albert_tf.checkpoint.names import place, table_rows
-from albert_tf.checkpoint.opened import build_task_model
+from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import (
     CONFIG_FILE,
     CheckpointError,
@@ -237,12 +237,7 @@ def place_model_garden(model, source: TensorSource, where: str) -> list[str]:
             "cannot hold this head)") from None
 
 
-def _warn_initialised(parts: list[str], path: str) -> None:
-    for part in parts:
-        logger.warning("%s has no %s weights; it keeps its random initialisation", path, part)
-
-
-class ModelGardenCheckpoint(PrefixCheckpoint):
+class ModelGardenCheckpoint(PrefixCheckpoint, TensorIndexCheckpoint):
     """A Model Garden TF2 checkpoint (see the module docstring): a directory with
     albert_config.json and bert_model.ckpt-*, a prefix, or its .index file."""
 
@@ -250,10 +245,6 @@ class ModelGardenCheckpoint(PrefixCheckpoint):
     expects = "bert_model.ckpt-*.index with an object graph (Model Garden TF2)"
 
     kind_name = "TF2"
-
-    def __init__(self, path: str | os.PathLike, task: str | None = None):
-        super().__init__(path, task)
-        self._source: TensorSource | None = None
 
     @classmethod
     def detect(cls, path: str) -> bool:
@@ -280,23 +271,12 @@ class ModelGardenCheckpoint(PrefixCheckpoint):
                 "AlbertEncoder shares one transformer block across all layers (1, 1, 'all')")
         return config
 
-    def _tensors(self) -> TensorSource:
-        """The tensor index, read on first use and kept until `load` has placed it."""
-        if self._source is None:
-            self._source = read_object_graph(self._prefix, self.format)
-        return self._source
+    def _read_tensors(self) -> TensorSource:
+        return read_object_graph(self._prefix, self.format)
 
     def _read_task_record(self) -> TaskRecord:
         return TaskRecord.create(model_garden_task(self._tensors().shapes), source=self.path,
                                  **DEFAULT_OPTIONS)
 
-    def _load(self):
-        config = self.config  # first: a bad config fails before any tensor is read
-        source = self._tensors()
-        record = self.task_record
-        model = build_task_model(config, record)
-        _warn_initialised(place_model_garden(model, source, self.config_path), source.path)
-        logger.info("loaded %d tensors from %s (model_garden, %s)", len(source.shapes),
-                    source.path, record.task)
-        self._source = None  # placed: let the arrays go
-        return model
+    def _place(self, model, source: TensorSource) -> list[str]:
+        return place_model_garden(model, source, self.config_path)

@@ -25,15 +25,19 @@ from __future__ import annotations
 
 import abc
 import functools
+import logging
 import os
 from typing import Any, ClassVar
 
-from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.checkpoint.names import POOLER
+from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_spm_model
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import load_spm_model
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["OpenedCheckpoint", "build_task_model", "check_vocab_size", "task_model_kwargs"]
 
@@ -215,3 +219,45 @@ def build_task_model(config: AlbertConfig, record: TaskRecord):
         raise CheckpointError(f"{record.source}: task={record.task!r} is not one of "
                               f"{', '.join(TASK_MODELS)}")
     return TASK_MODELS[record.task](config, **task_model_kwargs(record))
+
+
+class TensorIndexCheckpoint(OpenedCheckpoint):
+    """A checkpoint whose weights are a tensor index placed through a name table: every
+    format but albert-tf's own Keras file. The index is read once, on first use (a
+    foreign task record is derived from it), reused by `load` and released after it."""
+
+    def __init__(self, path: str | os.PathLike, task: str | None = None):
+        super().__init__(path, task)
+        self._source: TensorSource | None = None
+
+    @abc.abstractmethod
+    def _read_tensors(self) -> TensorSource:
+        """The checkpoint's tensor index (names, shapes, a lazy reader)."""
+
+    @abc.abstractmethod
+    def _place(self, model, source: TensorSource) -> list[str]:
+        """Assigns `source` to `model` (`names.place` with the format's table); returns
+        the optional parts left initialised."""
+
+    def _check_loaded(self, model) -> None:
+        """Refuses a loaded model the checkpoint's own evidence contradicts (default: none)."""
+
+    def _tensors(self) -> TensorSource:
+        if self._source is None:
+            self._source = self._read_tensors()
+        return self._source
+
+    def _load(self):
+        config = self.config  # first: a bad config fails before any tensor is read
+        record = self.task_record
+        source = self._tensors()
+        model = build_task_model(config, record)
+        for part in self._place(model, source):
+            logger.warning("%s has no %s weights; %s keeps its random initialisation",
+                           source.path, part, "the pooler (unused by this model)"
+                           if part == POOLER else "that head")
+        self._check_loaded(model)
+        logger.info("loaded %d tensors from %s (%s, %s)", len(source.shapes), source.path,
+                    self.format, record.task)
+        self._source = None  # placed: let the arrays go
+        return model

@@ -46,12 +46,11 @@ import os
 import numpy as np
 
 from albert_tf.checkpoint.model_garden import (
-    MLM_PREFIX,
     model_garden_task,
     place_model_garden,
     read_object_graph,
 )
-from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model
+from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, find_spm_model
@@ -85,15 +84,11 @@ _PROBE_LENGTH = 6
 _PROBE_TOLERANCE = 1e-3
 
 
-class TfHubCheckpoint(OpenedCheckpoint):
+class TfHubCheckpoint(TensorIndexCheckpoint):
     """A TF-Hub ALBERT SavedModel directory (see the module docstring)."""
 
     format = "tfhub"
     expects = f"{SAVED_MODEL} + {VARIABLES}/ (TF-Hub SavedModel)"
-
-    def __init__(self, path: str | os.PathLike, task: str | None = None):
-        super().__init__(path, task)
-        self._source: TensorSource | None = None
 
     @classmethod
     def detect(cls, path: str) -> bool:
@@ -104,11 +99,8 @@ class TfHubCheckpoint(OpenedCheckpoint):
     def _shipped_spm_model(self) -> str | None:
         return find_spm_model(os.path.join(self.path, ASSETS))
 
-    def _tensors(self) -> TensorSource:
-        if self._source is None:
-            self._source = read_object_graph(os.path.join(self.path, VARIABLES, VARIABLES),
-                                             self.format)
-        return self._source
+    def _read_tensors(self) -> TensorSource:
+        return read_object_graph(os.path.join(self.path, VARIABLES, VARIABLES), self.format)
 
     # ------------------------------------------------------------ config
     def _read_config(self) -> AlbertConfig:
@@ -158,22 +150,10 @@ class TfHubCheckpoint(OpenedCheckpoint):
         return TaskRecord.create(model_garden_task(self._tensors().shapes), source=self.path,
                                  **DEFAULT_OPTIONS)
 
-    def _load(self):
-        config = self.config  # first: sizes and depth, before any tensor is read
-        source = self._tensors()
-        record = self.task_record
-        model = build_task_model(config, record)
-        for part in place_model_garden(model, source, self.path):
-            logger.warning("%s has no %s weights; it keeps its random initialisation",
-                           self.path, part)
-        self._check_probe(model)
-        logger.info("loaded %d tensors from %s (tfhub, %s%s)", len(source.shapes), self.path,
-                    record.task, ", with its mlm head" if any(
-                        n.startswith(MLM_PREFIX) for n in source.shapes) else "")
-        self._source = None  # placed: let the arrays go
-        return model
+    def _place(self, model, source: TensorSource) -> list[str]:
+        return place_model_garden(model, source, self.path)
 
-    def _check_probe(self, model) -> None:
+    def _check_loaded(self, model) -> None:
         """Refuses a SavedModel whose own outputs the model built from its weights does
         not reproduce (an activation, normalisation or wiring albert-tf does not hold)."""
         want = self._probe["sequence_output"]
