@@ -20,7 +20,7 @@ _VOCAB_LINES = 5000  # sentences the vocabularies are trained on: a few seconds 
 @pytest.fixture(scope="session")
 def corpus_documents() -> list[list[str]]:
     """300 documents of real English prose from `embedded_documents()`, each a list of
-    sentences (15,000 sentences, 1.2M characters). Session-scoped; do not mutate."""
+    sentences (about 13,000 sentences, 1.1M characters). Session-scoped; do not mutate."""
     from albert_tf.training.data.embedded import embedded_documents
 
     return list(embedded_documents(max_documents=_NUM_DOCUMENTS))

@@ -6,9 +6,10 @@ Two things every honest small-budget experiment needs and no download provides:
     deterministic (a hash of each document's name and a seed, no RNG state) and
     stratified by a group, so that every area of the corpus has held-out documents;
   * for the embedded corpus, a sentence-classification task whose labels come from
-    WHERE each sentence was written (`source_label`): the language reference, or one
-    area of the standard library (a package, or a few packages of one subject).
-    No label is derived from the words of a sentence.
+    WHERE each sentence was written (`source_label`): the language reference, one
+    area of the standard library (a package, or a few packages of one subject), or
+    one installed package (NumPy, Keras, TensorFlow, Matplotlib). No label is
+    derived from the words of a sentence.
 
 `prepare_corpus_split` writes both as files the other commands read:
 
@@ -18,6 +19,9 @@ Two things every honest small-budget experiment needs and no download provides:
     OUT/classify-heldout.jsonl          (`albert-tf finetune --task classify
                                         --columns text:label`), embedded corpus only
     OUT/split.json                      the held-out document names and all counts
+                                        (for the embedded corpus, under "sources",
+                                        what each source gave before and after
+                                        de-duplication, with its version)
 
 Example:
     >>> split = prepare_corpus_split("embedded", "out/corpus")
@@ -31,6 +35,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 from typing import Iterable, Sequence
 
@@ -41,9 +46,12 @@ from . import corpus, embedded
 HELD_OUT_FRACTION = 0.1
 SPLIT_SEED = "albert-tf-split-1"
 
-# The classes of the embedded task: the language reference, and areas of the
-# standard library named after the packages their docstrings live in. Each area
-# has many documents (files), so a split by document leaves some in every class.
+logger = logging.getLogger(__name__)
+
+# The classes of the embedded task: the language reference, areas of the standard
+# library named after the packages their docstrings live in, and installed packages.
+# Each class has many documents (files), so a split by document leaves some in every
+# class.
 REFERENCE_LABEL = "language"
 LIBRARY_AREAS: dict[str, tuple[str, ...]] = {
     "asyncio": ("asyncio",),
@@ -52,10 +60,18 @@ LIBRARY_AREAS: dict[str, tuple[str, ...]] = {
     "internet": ("http", "urllib", "wsgiref", "xmlrpc"),
     "xml": ("xml",),
 }
-LABELS: tuple[str, ...] = (REFERENCE_LABEL, *LIBRARY_AREAS)
+# Installed packages (`embedded.PACKAGES` names) -> their class. The other packages
+# (tensorflow_datasets, tensorboard, absl, h5py) are corpus text in no class.
+PACKAGE_AREAS: dict[str, tuple[str, ...]] = {
+    "numpy": ("numpy",),
+    "keras": ("keras",),
+    "tensorflow": ("tensorflow",),
+    "matplotlib": ("matplotlib",),
+}
+LABELS: tuple[str, ...] = (REFERENCE_LABEL, *LIBRARY_AREAS, *PACKAGE_AREAS)
 TEXT_COLUMN, LABEL_COLUMN, DOCUMENT_COLUMN = "text", "label", "document"
 MIN_CLASSIFY_WORDS = 6       # shorter sentences ("Return the value.") say nothing of their area
-MAX_TRAIN_PER_CLASS = 450    # balances the classes (the reference alone has ~3000 sentences)
+MAX_TRAIN_PER_CLASS = 300    # balances the classes (TensorFlow alone has ~45,000 sentences)
 MAX_HELDOUT_PER_CLASS = 100  # a held-out set near balance: the majority baseline is weak
 
 
@@ -89,17 +105,20 @@ class CorpusSplit:
 def source_label(name: str) -> str | None:
     """The class of an embedded document from its name, or None if it is in no class.
 
-    "reference/..." -> "language"; "library/PKG/..." -> the area holding PKG.
-    Top-level modules ("library/os.py") and other packages belong to no class.
+    "reference/..." -> "language"; "library/PKG/..." -> the area holding PKG;
+    "package/NAME/..." -> the class of the installed package NAME. Top-level
+    standard-library modules ("library/os.py") and other packages belong to no class.
     """
     if name.startswith(embedded.REFERENCE_PREFIX):
         return REFERENCE_LABEL
-    if name.startswith(embedded.LIBRARY_PREFIX):
-        parts = name[len(embedded.LIBRARY_PREFIX):].split("/")
-        if len(parts) > 1:
-            for label, packages in LIBRARY_AREAS.items():
-                if parts[0] in packages:
-                    return label
+    for prefix, areas in ((embedded.LIBRARY_PREFIX, LIBRARY_AREAS),
+                          (embedded.PACKAGE_PREFIX, PACKAGE_AREAS)):
+        if name.startswith(prefix):
+            parts = name[len(prefix):].split("/")
+            if len(parts) > 1:
+                for label, packages in areas.items():
+                    if parts[0] in packages:
+                        return label
     return None
 
 
@@ -149,12 +168,18 @@ def corpus_documents(spec: str | None) -> list[NamedDocument]:
     The embedded corpus is grouped by `source_label` ("other" for unlabelled
     documents); any other corpus is one group, its documents named "FILE#INDEX".
     """
+    return _documents_and_sources(spec)[0]
+
+
+def _documents_and_sources(spec: str | None) -> tuple[list[NamedDocument], dict | None]:
+    """`corpus_documents`, and the embedded corpus's per-source summary (else None)."""
     if not spec or spec == corpus.EMBEDDED:
-        return [NamedDocument(name, sentences, source_label(name) or "other")
-                for name, sentences in embedded.embedded_sources()]
+        read = embedded.embedded_corpus()
+        return ([NamedDocument(name, sentences, source_label(name) or "other")
+                 for name, sentences in read.documents], read.summary)
     source = corpus.open_corpus(spec)
     return [NamedDocument(f"{d.file}#{d.index}", d.sentences)
-            for d in source.read(corpus.CorpusReport())]
+            for d in source.read(corpus.CorpusReport())], None
 
 
 def classification_examples(documents: Sequence[NamedDocument], max_per_class: int,
@@ -216,14 +241,17 @@ def prepare_corpus_split(spec: str | None, out_dir: str,
     Raises:
       ValueError: a bad spec or fraction, or a corpus with fewer than two documents.
     """
-    documents = corpus_documents(spec)
+    documents, sources = _documents_and_sources(spec)
+    if sources is not None:
+        for line in embedded.summary_lines(sources):
+            logger.info("corpus: %s", line)
     if len(documents) < 2:
         raise ValueError(f"corpus {spec or corpus.EMBEDDED!r} has {len(documents)} usable "
                          "document(s); a held-out split needs at least 2")
     train, held = split_documents(documents, fraction, seed)
     os.makedirs(out_dir, exist_ok=True)
     paths = {name: os.path.join(out_dir, f"{name}.txt") for name in ("train", "heldout")}
-    counts: dict = {}
+    counts: dict = {"sources": sources} if sources is not None else {}
     for name, docs in (("train", train), ("heldout", held)):
         counts[name] = corpus.write_corpus_file(paths[name], (d.sentences for d in docs))
     classify = {"train": None, "heldout": None}

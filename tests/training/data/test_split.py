@@ -63,6 +63,14 @@ def test_split_refuses_duplicate_names():
     ("library/importlib/abc.py", "importlib"),
     ("library/os.py", None),          # a top-level module is in no class
     ("library/json/decoder.py", None),
+    ("package/numpy/lib/_function_base_impl.py", "numpy"),
+    ("package/keras/src/layers/core/dense.py", "keras"),
+    ("package/tensorflow/python/ops/array_ops.py", "tensorflow"),
+    ("package/matplotlib/axes/_axes.py", "matplotlib"),
+    ("package/absl/flags/_flag.py", None),  # a package in no class
+    ("package/numpy", None),
+    ("numpy/lib/utils.py", None),           # not an embedded name
+    ("library/numpy/x.py", None),           # a standard-library path is never a package class
     ("corpus.txt#3", None),
 ])
 def test_source_label_comes_from_the_name(name, label):
@@ -88,7 +96,7 @@ def _read_corpus(path):
 
 def test_embedded_split_writes_disjoint_documents(embedded_split):
     split, out = embedded_split
-    sources = dict(embedded.embedded_sources())
+    sources = dict(embedded.embedded_corpus().documents)
     train, held = _read_corpus(split.train_text), _read_corpus(split.heldout_text)
     assert len(train) + len(held) == len(sources)
     assert len(held) == len(split.heldout_documents)
@@ -99,9 +107,37 @@ def test_embedded_split_writes_disjoint_documents(embedded_split):
     assert recorded["heldout_documents"] == split.heldout_documents
 
 
+def test_embedded_split_records_each_source(embedded_split):
+    split, out = embedded_split
+    sources = json.loads((out / "split.json").read_text())["counts"]["sources"]
+    assert sources == split.counts["sources"]
+    documents = embedded.embedded_corpus().documents
+    per_source = {}
+    for name, sentences in documents:
+        source = name.split("/")[1] if name.startswith(embedded.PACKAGE_PREFIX) \
+            else name.split("/")[0]
+        docs, count = per_source.get(source, (0, 0))
+        per_source[source] = (docs + 1, count + len(sentences))
+    got = {s: (v["documents"], v["sentences"]) for s, v in sources.items() if s != "total"}
+    assert got == per_source  # the summary counts what the corpus holds, source by source
+    assert list(got)[:2] == ["reference", "library"]
+    assert {"numpy", "keras", "tensorflow"} <= set(got)
+    for source, v in sources.items():
+        assert v["documents"] <= v["documents_in"] and v["characters"] <= v["characters_in"]
+        if source != "total":
+            assert v["version"], source
+    total = sources["total"]
+    assert total["documents"] == split.counts["train"]["documents"] + \
+        split.counts["heldout"]["documents"]
+    assert total["characters"] == split.counts["train"]["characters"] + \
+        split.counts["heldout"]["characters"]
+    sentences = [s for _, doc in documents for s in doc]
+    assert len(set(sentences)) == len(sentences)  # no sentence twice in the whole corpus
+
+
 def test_classify_labels_are_where_the_sentence_was_written(embedded_split):
     split, _ = embedded_split
-    sources = dict(embedded.embedded_sources())
+    sources = dict(embedded.embedded_corpus().documents)
     rows = {name: [json.loads(line) for line in open(getattr(split, f"classify_{name}"))]
             for name in ("train", "heldout")}
     held_docs = set(split.heldout_documents)
