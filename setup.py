@@ -70,7 +70,9 @@ setup(
         "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],
-        "benchmark": ["keras-hub"],
+        # The benchmarks' peers (benchmarks/bench_serving.py, bench_model.py): never needed by
+        # the package or its tests. Install a CPU build of torch first (see docs/benchmarks.md).
+        "bench": ["keras-hub", "transformers", "torch", "onnx", "onnxruntime"],
     },
     entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
 )

@@ -15,7 +15,7 @@ matmul peak used for model-FLOPs utilisation is measured in the same run.
 (A, B, A, B, ...; medians over --repeats), which keeps ratios honest on a busy
 machine; `--compare precision` also measures both matmul peaks in the same run.
 
-KerasHub rows appear when keras-hub is installed (`pip install -e .[benchmark]`).
+KerasHub rows appear when keras-hub is installed (`pip install -e .[bench]`).
 Both sides run the same Keras backend with jit_compile=True, the same optimizer
 (Adam) and the same loss (mean square of the sequence output), so the train step
 differs only in the encoder.
@@ -403,7 +403,7 @@ def main(argv: list[str]) -> int:
         with_keras_hub = True
     except ImportError:
         with_keras_hub = False
-        print("keras-hub not installed: KerasHub rows skipped (pip install -e .[benchmark])")
+        print("keras-hub not installed: KerasHub rows skipped (pip install -e .[bench])")
     peak = {"float32": matmul_peak("float32"), "mixed_bfloat16": matmul_peak("bfloat16")}
     print(f"matmul peak (2048^3, XLA): float32 {peak['float32']:.3f} TFLOP/s, "
           f"bfloat16 {peak['mixed_bfloat16']:.3f} TFLOP/s")

@@ -1,21 +1,26 @@
-"""Serving latency: the exported raw-text signature vs the eager model + Python tokenizer.
+"""Serving speed: the exported SavedModel against the stacks users would run instead.
 
-Exports an AlbertSequenceClassifier (albert-base shape, random weights: speed does
-not depend on the values) twice, with dynamic padding (the default) and padded
-to a fixed --seq-length, reloads both with tf.saved_model.load, and times:
+Default: the peers. One albert-base-shape classifier (random weights, its 2-class head
+drawn wide enough that the probabilities differ between texts) is saved as an albert-tf
+checkpoint, exported with `albert-tf export`'s defaults and reloaded with
+tf.saved_model.load, and written as a Hugging Face directory (`convert --to hf`) from which
+transformers (PyTorch eager) and ONNX Runtime (that module exported to ONNX) serve it with
+transformers' tokenizer: raw text in, probabilities out, in one process. The three must
+agree to 1e-4 on every text before anything is timed. Calls are interleaved (A, B, C, A,
+B, C, ...): batch 1 with a 12-word text and a ~128-piece text (p50, p99) and batch 32
+with documentation sentences (texts/s). Then the SavedModel's time is split: the
+`token_ids` signature on the same texts tokenized in Python (the encoder and read-out)
+vs the text signature (plus tokenization and packing in the graph).
 
-* the text signature (tokenization in the graph) at batch 1 and 32, against the
-  eager Keras model fed by the Python `AlbertTokenizer` (padded to the batch's
-  longest row, rounded up to 16 as the graph does);
-* one 12-word text through the dynamic export vs the fixed-length one.
+    pip install torch==2.13.0 && pip install -e .[bench]   # a CPU torch first
+    python benchmarks/bench_serving.py                     # albert-base, seq 128
+    python benchmarks/bench_serving.py --model demo        # the demo's model shape
+    python benchmarks/bench_serving.py --eager             # SavedModel vs eager Keras
+    python benchmarks/bench_serving.py --precision         # bfloat16 vs float32 exports
 
-Texts are sentences of the embedded corpus; the vocabulary is trained from it
-(`train_vocab`, 5000 pieces unless --spm-model is given). Each figure follows
-warm-up calls; latency percentiles are over --requests timed calls.
-
-    python benchmarks/bench_serving.py                 # albert-base, seq 512
-    python benchmarks/bench_serving.py --model tiny    # a smoke run in seconds
-    python benchmarks/bench_serving.py --precision     # bfloat16 vs float32 exports
+`--eager` exports an AlbertSequenceClassifier twice, with dynamic padding (the default)
+and padded to a fixed --seq-length, and times the text signature against the eager Keras
+model fed by the Python `AlbertTokenizer`, and one 12-word text through both exports.
 
 `--precision` exports the albert-base-shape classifier (random weights) with
 `--precision float32` and `bfloat16`, padded to a fixed --seq-length (128 is the
@@ -26,12 +31,17 @@ nothing): a small ALBERT fine-tuned for --finetune-steps on a 3-class task from 
 embedded corpus (the sentence's length tercile in words), exported both ways through
 `albert_tf.serving.export.export`; top-1 agreement and max |Δ probability| on its
 held-out dev sentences.
+
+Texts are sentences of the embedded corpus; the vocabulary is trained from it
+(`train_vocab`, 5000 pieces unless --spm-model is given: the vocabulary's size changes
+one gather, not the speed). Latency percentiles are over --requests timed calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 
@@ -59,11 +69,19 @@ def spm_model(path: str | None, folder: str) -> str:
     return train_vocab([corpus], os.path.join(folder, "spm"), 5000)[0]
 
 
-def build(name: str, vocab_size: int):
+def build(name: str, vocab_size: int, seq_length: int | None = None):
+    """An AlbertSequenceClassifier (2 classes, random weights): albert-base's shape, the
+    demo's model (`demo`, positions = `seq_length`) or a tiny one for smoke runs."""
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
 
     if name == "base":
         config = AlbertConfig.from_preset("albert-base").replace(vocab_size=vocab_size)
+    elif name == "demo":
+        from albert_tf.training.experiments.demo.run import DEMO_MODEL
+
+        config = AlbertConfig(vocab_size=vocab_size, **{
+            **DEMO_MODEL, "max_position_embeddings": seq_length or DEMO_MODEL[
+                "max_position_embeddings"]})
     else:
         config = AlbertConfig(vocab_size=vocab_size, embedding_size=32, hidden_size=64,
                               num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
@@ -93,10 +111,12 @@ def summary(label: str, batch: int, times: list[float]) -> str:
 def eager_predict(model, tokenizer, seq_length: int):
     import numpy as np
 
-    def run(texts):
+    from albert_tf.serving.signatures.base import PAD_MULTIPLE
+
+    def run(texts):  # padded as the graph pads: to the longest row, rounded up
         rows = [tokenizer.encode_pair(t, None, seq_length) for t in texts]
         longest = max(sum(r["input_mask"]) for r in rows)
-        length = min(seq_length, -(-longest // 16) * 16)
+        length = min(seq_length, -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
         features = {k: np.array([r[k][:length] for r in rows], np.int32) for k in rows[0]}
         return model(features, training=False)["logits"].numpy()
     return run
@@ -227,20 +247,194 @@ def precision_main(args) -> None:
               f"agreement {agree:.2%}, max |Δ probability| {diff:.4f}")
 
 
-def main() -> None:
+# ------------------------------------------------------------------ the peers
+def widen_head(model, scale: float = 30.0) -> None:
+    """Scales the random classifier kernel so the probabilities differ from text to text
+    (at the initializer's 0.02 they are all ~0.5, and agreement would say little)."""
+    kernel = next(w for w in model.weights if "classifier" in w.path and "kernel" in w.path)
+    kernel.assign(kernel.numpy() * scale)
+
+
+def long_text(tokenizer, texts: list[str], pieces: int = 126) -> str:
+    """`texts` joined until the text is `pieces` SentencePiece pieces."""
+    words = " ".join(texts).split()
+    low, high = 1, len(words)
+    while low < high:  # the most words that still fit
+        mid = (low + high + 1) // 2
+        if len(tokenizer.tokenize(" ".join(words[:mid]))) <= pieces:
+            low = mid
+        else:
+            high = mid - 1
+    return " ".join(words[:low])
+
+
+def interleaved(stacks: dict, batches: list, warmup: int = 3) -> dict[str, list[float]]:
+    """Seconds per call of every stack, the stacks taking turns on each batch."""
+    for batch in batches[:warmup]:
+        for fn in stacks.values():
+            fn(batch)
+    times = {name: [] for name in stacks}
+    for batch in batches:
+        for name, fn in stacks.items():
+            start = time.perf_counter()
+            fn(batch)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def agreement(stacks: dict, cases: dict[str, list[str]]) -> dict[tuple[str, str], float]:
+    """{(stack, case): the largest |Δ probability| against the first stack}."""
+    import numpy as np
+
+    first, *others = stacks
+    differences = {}
+    for case, texts in cases.items():
+        want = stacks[first](texts)
+        for name in others:
+            differences[name, case] = float(np.abs(stacks[name](texts) - want).max())
+    return differences
+
+
+def peers_main(args) -> int:
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    import serving_peers
+    from albert_tf import save_checkpoint
+    from albert_tf.checkpoint.convert import convert
+    from albert_tf.serving import export
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+
+    ours = "albert-tf SavedModel"
+    with tempfile.TemporaryDirectory() as folder:
+        spm_path = spm_model(args.spm_model, folder)
+        tokenizer = AlbertTokenizer(spm_path)
+        seq_length = args.seq_length or (64 if args.model == "demo" else 128)
+        model = build(args.model, tokenizer.vocab_size, seq_length)
+        widen_head(model)
+        checkpoint = os.path.join(folder, "checkpoint")
+        save_checkpoint(model, checkpoint, spm_model=spm_path, seq_length=seq_length)
+        served = tf.saved_model.load(export.export(checkpoint, os.path.join(folder, "export")))
+        text_signature = served.signatures["serving_default"]
+        ids_signature = served.signatures["token_ids"]
+        hf_dir = convert(checkpoint, os.path.join(folder, "hf"), to="hf")
+        stacks = {
+            ours: lambda texts: text_signature(text=tf.constant(texts))["probabilities"].numpy(),
+            "transformers (PyTorch eager)": serving_peers.transformers_stack(hf_dir, seq_length),
+            "ONNX Runtime": serving_peers.onnx_stack(hf_dir, seq_length, folder, args.spinning),
+        }
+        # The texts both tokenizers split alike, so that all three stacks do the same work.
+        pool = sentences(4000)
+        alike = [t for t, same in zip(pool, serving_peers.same_tokens(
+            hf_dir, tokenizer, pool, seq_length)) if same]
+        short, long = TWELVE_WORDS, long_text(tokenizer, alike, min(126, seq_length - 2))
+        many = (alike * (32 * (args.requests + 3) // len(alike) + 1))[:32 * (args.requests + 3)]
+        cases = {"batch 1, 12 words": [short], "batch 1, long": [long], "batch 32": many[:32]}
+        differences = agreement(stacks, cases)
+        worst = max(differences.values())
+        print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
+              f"{serving_peers.versions()}; kernels capped at {args.max_isa or 'nothing'}; "
+              f"ONNX Runtime threads {'spin' if args.spinning else 'do not spin'} between calls")
+        print(f"model={args.model} (random weights), export defaults, seq_length {seq_length}, "
+              f"vocab {tokenizer.vocab_size}; long text = {len(tokenizer.tokenize(long))} "
+              f"pieces; agreement max |Δ probability| {worst:.1e}; {len(alike)} of {len(pool)} "
+              "sentences tokenized alike by transformers' tokenizer (the others are not used)")
+        if worst > 1e-4:
+            print("the stacks disagree (> 1e-4), not timing them: " + ", ".join(
+                f"{name} on {case} {d:.1e}" for (name, case), d in differences.items()))
+            return 1
+        figures = {name: {} for name in stacks}
+        for label, text in (("12 words", short), ("long", long)):
+            times = interleaved(stacks, [[text]] * args.requests)
+            for name, t in times.items():
+                figures[name][label] = (np.percentile(t, 50) * 1e3, np.percentile(t, 99) * 1e3)
+        batches = [many[i * 32:(i + 1) * 32] for i in range(args.requests)]
+        for name, t in interleaved(stacks, batches).items():
+            figures[name]["batch 32"] = 32 * len(t) / sum(t)
+        print_peers(figures, ours)
+        split = time_split(text_signature, ids_signature, tokenizer, seq_length,
+                           {"batch 1, 12 words": [[short]] * args.requests,
+                            "batch 32": batches})
+        print_split(split)
+    return 0
+
+
+def print_peers(figures: dict, ours: str) -> None:
+    print("| stack | batch 1, 12 words: p50 / p99 ms | batch 1, long: p50 / p99 ms "
+          "| batch 32: texts/s |\n|---|---:|---:|---:|")
+    for name, f in figures.items():
+        print(f"| {name} | {f['12 words'][0]:.1f} / {f['12 words'][1]:.1f} "
+              f"| {f['long'][0]:.1f} / {f['long'][1]:.1f} | {f['batch 32']:.1f} |")
+    for peer in figures:
+        if peer == ours:
+            continue
+        mine, theirs = figures[ours], figures[peer]
+        print(f"{ours} vs {peer}: batch 1 p50 {theirs['12 words'][0] / mine['12 words'][0]:.2f}x "
+              f"(12 words), {theirs['long'][0] / mine['long'][0]:.2f}x (long); batch 32 "
+              f"{mine['batch 32'] / theirs['batch 32']:.2f}x  (>1: ours faster)")
+
+
+def time_split(text_signature, ids_signature, tokenizer, seq_length: int, cases: dict) -> dict:
+    """{case: (text signature p50 ms, token_ids signature p50 ms)}, interleaved; the ids
+    come from the Python tokenizer, padded to the case's longest text as the graph pads."""
+    import numpy as np
+    import tensorflow as tf
+
+    def ids(texts):
+        rows = [tokenizer.encode_pair(t, None, seq_length) for t in texts]
+        return {k: tf.constant([r[k] for r in rows], tf.int32) for k in rows[0]}
+
+    out = {}
+    for label, batches in cases.items():
+        encoded = {id(b): ids(b) for b in batches}
+        times = interleaved({
+            "text": lambda b: text_signature(text=tf.constant(b)),
+            "ids": lambda b: ids_signature(**encoded[id(b)])}, batches)
+        out[label] = (np.percentile(times["text"], 50) * 1e3,
+                      np.percentile(times["ids"], 50) * 1e3)
+    return out
+
+
+def print_split(split: dict) -> None:
+    print("where the SavedModel's time goes (p50 ms): | case | whole text call | encoder + "
+          "read-out (token_ids signature) | tokenization + packing in the graph |")
+    for label, (text, ids) in split.items():
+        print(f"| {label} | {text:.1f} | {ids:.1f} | {text - ids:.1f} ({(text - ids) / text:.0%}) |")
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", choices=("base", "tiny"), default="base")
-    parser.add_argument("--seq-length", type=int, default=512)
+    parser.add_argument("--model", choices=("base", "demo", "tiny"), default="base")
+    parser.add_argument("--seq-length", type=int,
+                        help="default: 128 (64 for the demo's model); --eager: 512")
     parser.add_argument("--requests", type=int, default=40, help="timed calls per figure")
     parser.add_argument("--spm-model", help="SentencePiece model (default: train one)")
     parser.add_argument("--precision", action="store_true",
                         help="bfloat16 vs float32 exports instead (use --seq-length 128)")
+    parser.add_argument("--spinning", action="store_true",
+                        help="leave ONNX Runtime's threads spin-waiting between calls (its "
+                        "default in a process of its own)")
+    parser.add_argument("--max-isa", choices=("avx2",),
+                        help="cap TensorFlow's and PyTorch's kernels (oneDNN, XLA, ATen) at "
+                        "AVX2, to approximate an AVX2-only CPU (ONNX Runtime has no such cap)")
+    parser.add_argument("--eager", action="store_true",
+                        help="the SavedModel vs the eager Keras model instead of the peers")
     parser.add_argument("--finetune-steps", type=int, default=300)
     parser.add_argument("--finetune-texts", type=int, default=3000)
     args = parser.parse_args()
+    # Before TensorFlow or torch is imported (both are imported inside the modes).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if args.max_isa:
+        os.environ.update(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2",
+                          XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_cpu_max_isa=AVX2"))
+    if args.precision or args.eager:
+        args.seq_length = args.seq_length or (128 if args.precision else 512)
     if args.precision:
         precision_main(args)
-        return
+        return 0
+    if not args.eager:
+        return peers_main(args)
 
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
@@ -254,7 +448,9 @@ def main() -> None:
         model = build(args.model, tokenizer.vocab_size)
         pre = AlbertPreprocessor(spm_path, args.seq_length)
         served = {}
-        for name, multiple in (("dynamic", 16), ("fixed", None)):
+        from albert_tf.serving.signatures.base import PAD_MULTIPLE
+
+        for name, multiple in (("dynamic", PAD_MULTIPLE), ("fixed", None)):
             path = os.path.join(folder, name)
             export.save_module(export.build_module(model, pre, pad_multiple=multiple), path, name)
             served[name] = tf.saved_model.load(path).signatures["serving_default"]
@@ -279,7 +475,8 @@ def main() -> None:
     print("\n".join(rows))
     print("parity with the eager model + Python tokenizer on 32 sentences, max |Δ probability|: "
           + ", ".join(f"{name} {value:.2e}" for name, value in parity.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,6 +9,7 @@ hidden staging directory is renamed into place when complete.
 Example:
     albert-tf export --checkpoint runs/sst2 --output models/albert_sst2
     # -> models/albert_sst2/1/ (then 2/, 3/, ... on later exports)
+    #    and models/albert_sst2/batching_parameters.txt (written once, then kept)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
 from .signatures import tasks as signatures
+from .signatures.base import PAD_MULTIPLE
 from .signatures.span import SpanModule
 from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
 from .signatures.token_labels import TokenClassifierModule
@@ -48,7 +50,7 @@ class ExportError(UserError):
 
 
 def build_module(model, preprocessor, task: str | None = None, record=None,
-                 pad_multiple: int | None = 16):
+                 pad_multiple: int | None = PAD_MULTIPLE):
     """The serving tf.Module for `model` (an `albert_tf.models` model).
 
     Args:
@@ -154,7 +156,7 @@ def custom_ops(directory: str) -> list[str]:
 
 def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
            seq_length: int | None = None, spm_model: str | None = None,
-           pad_multiple: int | None = 16, token_ids_only: bool = False,
+           pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
            precision: str = "auto") -> str:
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
@@ -215,6 +217,11 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
                   else str(getattr(e, "message", e)).strip().splitlines()[0])
         reason = reason.replace(staging, path) if staging else reason
         raise ExportError(f"cannot write {path}: {reason}; nothing was written") from None
+    try:
+        layout.write_batching_parameters(output)
+    except OSError as e:
+        raise ExportError(f"wrote {path} but cannot write "
+                          f"{os.path.join(output, layout.BATCHING_FILE)}: {e.strerror}") from None
     logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
                 seq_length, dtype, path)
     logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "

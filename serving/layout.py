@@ -5,6 +5,10 @@ subdirectories it finds there (by default the highest). A version is written int
 hidden staging directory beside them, which the server ignores because its name is
 not a number, and renamed into place only when complete, so the server never sees a
 half-written SavedModel.
+
+Beside the versions, `write_batching_parameters` leaves BASE/NAME/batching_parameters.txt,
+the file for `tensorflow_model_server --enable_batching --batching_parameters_file=...`
+(the server ignores it as a model version: its name is not a number).
 """
 
 from __future__ import annotations
@@ -18,6 +22,28 @@ from albert_tf import atomic
 from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
+
+
+BATCHING_FILE = "batching_parameters.txt"
+# TF Serving's BatchingParameters (text protobuf). Every signature takes a batch of rows
+# and pads each length group only to its own longest text, so any batch size runs
+# without padding rows: no allowed_batch_sizes (padded rows, copies of a request's first
+# row, would only add work). pad_variable_length_inputs stays false: the server pads
+# with each tensor's FIRST value (1 in input_mask, a real option in multiple choice),
+# which would turn padding into tokens; requests batched together must then agree on
+# every dimension but the first (token_ids padded to seq_length, the same number of
+# options).
+BATCHING_PARAMETERS = """\
+# albert-tf: parameters for tensorflow_model_server --enable_batching
+#   --batching_parameters_file=<this file>; see docs/serving.md ("Batching").
+max_batch_size { value: 32 }
+# How long a request waits for others before a smaller batch runs (1 ms).
+batch_timeout_micros { value: 1000 }
+max_enqueued_batches { value: 64 }
+# Batches run at once: the cores / --tensorflow_intra_op_parallelism.
+num_batch_threads { value: 1 }
+pad_variable_length_inputs: false
+"""
 
 
 class LayoutError(UserError):
@@ -70,3 +96,18 @@ def staged_directory(final_path: str) -> Iterator[str]:
     with atomic.staged_directory(final_path, mode=0o755) as staging:
         yield staging
     logger.info("wrote %s", final_path)
+
+
+def write_batching_parameters(model_dir: str) -> str:
+    """Writes BASE/NAME/batching_parameters.txt (atomically) unless it exists; returns its path.
+
+    An existing file is the user's (edited for their server) and is left as it is.
+    """
+    path = os.path.join(model_dir, BATCHING_FILE)
+    if os.path.exists(path):
+        logger.info("kept %s as it is", path)
+        return path
+    with atomic.atomic_write(path) as f:
+        f.write(BATCHING_PARAMETERS)
+    logger.info("wrote %s (for --enable_batching --batching_parameters_file)", path)
+    return path

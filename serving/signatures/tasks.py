@@ -4,6 +4,8 @@ Every text signature runs the same steps in the graph: the project's
 `AlbertPreprocessor` (normalise, SentencePiece, pack to `seq_length`), dynamic
 padding (`text_graph.trim_padding`: each request is cut to its longest row,
 rounded up to `pad_multiple`), the Keras model, and a task-specific read-out.
+Classification, regression and multiple choice run the model in length groups
+(`base.run_by_length`): a batch of mixed lengths pays for each group's longest row.
 Every task also has a `token_ids` signature for clients that tokenize themselves.
 
 | task | signatures | outputs (B = batch, T = padded length) |
@@ -28,7 +30,15 @@ import tensorflow as tf
 from albert_tf.inputs import INPUT_NAMES
 
 from . import text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs, strings
+from .base import (
+    IDS_SPEC,
+    PAD_MULTIPLE,
+    TEXT_SPEC,
+    ServingModule,
+    checked_inputs,
+    run_by_length,
+    strings,
+)
 
 TOP_K = 5  # fill_mask candidates per [MASK]
 
@@ -124,7 +134,8 @@ class ClassifierModule(ServingModule):
         self.multi_label = record.problem_type == "multi_label"
 
     def _classify(self, features):
-        logits = self.model(features, training=False)["logits"]
+        logits = run_by_length(lambda group: self.model(group, training=False)["logits"],
+                               features, self.pad_multiple, [None, self.model.num_classes])
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
         outputs = {"label_id": label_id, "label": tf.gather(self.label_names, label_id)}
         if self.multi_label:
@@ -155,7 +166,8 @@ class RegressorModule(ServingModule):
     """A score per text or pair (e.g. STS-B similarity)."""
 
     def _score(self, features):
-        return {"score": self.model(features, training=False)["score"]}
+        return {"score": run_by_length(lambda group: self.model(group, training=False)["score"],
+                                       features, self.pad_multiple, [None])}
 
     @tf.function(input_signature=[TEXT_SPEC])
     def regress(self, text):
@@ -193,7 +205,8 @@ class MultipleChoiceModule(ServingModule):
         self.max_qa_length = min(record.max_qa_length, preprocessor.seq_length - 3)
 
     def _choose(self, features):
-        logits = self.model(features, training=False)["logits"]  # [B, K]
+        logits = run_by_length(lambda group: self.model(group, training=False)["logits"],
+                               features, self.pad_multiple, [None, None])  # [B, K]
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 

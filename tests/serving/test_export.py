@@ -24,7 +24,8 @@ from albert_tf import (
     load_checkpoint,
     save_checkpoint,
 )
-from albert_tf.serving import export, requests, warmup
+from albert_tf.serving import export, layout, requests, warmup
+from albert_tf.serving.signatures.base import GROUP_ROWS, PAD_MULTIPLE
 from tests.helpers.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
@@ -138,6 +139,7 @@ def served(exported, tmp_path_factory, spm_model_path):
     pair = {"text_a": _strings(HARD), "text_b": _strings(HARD[::-1])}
     calls = {
         "pretraining": {"serving_default": {"text": texts}, "text_pair": pair,
+                        "serving_default#short": {"text": _strings(HARD[:-1])},
                         "token_ids": _ids(tok, HARD), "fill_mask": {"text": _strings(MASKED)},
                         "fill_mask#none": {"text": _strings([])}},
         "classification": {"serving_default": {"text": texts}, "text_pair": pair,
@@ -169,13 +171,15 @@ def test_encoder_features_equal_the_eager_model(exported, served):
     outputs, calls, tok = served["pretraining"]
     encoder = load_checkpoint(exported["pretraining"][0]).encoder
     inputs = {"serving_default": _ids(tok, HARD + [ONE_MB]),
-              "text_pair": _ids(tok, HARD, HARD[::-1]), "token_ids": calls["token_ids"]}
-    assert outputs["text_pair"]["input_mask"].shape[1] < SEQ  # short requests are cut
+              "text_pair": _ids(tok, HARD, HARD[::-1]), "token_ids": calls["token_ids"],
+              "serving_default#short": _ids(tok, HARD[:-1])}
+    assert outputs["serving_default#short"]["input_mask"].shape[1] < SEQ  # short ones are cut
     for signature, features in inputs.items():
         got, want = outputs[signature], encoder(features)
         length = got["input_mask"].shape[1]
         longest = features["input_mask"].sum(1).max()
-        assert length == min(SEQ, -(-longest // 16) * 16)  # dynamic padding, rounded up
+        # dynamic padding, rounded up
+        assert length == min(SEQ, -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
         np.testing.assert_array_equal(got["input_mask"], features["input_mask"][:, :length])
         assert features["input_mask"][:, length:].sum() == 0
         _close(got["pooled_output"], want["pooled_output"])
@@ -213,6 +217,8 @@ def test_fill_mask_equals_the_eager_masked_lm(exported, served):
 
 def test_classifier_returns_its_trained_label_names(exported, served):
     outputs, calls, tok = served["classification"]
+    # More texts than one length group holds: the groups' answers come back in order.
+    assert len(calls["serving_default"]["text"]) > GROUP_ROWS
     model = load_checkpoint(exported["classification"][0])
     inputs = {"serving_default": _ids(tok, HARD + [ONE_MB]),
               "text_pair": _ids(tok, HARD, HARD[::-1]), "token_ids": calls["token_ids"]}
@@ -424,11 +430,27 @@ def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, 
 
     checkpoint, first = exported["regression"]
     base = os.path.dirname(first)
+    # The first export left TF Serving's batching parameters beside the versions; a file
+    # the user edited is kept by later exports.
+    batching = os.path.join(base, layout.BATCHING_FILE)
+    with open(batching, encoding="utf-8") as f:
+        fields = {line.split()[0].rstrip(":") for line in f if line.strip()
+                  and not line.startswith("#")}
+    # BatchingParameters' fields (tensorflow_serving/servables/tensorflow/
+    # session_bundle_config.proto); no allowed_batch_sizes: no batch is padded with rows.
+    assert fields == {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches",
+                      "num_batch_threads", "pad_variable_length_inputs"}
+    assert "pad_variable_length_inputs: false" in layout.BATCHING_PARAMETERS
+    with open(batching, "w", encoding="utf-8") as f:
+        f.write("max_batch_size { value: 8 }\n")
     # --task encoder serves any checkpoint's encoder features; --token-ids-only leaves
     # out every tensorflow-text op; a later export of the same name is the next version.
     assert export.main(["--checkpoint", checkpoint, "--output", base, "--task", "encoder",
                         "--token-ids-only"]) == 0
-    assert sorted(os.listdir(base)) == ["1", "2"]  # next free version, nothing else left
+    # next free version, nothing else left
+    assert sorted(os.listdir(base)) == ["1", "2", layout.BATCHING_FILE]
+    with open(batching, encoding="utf-8") as f:
+        assert f.read() == "max_batch_size { value: 8 }\n"
     second = os.path.join(base, "2")
     assert os.path.isfile(os.path.join(second, "assets.extra", "tf_serving_warmup_requests"))
     assert _signature_names(second) == {"serving_default", "token_ids"}
@@ -446,5 +468,5 @@ def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, 
         assert export.main(["--checkpoint", checkpoint, "--output", base, *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err
-    assert sorted(os.listdir(base)) == ["1", "2"]
+    assert sorted(os.listdir(base)) == ["1", "2", layout.BATCHING_FILE]
     assert export.main(["--checkpoint", str(tmp_path), "--output", base]) == 2

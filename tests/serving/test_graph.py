@@ -14,9 +14,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf import (
+    AlbertConfig,
+    AlbertEncoder,
+    AlbertMultipleChoice,
+    AlbertSequenceClassifier,
+)
 from albert_tf.inputs import INPUT_NAMES
-from albert_tf.serving.signatures import offsets, span, text_graph
+from albert_tf.serving.signatures import base, offsets, span, text_graph
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, truncate_seq_pair
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
@@ -177,6 +182,51 @@ def test_dynamic_padding_gives_the_fixed_length_outputs(pre):
                                out_full["sequence_output"][:, :length], atol=1e-5)
     empty = {k: v[:0] for k, v in full.items()}  # a batch of none must not fail
     assert text_graph.trim_padding(empty, 16)["input_mask"].shape == (0, 1)
+
+
+def _tiny(vocab_size):
+    return AlbertConfig(vocab_size=vocab_size, embedding_size=8, hidden_size=12,
+                        num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
+                        max_position_embeddings=64, initializer_range=0.2)
+
+
+def test_length_groups_equal_one_call_on_the_whole_batch(pre, corpus_documents):
+    """11 texts of shuffled lengths, 4 rows a group: each group is cut to its own longest
+    row (shortest texts first), and the outputs, back in request order, equal the model
+    run once on the fully padded batch."""
+    model = AlbertSequenceClassifier(_tiny(pre.tokenizer.vocab_size), 3)
+    sentences = [s for document in corpus_documents for s in document][:11]
+    words = [9, 1, 14, 3, 30, 6, 2, 11, 5, 0, 8]
+    texts = [" ".join(s.split()[:n]) for s, n in zip(sentences, words)]
+    full = pre(_bytes(texts))
+    lengths = full["input_mask"].numpy().sum(1)
+    seen = []
+
+    def run(group):
+        seen.append((group["input_mask"].shape[1], group["input_mask"].numpy().sum(1).tolist()))
+        return model(group)["logits"]
+
+    got = base.run_by_length(run, full, 1, [None, 3], rows=4)
+    np.testing.assert_allclose(got, model(full)["logits"], atol=1e-5)
+    ranked = sorted(lengths.tolist())
+    assert [rows for _, rows in seen] == [ranked[0:4], ranked[4:8], ranked[8:11]]
+    assert [width for width, _ in seen] == [ranked[3], ranked[7], ranked[10]]
+    empty = base.run_by_length(run, {k: v[:0] for k, v in full.items()}, 1, [None, 3])
+    assert empty.shape == (0, 3)
+
+
+def test_length_groups_of_multiple_choice_rows(pre):
+    """[B, K, T] rows are grouped by their longest option; probabilities per question are
+    those of one call on the whole batch."""
+    model = AlbertMultipleChoice(_tiny(pre.tokenizer.vocab_size))
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(3, SEQ_LENGTH, size=(5, 3))
+    mask = (np.arange(SEQ_LENGTH) < lengths[..., None]).astype(np.int32)  # [5, 3, T]
+    features = {"input_word_ids": tf.constant(rng.integers(5, 50, mask.shape) * mask, tf.int32),
+                "input_mask": tf.constant(mask), "input_type_ids": tf.constant(mask * 0)}
+    got = base.run_by_length(lambda group: model(group)["logits"], features, 1, [None, None],
+                             rows=2)
+    np.testing.assert_allclose(got, model(features)["logits"], atol=1e-5)
 
 
 # --------------------------------------------------------------- span search
