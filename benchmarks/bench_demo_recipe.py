@@ -35,9 +35,11 @@ def _shape(hidden: int, layers: int, embedding: int) -> dict:
             "num_attention_heads": max(1, hidden // 64), "intermediate_size": 4 * hidden}
 
 
-# name -> (model shape, seq, batch, optimizer, lr, vocab, jit, precision). "base" is the
-# demo's old recipe. Warmup is the demo's (`demo.warmup_steps`), the decay linear. bf16
-# recipes run without XLA: XLA's CPU backend does not use the bf16 instructions.
+# name -> (model shape, seq, batch, optimizer, lr, vocab, jit, precision[, options]). "base"
+# is the demo's old recipe. Warmup is the demo's (`demo.warmup_steps`) unless options say
+# "warmup", the decay linear; options may also set the training data's "dupe_factor"
+# (default 3) and "dynamic_masking" (re-masking as the data is read). bf16 recipes run
+# without XLA: XLA's CPU backend does not use the bf16 instructions.
 RECIPES = {
     "base":        (_shape(256, 4, 128), 128, 32, "lamb", 0.004, 5000, False, "float32"),
     "base-xla":    (_shape(256, 4, 128), 128, 32, "lamb", 0.004, 5000, True, "float32"),
@@ -54,10 +56,31 @@ RECIPES = {
     "v2k-adamw1e-3": (_shape(256, 4, 128), 64, 64, "adamw", 0.001, 2000, True, "float32"),
     "v2k-adamw2e-3": (_shape(256, 4, 128), 64, 64, "adamw", 0.002, 2000, True, "float32"),
     "h128-adamw2e-3": (_shape(128, 4, 64), 64, 64, "adamw", 0.002, 2000, True, "float32"),
+    # The larger embedded corpus (the installed stack's docstrings): fewer duplicates of
+    # each document, re-masking as the data is read, longer fixed warmups.
+    "v2k-dupe1": (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, True, "float32",
+                  {"dupe_factor": 1}),
+    "v2k-dupe1-dyn": (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, True, "float32",
+                      {"dupe_factor": 1, "dynamic_masking": True}),
+    "v2k-dupe1-w200": (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 2000, True, "float32",
+                       {"dupe_factor": 1, "warmup": 200}),
+    "v2k-dupe1-w300-lr5e-3": (_shape(256, 4, 128), 64, 64, "lamb", 0.005, 2000, True,
+                              "float32", {"dupe_factor": 1, "warmup": 300}),
+    "v4k-dupe1": (_shape(256, 4, 128), 64, 64, "lamb", 0.01, 4000, True, "float32",
+                  {"dupe_factor": 1}),
+    "h128-dupe1": (_shape(128, 4, 64), 64, 64, "lamb", 0.01, 2000, True, "float32",
+                   {"dupe_factor": 1}),
 }
 
 
-def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
+def recipe(name: str) -> tuple:
+    """RECIPES[name] with its options filled in: (..., precision, options)."""
+    fields = RECIPES[name]
+    return (*fields[:8], {"dupe_factor": 3, "dynamic_masking": False, "warmup": None,
+                          **(fields[8] if len(fields) > 8 else {})})
+
+
+def prepare(work: str, vocab_size: int, seq_length: int, dupe_factor: int = 3) -> dict:
     """Split, vocabulary and TFRecords (train and held-out) for one vocab and seq length."""
     from albert_tf.training.data import corpus, pairs
     from albert_tf.training.data import split as corpus_tasks
@@ -73,11 +96,11 @@ def prepare(work: str, vocab_size: int, seq_length: int) -> dict:
         train_vocab([train_text], prefix, vocab_size)
     paths = {"spm_model": prefix + ".model"}
     for name in ("train", "heldout"):
-        out = os.path.join(work, f"data-v{vocab_size}-s{seq_length}", name)
+        out = os.path.join(work, f"data-v{vocab_size}-s{seq_length}-d{dupe_factor}", name)
         if not os.path.exists(os.path.join(out, SUMMARY_FILE)):
             options = pairs.GenerationOptions(max_seq_length=seq_length,
                                             max_predictions_per_seq=max(4, seq_length * 20 // 128),
-                                            dupe_factor=3 if name == "train" else 1)
+                                            dupe_factor=dupe_factor if name == "train" else 1)
             create_pretraining_data(corpus.open_corpus(os.path.join(split_dir, f"{name}.txt")),
                                     out, prefix + ".model", options)
         paths[name] = os.path.join(out, "pretrain-*.tfrecord")
@@ -94,9 +117,10 @@ def run_one(work: str, name: str, steps: int) -> dict:
     from albert_tf.training.pretrain.evaluation import evaluate_pretraining
     from albert_tf.training.pretrain.run import run
 
-    shape, seq, batch, optimizer, lr, vocab, jit, precision = RECIPES[name]
-    data = prepare(work, vocab, seq)
-    out = os.path.join(work, "runs", name)
+    shape, seq, batch, optimizer, lr, vocab, jit, precision, options = recipe(name)
+    data = prepare(work, vocab, seq, options["dupe_factor"])
+    warmup = options["warmup"] or warmup_steps(steps)
+    out = os.path.join(work, f"runs-{steps}", name)
     step_times: list[float] = []
 
     class Timer(keras.callbacks.Callback):
@@ -107,10 +131,12 @@ def run_one(work: str, name: str, steps: int) -> dict:
             step_times.append(time.perf_counter() - self.start)
 
     cfg = PretrainConfig(model="albert-base", albert={**shape, "max_position_embeddings": seq},
-                         train_data=data["train"], output_dir=out, spm_model=data["spm_model"],
+                         train_data=data["train"], eval_data=data["heldout"], eval_steps=4,
+                         output_dir=out, spm_model=data["spm_model"],
                          global_batch_size=batch, train_steps=steps,
-                         warmup_steps=warmup_steps(steps), learning_rate=lr, optimizer=optimizer,
-                         checkpoint_every=steps, log_every=max(1, steps // 10),
+                         warmup_steps=warmup, learning_rate=lr, optimizer=optimizer,
+                         dynamic_masking=options["dynamic_masking"],
+                         checkpoint_every=max(1, steps // 6), log_every=max(1, steps // 10),
                          keep_checkpoints=1, shuffle_buffer=2000, jit_compile=jit,
                          precision=precision)
     original_fit = keras.Model.fit
@@ -130,7 +156,8 @@ def run_one(work: str, name: str, steps: int) -> dict:
     history = summary["history"]
     result = {"recipe": name, "steps": steps, "shape": shape, "seq_length": seq,
               "batch_size": batch, "optimizer": optimizer, "learning_rate": lr,
-              "warmup_steps": warmup_steps(steps),
+              "warmup_steps": warmup, "dupe_factor": options["dupe_factor"],
+              "dynamic_masking": options["dynamic_masking"],
               "vocab_size": vocab,
               "jit_compile": jit, "precision": precision, "train_wall_s": wall,
               "s_per_step": float(np.median(step_times[len(step_times) // 2:])),
@@ -139,7 +166,10 @@ def run_one(work: str, name: str, steps: int) -> dict:
               "heldout_mlm_accuracy": held["mlm_accuracy"],
               "heldout_sop_accuracy": held["sop_accuracy"],
               "heldout_mlm_loss": held["mlm_loss"],
-              "heldout_examples": held["examples"], "load_average": os.getloadavg()[0]}
+              "heldout_examples": held["examples"], "load_average": os.getloadavg()[0],
+              # the held-out curve (4 batches every sixth of the run): is SOP still rising?
+              "heldout_sop_curve": history.get("val_sop_accuracy", []),
+              "heldout_mlm_curve": history.get("val_mlm_accuracy", [])}
     return result
 
 
@@ -155,17 +185,22 @@ def _cpu_flags() -> str:
 def table(results: list[dict]) -> str:
     base = results[0]["s_per_step"] if results else 1.0
     rows = ["| recipe | H/L/E | seq x batch | optimizer, lr | vocab | XLA | precision | s/step | "
-            "vs first | held-out MLM | held-out SOP | train MLM | train SOP |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "vs first | data | held-out MLM | held-out SOP | train MLM | train SOP | "
+            "held-out SOP curve |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         s = r["shape"]
         rows.append(
             f"| {r['recipe']} | {s['hidden_size']}/{s['num_hidden_layers']}/"
             f"{s['embedding_size']} | {r['seq_length']} x {r['batch_size']} | "
             f"{r.get('optimizer', 'lamb')} {r['learning_rate']:g} | {r['vocab_size']} | "
-            f"{'on' if r['jit_compile'] else 'off'} | {r['precision']} | {r['s_per_step']:.2f} | {r['s_per_step'] / base:.2f} | "
-            f"{r['heldout_mlm_accuracy']:.3f} | {r['heldout_sop_accuracy']:.3f} | "
-            f"{r['train_mlm_accuracy']:.3f} | {r['train_sop_accuracy']:.3f} |")
+            f"{'on' if r['jit_compile'] else 'off'} | {r['precision']} | {r['s_per_step']:.2f} | "
+            f"{r['s_per_step'] / base:.2f} | dupe {r.get('dupe_factor', 3)}"
+            f"{', dynamic masks' if r.get('dynamic_masking') else ''}, warmup "
+            f"{r['warmup_steps']} | {r['heldout_mlm_accuracy']:.3f} | "
+            f"{r['heldout_sop_accuracy']:.3f} | {r['train_mlm_accuracy']:.3f} | "
+            f"{r['train_sop_accuracy']:.3f} | "
+            f"{' '.join(f'{v:.2f}' for v in r.get('heldout_sop_curve', []))} |")
     return "\n".join(rows)
 
 

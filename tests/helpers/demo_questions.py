@@ -19,7 +19,7 @@ QUESTIONS = [
     ("the keyword [MASK] may be passed to change the encoding.", "argument"),
     ("the result is returned as a [MASK] of strings.", "list"),
     ("this attribute is read only and cannot be [MASK].", "changed"),
-    ("a [MASK] error is raised if the operation times out.", "timeout"),
+    ("a [MASK] error is raised if the argument has the wrong kind.", "type"),
     ("the values are stored in a [MASK] keyed by name.", "dictionary"),
     ("the loop runs until the [MASK] is exhausted.", "iterator"),
     ("write the data to the [MASK] and flush the buffer.", "file"),

@@ -58,6 +58,11 @@ class PretrainConfig:
     shuffle_buffer: int = number_field(10_000, minimum=1)
     data_resume: str = "skip"         # "skip" consumed batches, or "reseed" the order
     deterministic: bool = False       # op determinism: bit-identical reruns, slower
+    # Re-mask every training batch as it is read (`dynamic_masking.py`: whole-word
+    # n-grams, the data's masked_lm_prob and max_ngram), so each pass over the data
+    # sees new masks; off: the masks written by create-data. Needs spm_model (the
+    # [MASK], [CLS] and [SEP] ids). Evaluation data keeps its written masks.
+    dynamic_masking: bool = False
     # Train the sentence-pair head; None: as the training data's objective says
     # (create_data_config.json next to its first file; "none" -> no loss).
     sentence_pair_loss: typing.Optional[bool] = None
@@ -75,6 +80,9 @@ class PretrainConfig:
             if getattr(self, name) % spe:
                 raise UserError(f"{name}={getattr(self, name)} is not a multiple of "
                                  f"steps_per_execution={spe}")
+        if self.dynamic_masking and not self.spm_model:
+            raise UserError("dynamic_masking=true needs spm_model: the [MASK], [CLS] and [SEP] "
+                            "ids of the re-masking come from the vocabulary")
         if self.data_resume not in DATA_RESUME:
             raise UserError(f"data_resume={self.data_resume!r} is not one of "
                              f"{', '.join(DATA_RESUME)}")

@@ -42,6 +42,7 @@ RUN_CONFIG_FILE = "run_config.json"
 # eval_steps, log_every, strategy, steps_per_execution, jit_compile, deterministic)
 # may change on resume.
 RESUME_FIXED = ("train_data", "spm_model", "global_batch_size", "seed", "shuffle_buffer",
+                "dynamic_masking",
                 "data_resume", "optimizer", "learning_rate", "warmup_steps", "poly_power",
                 "weight_decay", "clipnorm")
 RESUME_FIXED_RESOLVED = ("seq_length", "max_predictions", "precision", "sentence_pair_loss")

@@ -19,6 +19,16 @@ model, the data or its order, or the optimizer (`progress.RESUME_FIXED`) is refu
 naming the fields (old -> new), unless `allow_changes` (--allow-change) names them;
 the schedule's length, the checkpoint cadence, evaluation, logging and the strategy
 may change freely.
+
+A time budget instead of a step count (`run(cfg, calibration=Calibration(...))`,
+the Python API the demo uses): the steps after the first execution are timed, then
+the caller's rule turns the measured seconds per step into the run's train_steps and
+warmup_steps, over which the learning rate is laid from then on (no recompilation:
+the rate is set between steps); run_config.json records the chosen counts and the
+measurement, so a resume passes them as a plain config.
+
+Long because the run, its data, its model and its calibration share the one
+resolved configuration; split, they would pass it around in pieces.
 """
 
 from __future__ import annotations
@@ -31,7 +41,8 @@ import math
 import os
 import re
 import tempfile
-from typing import Iterable
+import time
+from typing import Callable, Iterable
 
 import keras
 import tensorflow as tf
@@ -54,6 +65,7 @@ from ..data.create_data import CONFIG_FILE
 from ..runtime import distribute, fit_steps, optimization
 from . import pipeline as input_pipeline
 from .config import PretrainConfig, load_config
+from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
 from .progress import (
     RUN_CONFIG_FILE,
@@ -79,17 +91,33 @@ def model_config(cfg: PretrainConfig, vocab_size: int | None):
                                   source=None if from_preset else cfg.model)
 
 
+def _data_config(cfg: PretrainConfig) -> dict:
+    """create_data_config.json beside the first training file ({}: data from elsewhere)."""
+    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
 def sentence_pair_loss(cfg: PretrainConfig) -> bool:
     """Whether the run trains the sentence-pair head: the config's, else the data's objective."""
     if cfg.sentence_pair_loss is not None:
         return cfg.sentence_pair_loss
-
-    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
-    if not tf.io.gfile.exists(path):
+    written = _data_config(cfg)
+    if not written:
         return True  # data from elsewhere (the original scripts): SOP or NSP labels
-    with tf.io.gfile.GFile(path) as f:
-        objective = json.load(f).get("objective", pairs.DEFAULT_OBJECTIVE)
-    return pairs.trains_sentence_pair(objective)
+    return pairs.trains_sentence_pair(written.get("objective", pairs.DEFAULT_OBJECTIVE))
+
+
+def dynamic_masking(cfg: PretrainConfig) -> DynamicMasking | None:
+    """The read-time masking of the training data (None: the written masks are kept),
+    with the masked_lm_prob and max_ngram the data was written with."""
+    if not cfg.dynamic_masking:
+        return None
+    written = _data_config(cfg)
+    rates = {key: written[key] for key in ("masked_lm_prob", "max_ngram") if key in written}
+    return DynamicMasking.from_tokenizer(AlbertTokenizer(cfg.spm_model), **rates)
 
 
 def run_model_config(cfg: PretrainConfig, vocab_size: int | None):
@@ -108,11 +136,13 @@ def run_model_config(cfg: PretrainConfig, vocab_size: int | None):
     return config, opened
 
 
-def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=None):
+def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=None,
+                learning_rate: tf.Variable | None = None):
     """AlbertPretrainer compiled with the run's optimizer, created in `strategy`'s scope.
 
     `resolved`: `run_model_config(cfg, vocab_size)` when the caller has it already (the
-    init_checkpoint is opened once)."""
+    init_checkpoint is opened once). `learning_rate`: a variable the optimizer reads at
+    every step instead of its schedule (a calibrated run sets it between steps)."""
 
     config, opened = resolved or run_model_config(cfg, vocab_size)
     if opened is not None:
@@ -132,6 +162,8 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=
         optimizer = optimization.create_optimizer(
             cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
             cfg.poly_power, cfg.weight_decay, cfg.clipnorm or None)
+        if learning_rate is not None:
+            optimizer.learning_rate = lambda: learning_rate
         # compile adds loss scaling for mixed_float16; install_step_functions
         # makes it agree across replicas.
         model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
@@ -139,6 +171,109 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=
         fit_steps.install_step_functions(model)
         model.optimizer.build(model.trainable_variables)  # slots exist before a restore
     return model
+
+
+# ------------------------------------------------------------ calibration
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """A run whose length is chosen once its step time is measured.
+
+    The first execution (tracing, compilation) is not timed; the `steps` after it
+    are. `choose(seconds_per_step, step)` then returns (train_steps, warmup_steps):
+    the run stops at train_steps (at most the config's, the upper bound) and the
+    config's warmup and polynomial decay are laid over those counts from the next
+    step on. Until then the schedule is the config's own (its warmup_steps over
+    train_steps). Needs steps_per_execution=1: the rate is set between steps.
+
+    `deadline()`, when given, is read after the choice: the time.monotonic() by which
+    training must end. Every RECHECK_EVERY steps the pace since the last check
+    (evaluations included) is measured again, and a run that would overrun (a machine
+    that slowed down) is shortened to the steps that still fit, its decay laid over
+    the new count; a run is never lengthened.
+    """
+
+    steps: int
+    choose: Callable[[float, int], tuple[int, int]]
+    deadline: Callable[[], float] | None = None
+
+
+RECHECK_EVERY = 25  # steps between two checks of a calibrated run's pace against its deadline
+
+
+class _CalibratedSchedule(keras.callbacks.Callback):
+    """Sets the learning-rate variable before every step from a `WarmupPolynomialDecay`,
+    times the calibration steps and replaces the schedule once with the chosen counts.
+
+    `on_chosen(train_steps, warmup_steps, seconds_per_step)` records the choice.
+    """
+
+    def __init__(self, rate: tf.Variable, cfg: PretrainConfig, calibration: Calibration,
+                 on_chosen: Callable[[int, int, float], None]):
+        super().__init__()
+        self.rate, self.cfg, self.calibration, self.on_chosen = rate, cfg, calibration, on_chosen
+        self.schedule = self._schedule(cfg.train_steps, cfg.warmup_steps)
+        self.done, self.timer, self.chosen = 0, None, None
+        self.overhead_s = 0.0  # what setting the rate cost, all steps together
+
+    def _schedule(self, train_steps: int, warmup_steps: int):
+        return optimization.WarmupPolynomialDecay(self.cfg.learning_rate, train_steps,
+                                                  warmup_steps, self.cfg.poly_power)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        began = time.perf_counter()
+        self.rate.assign(float(self.schedule(int(self.model.optimizer.iterations))))
+        self.overhead_s += time.perf_counter() - began
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.done += 1
+        if self.done == 1:  # the first execution traced and compiled: time from here
+            self.timer = time.perf_counter()
+        elif self.chosen is None and self.done == 1 + self.calibration.steps:
+            seconds = (time.perf_counter() - self.timer) / self.calibration.steps
+            step = int(self.model.optimizer.iterations)
+            train_steps, warmup_steps = self.calibration.choose(seconds, step)
+            train_steps = min(max(int(train_steps), step + 1), self.cfg.train_steps)
+            warmup_steps = max(0, int(warmup_steps))
+            self.schedule = self._schedule(train_steps, warmup_steps)
+            self.chosen = {"train_steps": train_steps, "warmup_steps": warmup_steps,
+                           "seconds_per_step": seconds, "measured_steps": self.calibration.steps,
+                           "at_step": step}
+            self.on_chosen(train_steps, warmup_steps, seconds)
+            self.paced = (time.monotonic(), step)
+        elif self.chosen is not None and self.calibration.deadline is not None and (
+                self.done % RECHECK_EVERY == 0):
+            self._keep_pace(int(self.model.optimizer.iterations))
+
+    def _keep_pace(self, step: int) -> None:
+        """Shortens the run when the pace since the last check would miss the deadline."""
+        now, (then, then_step) = time.monotonic(), self.paced
+        self.paced = (now, step)
+        if step <= then_step:
+            return
+        pace = (now - then) / (step - then_step)
+        fits = step + max(1, math.floor((self.calibration.deadline() - now) / pace))
+        if fits >= self.chosen["train_steps"]:
+            return
+        logger.info("behind the budget at step %d (%.3f s/step since step %d): train_steps "
+                    "%d -> %d", step, pace, then_step, self.chosen["train_steps"], fits)
+        warmup_steps = min(self.chosen["warmup_steps"], fits)
+        self.schedule = self._schedule(fits, warmup_steps)
+        self.chosen.update(train_steps=fits, warmup_steps=warmup_steps,
+                           shortened_at=step, pace_s_per_step=pace)
+        self.on_chosen(fits, warmup_steps, self.chosen["seconds_per_step"])
+
+
+def _check_calibration(cfg: PretrainConfig, calibration: Calibration, start: int) -> None:
+    if cfg.steps_per_execution != 1:
+        raise UserError(f"a calibrated run sets the learning rate between steps: it needs "
+                        f"steps_per_execution=1, not {cfg.steps_per_execution}")
+    if start:
+        raise UserError(f"{cfg.output_dir} holds a run at step {start}: resume it with the "
+                        "train_steps and warmup_steps its run_config.json records, not a "
+                        "new calibration")
+    if calibration.steps < 1 or calibration.steps + 1 >= cfg.train_steps:
+        raise UserError(f"calibration over {calibration.steps} steps needs train_steps (the "
+                        f"upper bound) above {calibration.steps + 1}, not {cfg.train_steps}")
 
 
 # ------------------------------------------------------------------- the data
@@ -184,11 +319,14 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
                   step: int):
     """Distributed (train, eval or None) datasets; train resumes after `step` steps."""
 
+    masking = dynamic_masking(cfg)
+
     def train_fn(context):
         skip, seed = _data_offset(cfg, step, context)
         dataset = pretraining_dataset(
             cfg.train_data, cfg.global_batch_size, seq_length, max_predictions,
-            input_context=context, shuffle_buffer=cfg.shuffle_buffer, seed=seed)
+            input_context=context, dynamic_masking=masking, shuffle_buffer=cfg.shuffle_buffer,
+            seed=seed)
         return dataset.skip(skip) if skip else dataset
 
     def eval_fn(context):
@@ -224,16 +362,20 @@ def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     return target
 
 
-def run(cfg: PretrainConfig, allow_changes: Iterable[str] = ()) -> dict:
+def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
+        calibration: Calibration | None = None) -> dict:
     """Pretrains as configured (resuming from output_dir/checkpoints if present).
 
     A resume is compared with the run it continues first (`progress.check_resume`):
     changed model, data or optimizer settings are refused unless `allow_changes`
     names them (run_config.json's names, albert.FIELD for the model).
+    `calibration`: choose train_steps and warmup_steps from the measured step time
+    (`Calibration`; cfg.train_steps is then the upper bound); a fresh run only.
 
     Returns a summary: the start and end step, the exported directory (chief), the
-    examples/s of this run (with and without the first step's compilation), and
-    the per-epoch training and eval metrics.
+    examples/s of this run (with and without the first step's compilation), the
+    per-epoch training and eval metrics, and the calibration (None without one:
+    the chosen counts, the measured seconds per step, what setting the rate cost).
     """
 
     cfg.validate()
@@ -269,13 +411,23 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = ()) -> dict:
     checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
     if tf.train.latest_checkpoint(checkpoint_dir) is not None:  # a resume: the same run?
         check_resume(cfg.output_dir, record, allow_changes)
-    model = build_model(cfg, strategy, vocab_size, resolved)
+    rate = None
+    if calibration is not None:
+        with strategy.scope():
+            rate = tf.Variable(0.0, trainable=False, dtype=tf.float32, name="learning_rate")
+    model = build_model(cfg, strategy, vocab_size, resolved, learning_rate=rate)
     checkpoints = Checkpoints(model, checkpoint_dir, cfg.keep_checkpoints, chief)
     start = checkpoints.restore()
-    if chief:
-        tf.io.gfile.makedirs(cfg.output_dir)
-        atomic.atomic_write_json(os.path.join(cfg.output_dir, RUN_CONFIG_FILE), record,
-                                 sort_keys=True)
+    if calibration is not None:
+        _check_calibration(cfg, calibration, start)
+
+    def write_record():
+        if chief:
+            tf.io.gfile.makedirs(cfg.output_dir)
+            atomic.atomic_write_json(os.path.join(cfg.output_dir, RUN_CONFIG_FILE), record,
+                                     sort_keys=True)
+
+    write_record()
     train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,
@@ -283,6 +435,21 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = ()) -> dict:
         tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
         tensorboard_dir=os.path.join(cfg.output_dir, "tensorboard") if chief else None,
         save=checkpoints.save)
+    callbacks = [progress]
+    scheduled = None
+    if calibration is not None:
+        def chosen(train_steps: int, warmup_steps: int, seconds: float) -> None:
+            # Recorded before any checkpoint exists: a resume finds these counts.
+            progress.train_steps = train_steps
+            record.update(train_steps=train_steps, warmup_steps=warmup_steps,
+                          calibration=scheduled.chosen)
+            write_record()
+            logger.info("calibrated: %.3f s/step over %d steps -> train_steps=%d, "
+                        "warmup_steps=%d", seconds, calibration.steps, train_steps,
+                        warmup_steps)
+
+        scheduled = _CalibratedSchedule(rate, cfg, calibration, chosen)
+        callbacks.insert(0, scheduled)  # the stop step is set before progress checks it
     history = {}
     if start < cfg.train_steps:
         initial_epoch = start // cfg.checkpoint_every
@@ -291,7 +458,7 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = ()) -> dict:
             history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
                                 initial_epoch=initial_epoch, validation_data=evaluation,
                                 validation_steps=cfg.eval_steps if evaluation else None,
-                                callbacks=[progress], shuffle=False,
+                                callbacks=callbacks, shuffle=False,
                                 verbose=1 if chief else 0).history
         except tf.errors.InvalidArgumentError as e:
             raise _data_error(e) from e
@@ -304,7 +471,9 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = ()) -> dict:
             "precision": policy, "jit_compile": bool(model.jit_compile),
             "examples_per_sec": progress.throughput() if history else 0.0,
             "steady_examples_per_sec": progress.steady_throughput() if history else None,
-            "history": {k: [float(x) for x in v] for k, v in history.items()}}
+            "history": {k: [float(x) for x in v] for k, v in history.items()},
+            "calibration": None if scheduled is None else {
+                **(scheduled.chosen or {}), "schedule_overhead_s": scheduled.overhead_s}}
 
 
 def _data_error(e) -> Exception:

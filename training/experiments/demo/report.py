@@ -61,6 +61,9 @@ def plot(path: str, pretrain: dict, classifier: dict | None, heldout_accuracy: f
         if heldout_accuracy is not None:
             ax.axhline(heldout_accuracy, color="C2", linestyle=":",
                        label=f"held-out documents ({heldout_accuracy:.2f})")
+        scratch = classifier["scratch"]["heldout"]["accuracy"]
+        ax.axhline(scratch, color="C3", linestyle="-.",
+                   label=f"random encoder, held-out ({scratch:.2f})")
         base = classifier["baseline"]["best_constant_accuracy"]
         ax.axhline(base, color="gray", linestyle="--", label=f"majority class ({base:.2f})")
         ax.set(xlabel="fine-tuning epoch", ylim=(0, 1), xticks=range(1, len(dev) + 1))
@@ -95,12 +98,29 @@ def _lines(report: dict) -> list[str]:
               f"held-out documents: MLM accuracy {pre['heldout_mlm_accuracy']:.3f}, "
               f"SOP accuracy {pre['heldout_sop_accuracy']:.3f}; last train interval: "
               f"MLM {pre['train_mlm_accuracy']:.3f}, SOP {pre['train_sop_accuracy']:.3f}"]
+    budget = report["budget"]
+    if budget["chosen"]:
+        lines.append(f"Steps: {budget['steps']}, chosen for the {budget['minutes']:g}-minute "
+                     f"budget: {budget['seconds_per_step']:.3f} s/step measured over "
+                     f"{budget['measured_steps']} steps left {budget['pretraining_left_s']:.0f}s "
+                     f"for pretraining (warmup {budget['warmup_steps']} steps)")
+    else:
+        lines.append(f"Steps: {budget['steps']} (fixed by --steps or an earlier budget run)")
+    fill = report["fill_mask_accuracy"]
+    lines.append(f"Fill-mask on the held-out documents' {fill['masked_tokens']} masked pieces: "
+                 f"top-1 {fill['top1']:.3f}, top-5 {fill['top5']:.3f}; unigram baseline "
+                 f"(always the most often masked pieces of the training records) top-1 "
+                 f"{fill['unigram_top1']:.3f}, top-5 {fill['unigram_top5']:.3f}")
     cls = report.get("classifier")
     if cls:
         lines.append(f"Classifier on held-out documents: accuracy {cls['heldout_accuracy']:.3f} "
                      f"({cls['heldout_examples']} sentences) vs majority class "
                      f"{cls['majority_accuracy']:.3f}; error {cls['error']:.3f} vs "
                      f"{cls['majority_error']:.3f} ({cls['error_ratio']:.2f} of the baseline's)")
+        lines.append(f"Pretrained vs random encoder (same fine-tuning, scored in process): "
+                     f"{cls['pretrained_accuracy']:.3f} vs {cls['scratch_accuracy']:.3f}, "
+                     f"{cls['pretraining_gain_points']:+.1f} points; majority class "
+                     f"{cls['majority_accuracy']:.3f}")
     lines.append("Stage wall times: " + ", ".join(
         f"{k} {v:.0f}s" for k, v in report["timings"].items())
         + f"; total {sum(report['timings'].values()):.0f}s")
@@ -129,6 +149,15 @@ def _serving_lines(saved: dict) -> list[str]:
     return lines
 
 
+def _budget(pretrain: dict) -> dict:
+    """How the step count was set: by the time budget (and what was measured) or fixed."""
+    decision = pretrain.get("budget")
+    if not decision:
+        return {"chosen": False, "steps": pretrain["steps"], "minutes": None}
+    return {"chosen": True, "minutes": pretrain["minutes"], **decision,
+            "schedule_overhead_s": (pretrain.get("calibration") or {}).get("schedule_overhead_s")}
+
+
 def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
           timings: dict, artifacts: dict, saved: dict) -> dict:
     """Prints the ending, writes the PNG and demo_report.json; returns the report."""
@@ -146,6 +175,15 @@ def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
                         "train_mlm_accuracy": train.get("mlm_accuracy", float("nan")),
                         "train_sop_accuracy": train.get("sop_accuracy", float("nan")),
                         "curves": curves(pretrain)},
+        # .get: a pretraining summary written before these figures existed has none.
+        "fill_mask_accuracy": {"top1": held["mlm_accuracy"],
+                               "top5": held.get("mlm_top5_accuracy", float("nan")),
+                               "unigram_top1": held.get("unigram_top1_accuracy", float("nan")),
+                               "unigram_top5": held.get("unigram_top5_accuracy", float("nan")),
+                               "masked_tokens": held["masked_tokens"],
+                               "baseline": "the k pieces most often masked in the training "
+                                           "records (their masked labels)"},
+        "budget": _budget(pretrain),
         "fill_mask": answers["fill_mask"], "similarity": answers["similarity"],
         "timings": timings, "artifacts": {k: os.path.abspath(v) for k, v in artifacts.items()},
         "plot": os.path.join(out, PLOT_FILE), "report": os.path.join(out, REPORT_FILE)}
@@ -162,6 +200,12 @@ def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
             "majority_accuracy": majority, "error": 1 - heldout_accuracy,
             "majority_error": 1 - majority,
             "error_ratio": (1 - heldout_accuracy) / max(1 - majority, 1e-9),
+            "pretrained_accuracy": classifier["heldout"]["accuracy"],
+            "scratch_accuracy": classifier["scratch"]["heldout"]["accuracy"],
+            "pretraining_gain_points": 100 * (classifier["heldout"]["accuracy"]
+                                              - classifier["scratch"]["heldout"]["accuracy"]),
+            "scratch_dev_accuracy": [h.get("accuracy")
+                                     for h in classifier["scratch"]["dev_history"]],
             "train_majority": classifier["baseline"],
             "dev_accuracy": [h.get("accuracy") for h in classifier["dev_history"]]}
     plot(report["plot"], pretrain, classifier, heldout_accuracy)

@@ -1,19 +1,25 @@
 """`albert-tf demo`: the whole job, end to end, on real text with no download.
 
     corpus split by document -> SentencePiece vocabulary -> SOP + n-gram-masked
-    TFRecords -> LAMB pretraining (held-out MLM / SOP accuracy) -> a fine-tuned
-    classifier -> SavedModels with in-graph tokenization -> answers from a fresh process
-    -> training curves (PNG) and OUTPUT/demo_report.json
+    TFRecords -> a classifier fine-tuned from a random encoder (the baseline) -> LAMB
+    pretraining (held-out MLM / SOP / fill-mask accuracy) -> the classifier fine-tuned
+    from the pretrained encoder -> SavedModels with in-graph tokenization -> answers
+    from a fresh process -> training curves (PNG) and OUTPUT/demo_report.json
 
-With no arguments it uses the embedded corpus (Python's own documentation) and a
-small ALBERT whose recipe was chosen by benchmarks/bench_demo_recipe.py to learn
-most in a few minutes on two CPU cores. The classifier learns where a sentence
-of the documentation was written (the language reference, asyncio, email,
-importlib, internet protocols, xml), labels that come from the corpus itself.
+With no arguments it uses the embedded corpus (the documentation of Python and of
+the installed packages, docs/corpus.md) and a small ALBERT whose recipe was chosen
+by benchmarks/bench_demo_recipe.py to learn most in a few minutes on two CPU cores.
+The classifier learns where a sentence of the documentation was written (the
+language reference, areas of the standard library, NumPy, Keras, TensorFlow,
+Matplotlib: `split.LABELS`), labels that come from the corpus itself.
 `--corpus`/`--tfds` pretrain on your text (no classifier: it has no labels),
-`--preset` picks a paper-sized model, `--steps`/`--batch-size` the budget. Every
-stage writes into `--output` and is skipped when its result is already complete,
-so a rerun (or a resume after a kill) does only what is left.
+`--preset` picks a paper-sized model, `--minutes` the time budget that sets the
+number of pretraining steps (`budget.py`), or `--steps` a fixed, reproducible count.
+Every stage writes into `--output` and is skipped when its result is already
+complete, so a rerun (or a resume after a kill) does only what is left.
+
+Long because it is the table of the job's nine stages, each a short function with
+its own skip rule, and the command line that configures them.
 """
 
 from __future__ import annotations
@@ -21,25 +27,32 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
 import time
 
+import numpy as np
+
 from albert_tf import AlbertConfig, arguments, atomic, cli
 from albert_tf.errors import UserError
 from albert_tf.serving import export
+from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ...data import corpus, pairs
 from ...data import split as corpus_tasks
 from ...data.create_data import SUMMARY_FILE, create_pretraining_data
 from ...data.vocab import train_vocab
-from ...finetune import run as finetune_cli
 from ...pretrain.config import PretrainConfig
-from ...pretrain.evaluation import evaluate_pretraining
-from ...pretrain.run import run
+from ...pretrain.evaluation import evaluate_pretraining, masked_label_counts
+from ...pretrain.progress import RUN_CONFIG_FILE
+from ...pretrain.run import Calibration, run
 from ...runtime.distribute import fastest_cpu_training
+from . import budget as demo_budget
+from . import classifier as demo_classifier
 from . import report as demo_report
+from .budget import warmup_steps
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -49,13 +62,11 @@ logger = logging.getLogger("albert_tf.demo")
 DEMO_MODEL = {"embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 4,
               "num_attention_heads": 4, "intermediate_size": 1024,
               "max_position_embeddings": 64}
-STAGES = 8
-# Warmup: 10% of the run, but at least 100 steps and at most a quarter of it. The post-LN
-# model at LAMB 0.01 stays on the frequent-piece solution for good when warmup is short:
-# over 400 steps, 40 warmup steps ended at held-out MLM accuracy 0.061, 100 at 0.135.
-MIN_WARMUP_STEPS = 100
+STAGES = 9
 ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "answers.py")
 ENCODER_NAME, CLASSIFIER_NAME = "albert_demo", "albert_demo_classifier"
+MASKED_COUNTS_FILE = "masked_label_counts.json"
+HELDOUT_BATCH = 64  # the final evaluation's batch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +75,8 @@ class DemoOptions:
     corpus: str | None = None       # text files/globs; None: the embedded corpus
     tfds: str | None = None         # NAME[:SPLIT[:FIELD]] of a tensorflow-datasets corpus
     preset: str | None = None       # None: the small demo model
-    steps: int = 1200
+    steps: int | None = None        # None: as many as fit in `minutes` (budget.py)
+    minutes: float = demo_budget.DEFAULT_MINUTES
     batch_size: int = 64
     seq_length: int = 64
     vocab_size: int = 2000
@@ -87,11 +99,6 @@ def _stage(number: int, name: str, done: bool) -> bool:
     state = "done already, skipped" if done else "running"
     logger.info("[%d/%d] %s: %s", number, STAGES, name, state)
     return done
-
-
-def warmup_steps(steps: int) -> int:
-    """The learning-rate warmup of a demo pretraining run of `steps` steps."""
-    return max(1, min(max(steps // 10, MIN_WARMUP_STEPS), steps // 4))
 
 
 def training_precision(opts: DemoOptions) -> tuple[str, bool | None]:
@@ -134,6 +141,7 @@ def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]
     done = all(os.path.exists(os.path.join(out, n, SUMMARY_FILE)) for n in ("train", "heldout"))
     records = {n: os.path.join(out, n, "pretrain-*.tfrecord") for n in ("train", "heldout")}
     if _stage(3, f"pretraining data (SOP + n-gram masking) -> {out}", done):
+        unigram_counts(records, spm_model)
         return records
     for name in ("train", "heldout"):
         options = pairs.GenerationOptions(
@@ -145,79 +153,167 @@ def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]
         logger.info("data %s: %d instances, masked fraction %.3f, SOP swapped %.3f", name,
                     summary["instances"], summary["masked_fraction"],
                     summary["sop"]["swapped_fraction"])
+    unigram_counts(records, spm_model)
     return records
 
 
-def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str) -> tuple[str, dict]:
-    """Pretrains (evaluating on held-out documents as it goes); returns model/ and a summary."""
+def unigram_counts(records: dict, spm_model: str) -> list[int]:
+    """How often each piece is masked in the training records (the fill-mask baseline's
+    ranking), counted once into data/train/MASKED_COUNTS_FILE."""
+    path = os.path.join(os.path.dirname(records["train"]), MASKED_COUNTS_FILE)
+    if not os.path.exists(path):
+        counts = masked_label_counts(records["train"], AlbertTokenizer(spm_model).vocab_size)
+        atomic.atomic_write_json(path, [int(c) for c in counts])
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
+
+def instances(records: dict, name: str) -> int:
+    """The records create-data wrote for `name` ("train" or "heldout")."""
+    with open(os.path.join(os.path.dirname(records[name]), SUMMARY_FILE), encoding="utf-8") as f:
+        return json.load(f)["instances"]
+
+
+def pretrain_config(opts: DemoOptions, records: dict, spm_model: str, steps: int,
+                    warmup: int, every: int) -> PretrainConfig:
+    """The demo's pretraining run: `steps` steps (the upper bound of a budget run)."""
+    precision, jit = training_precision(opts)
+    return PretrainConfig(
+        model=opts.preset or "albert-base",
+        albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
+        train_data=records["train"], eval_data=records["heldout"],
+        output_dir=os.path.join(opts.output, "pretrain"), spm_model=spm_model,
+        global_batch_size=opts.batch_size, train_steps=steps, warmup_steps=warmup,
+        learning_rate=opts.learning_rate, checkpoint_every=every, eval_steps=4,
+        log_every=max(1, min(10, every)), keep_checkpoints=2, shuffle_buffer=2000,
+        precision=precision, jit_compile=jit)
+
+
+def _recorded_counts(out: str) -> tuple[int, int] | None:
+    """(train_steps, warmup_steps) a budget run chose and recorded in run_config.json."""
+    path = os.path.join(out, RUN_CONFIG_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        recorded = json.load(f)
+    if not recorded.get("calibration"):
+        return None
+    return recorded["train_steps"], recorded["warmup_steps"]
+
+
+def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
+                   budget: demo_budget.Budget) -> tuple[str, dict]:
+    """Pretrains (evaluating on held-out documents as it goes); returns model/ and a summary.
+
+    With --steps, exactly that many steps; else as many as fit the budget, chosen after
+    the first steps (budget.py); a resumed budget run keeps the count it chose.
+    """
     out = os.path.join(opts.output, "pretrain")
     model_dir = os.path.join(out, "model")
     summary_path = os.path.join(out, "demo_summary.json")
-    if _stage(4, f"pretraining ({opts.steps} steps, LAMB) -> {out}",
-              os.path.exists(summary_path)):
+    recorded = _recorded_counts(out)
+    if opts.steps is not None:
+        plan = f"{opts.steps} steps"
+    elif recorded:
+        plan = f"{recorded[0]} steps, the count this budget run chose"
+    else:
+        plan = f"the steps that fit a {opts.minutes:g}-minute budget"
+    if _stage(5, f"pretraining ({plan}, LAMB) -> {out}", os.path.exists(summary_path)):
         with open(summary_path, encoding="utf-8") as f:
             return model_dir, json.load(f)
-    every = max(1, opts.steps // 12)
-    precision, jit = training_precision(opts)
-    cfg = PretrainConfig(
-        model=opts.preset or "albert-base",
-        albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
-        train_data=records["train"], eval_data=records["heldout"], output_dir=out,
-        spm_model=spm_model, global_batch_size=opts.batch_size, train_steps=opts.steps,
-        warmup_steps=warmup_steps(opts.steps), learning_rate=opts.learning_rate,
-        checkpoint_every=every, eval_steps=4, log_every=max(1, min(10, every)),
-        keep_checkpoints=2, shuffle_buffer=2000, precision=precision, jit_compile=jit)
-    logger.info("pretraining precision %s, XLA %s", precision,
-                {None: "auto", True: "on", False: "off"}[jit])
+    calibration = None
+    if opts.steps is not None:
+        steps, every = opts.steps, demo_budget.eval_every(opts.steps)
+        cfg = pretrain_config(opts, records, spm_model, steps, warmup_steps(steps), every)
+    elif recorded:
+        every = demo_budget.eval_every(None)
+        cfg = pretrain_config(opts, records, spm_model, recorded[0], recorded[1], every)
+    else:
+        every = demo_budget.eval_every(None)
+        # An upper bound on the count (0.05 s a step); the schedule until the choice
+        # is the warmup of MIN_WARMUP_STEPS.
+        upper = max(int(budget.seconds / 0.05), demo_budget.CALIBRATION_STEPS + 2)
+        cfg = pretrain_config(opts, records, spm_model, upper,
+                              demo_budget.MIN_WARMUP_STEPS, every)
+        calibration = Calibration(demo_budget.CALIBRATION_STEPS, lambda seconds, step:
+                                  budget.choose(seconds, step, every, cfg.eval_steps),
+                                  deadline=budget.pretraining_deadline)
+    logger.info("pretraining precision %s, XLA %s", cfg.precision,
+                {None: "auto", True: "on", False: "off"}[cfg.jit_compile])
     start = time.monotonic()
-    summary = run(cfg)
+    summary = run(cfg, calibration=calibration)
     wall = time.monotonic() - start
-    heldout = evaluate_pretraining(model_dir, records["heldout"], batch_size=64)
-    logger.info("held-out documents: MLM accuracy %.3f, SOP accuracy %.3f (%d examples)",
-                heldout["mlm_accuracy"], heldout["sop_accuracy"], heldout["examples"])
+    start = time.monotonic()
+    heldout = evaluate_pretraining(model_dir, records["heldout"], batch_size=HELDOUT_BATCH,
+                                   unigram_counts=np.array(unigram_counts(records, spm_model)))
+    logger.info("held-out documents: MLM accuracy %.3f (top 5: %.3f; unigram baseline %.3f / "
+                "%.3f), SOP accuracy %.3f (%d examples, %.0f s)", heldout["mlm_accuracy"],
+                heldout["mlm_top5_accuracy"], heldout["unigram_top1_accuracy"],
+                heldout["unigram_top5_accuracy"], heldout["sop_accuracy"], heldout["examples"],
+                time.monotonic() - start)
     history = summary["history"]
     result = {"steps": summary["step"], "start_step": summary["start_step"],
               "curve_every": every, "examples_per_sec": summary["examples_per_sec"],
               "train_wall_s": wall, "history": history, "heldout": heldout,
               "precision": summary["precision"], "xla": summary["jit_compile"],
+              "budget": budget.decision if calibration else None,
+              "calibration": summary["calibration"], "minutes": opts.minutes,
               "final_train": {k: v[-1] for k, v in history.items() if not k.startswith("val_")}}
     atomic.atomic_write_json(summary_path, result)
     return model_dir, result
 
 
-def classifier_stage(opts: DemoOptions, split: dict, model_dir: str) -> dict | None:
-    """Fine-tunes the source classifier with `albert-tf finetune --task classify`."""
+def classifier_stage(opts: DemoOptions, split: dict, checkpoint: str, scratch: bool) -> dict:
+    """Fine-tunes the source classifier from `checkpoint` and scores it on held-out documents.
 
-    if not split.get("classify_train"):
-        _stage(5, "classifier: the corpus has no source labels, nothing to fine-tune", True)
-        return None
-    out = os.path.join(opts.output, "classifier")
+    `scratch`: the baseline, from a random encoder (`checkpoint` is then its directory).
+    Returns {"model", "dev_history", "heldout" (accuracy, examples), "wall_s"}.
+    """
+    out = os.path.join(opts.output, "classifier_scratch" if scratch else "classifier")
     model = os.path.join(out, "model")
-    results = os.path.join(model, "eval_results.json")
-    if not _stage(5, f"classifier on the corpus's source labels -> {model}",
-                  os.path.exists(results)):
-        rows = corpus_tasks.read_rows(split["classify_train"])
-        fit, dev = corpus_tasks.split_rows_by_document(rows, 0.15)
-        paths = [os.path.join(out, "fit.jsonl"), os.path.join(out, "dev.jsonl")]
-        os.makedirs(out, exist_ok=True)
-        for path, part in zip(paths, (fit, dev)):
-            corpus_tasks.write_rows(path, part)
-        precision, jit = training_precision(opts)
-        code = finetune_cli.main([
-            "--task", "classify", "--checkpoint", model_dir, "--output", model,
-            "--data", *paths, "--columns", "text:label",
-            "--epochs", str(opts.classifier_epochs), "--batch-size", "32",
-            "--learning-rate", str(opts.classifier_learning_rate),
-            "--seq-length", str(opts.seq_length), "--precision", precision,
-            "--set", f"jit_compile={'auto' if jit is None else str(jit).lower()}"])
-        if code != 0:
-            raise RuntimeError(f"fine-tuning the classifier failed (exit {code})")
-    with open(results, encoding="utf-8") as f:
-        evaluation = json.load(f)
+    summary_path = os.path.join(out, "demo_summary.json")
+    name = ("baseline classifier from a randomly initialized encoder" if scratch
+            else "classifier from the pretrained encoder")
+    if _stage(4 if scratch else 6, f"{name} on the corpus's source labels -> {model}",
+              os.path.exists(summary_path)):
+        with open(summary_path, encoding="utf-8") as f:
+            return json.load(f)
+    start = time.monotonic()
+    precision, jit = training_precision(opts)
+    demo_classifier.fine_tune(
+        checkpoint, model, demo_classifier.write_fit_and_dev(split, out),
+        opts.classifier_epochs, opts.classifier_learning_rate, opts.seq_length, precision, jit)
+    heldout = demo_classifier.heldout_accuracy(model, split["classify_heldout"])
+    logger.info("%s: held-out accuracy %.3f (%d sentences)", name, heldout["accuracy"],
+                heldout["examples"])
+    result = {"model": model, "dev_history": demo_classifier.dev_history(model),
+              "heldout": heldout, "wall_s": time.monotonic() - start}
+    atomic.atomic_write_json(summary_path, result)
+    return result
+
+
+def baseline_stage(opts: DemoOptions, split: dict, records: dict, spm_model: str) -> dict | None:
+    """The classifier from a random encoder of the pretrained model's shape (None: no labels)."""
+    if not split.get("classify_train"):
+        _stage(4, "baseline classifier: the corpus has no source labels", True)
+        return None
+    encoder = os.path.join(opts.output, "classifier_scratch", "random_encoder")
+    if not os.path.exists(os.path.join(encoder, "albert_task.json")):
+        cfg = pretrain_config(opts, records, spm_model, 1, 0, 1)
+        demo_classifier.write_random_encoder(cfg, encoder, opts.seq_length)
+    return classifier_stage(opts, split, encoder, scratch=True)
+
+
+def classifiers(opts: DemoOptions, split: dict, model_dir: str, scratch: dict | None
+                ) -> dict | None:
+    """Both classifiers and the majority baseline (None: the corpus has no labels)."""
+    if scratch is None:
+        _stage(6, "classifier: the corpus has no source labels, nothing to fine-tune", True)
+        return None
+    pretrained = classifier_stage(opts, split, model_dir, scratch=False)
     train_labels = [r["label"] for r in corpus_tasks.read_rows(split["classify_train"])]
     held_labels = [r["label"] for r in corpus_tasks.read_rows(split["classify_heldout"])]
-    return {"model": model, "dev_history": evaluation["history"],
+    return {**pretrained, "scratch": scratch,
             "baseline": corpus_tasks.majority_baseline(train_labels, held_labels),
             "heldout_file": split["classify_heldout"]}
 
@@ -232,7 +328,7 @@ def export_stage(opts: DemoOptions, model_dir: str, classifier: dict | None) -> 
     for name, checkpoint in sources.items():
         base = os.path.join(opts.output, "export", name)
         paths[name] = os.path.join(base, "1")
-        if not _stage(6, f"SavedModel {name} with in-graph tokenization -> {paths[name]}",
+        if not _stage(7, f"SavedModel {name} with in-graph tokenization -> {paths[name]}",
                       os.path.exists(os.path.join(paths[name], "saved_model.pb"))):
             code = export.main(["--checkpoint", checkpoint, "--output", base, "--version", "1"])
             if code != 0:
@@ -242,7 +338,7 @@ def export_stage(opts: DemoOptions, model_dir: str, classifier: dict | None) -> 
 
 def answers_stage(opts: DemoOptions, saved: dict, classifier: dict | None) -> dict:
     """Runs the exported models in a fresh process that imports only TF and tensorflow-text."""
-    _stage(7, "answers from the SavedModels in a fresh process", False)
+    _stage(8, "answers from the SavedModels in a fresh process", False)
     command = [sys.executable, ANSWERS_SCRIPT, "--encoder", saved[ENCODER_NAME]]
     if classifier:
         command += ["--classifier", saved[CLASSIFIER_NAME], "--heldout",
@@ -259,6 +355,7 @@ def answers_stage(opts: DemoOptions, saved: dict, classifier: dict | None) -> di
 def run_demo(opts: DemoOptions) -> dict:
     """Runs (or resumes) every stage; returns the report (also in OUTPUT/demo_report.json)."""
 
+    budget = demo_budget.Budget(opts.minutes * 60.0, time.monotonic())
     os.makedirs(opts.output, exist_ok=True)
     timings = {}
 
@@ -271,11 +368,15 @@ def run_demo(opts: DemoOptions) -> dict:
     split = timed("corpus", corpus_stage, opts)
     spm_model = timed("vocab", vocab_stage, opts, split)
     records = timed("data", data_stage, opts, split, spm_model)
-    model_dir, pretrain = timed("pretrain", pretrain_stage, opts, records, spm_model)
-    classifier = timed("classifier", classifier_stage, opts, split, model_dir)
+    scratch = timed("baseline classifier", baseline_stage, opts, split, records, spm_model)
+    # The pretrained classifier costs what the baseline did (same data, steps, shapes).
+    budget.classifier_s = scratch["wall_s"] if scratch else 0.0
+    budget.heldout_batches = instances(records, "heldout") // HELDOUT_BATCH
+    model_dir, pretrain = timed("pretrain", pretrain_stage, opts, records, spm_model, budget)
+    classifier = timed("classifier", classifiers, opts, split, model_dir, scratch)
     saved = timed("export", export_stage, opts, model_dir, classifier)
     answers = timed("answers", answers_stage, opts, saved, classifier)
-    _stage(8, "report and training curves", False)
+    _stage(9, "report and training curves", False)
     artifacts = {"corpus split": os.path.join(opts.output, "corpus"),
                  "vocabulary": spm_model, "TFRecords": os.path.dirname(records["train"]),
                  "held-out TFRecords": os.path.dirname(records["heldout"]),
@@ -284,6 +385,7 @@ def run_demo(opts: DemoOptions) -> dict:
                  "pretrained model": model_dir, **{f"SavedModel {k}": v for k, v in saved.items()}}
     if classifier:
         artifacts["classifier"] = classifier["model"]
+        artifacts["baseline classifier"] = classifier["scratch"]["model"]
     return demo_report.write(opts.output, pretrain, classifier, answers, timings, artifacts,
                              saved)
 
@@ -303,7 +405,12 @@ def parse_args(argv: list[str]) -> DemoOptions:
                         "e.g. wikipedia/20230601.en:train:text")
     p.add_argument("--preset", help="model preset (albert-base, albert-large, ...); "
                    "default: a small ALBERT for CPUs")
-    p.add_argument("--steps", type=int, default=defaults.steps, help="pretraining steps")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, default=defaults.minutes,
+                        help="the time budget: pretraining takes as many steps as fit, "
+                        "measured during its first steps (default %(default)g)")
+    budget.add_argument("--steps", type=int, help="a fixed number of pretraining steps "
+                        "instead (no measuring: an exactly reproducible run)")
     p.add_argument("--batch-size", type=int, default=defaults.batch_size)
     p.add_argument("--seq-length", type=int, default=defaults.seq_length)
     p.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
@@ -319,8 +426,10 @@ def parse_args(argv: list[str]) -> DemoOptions:
         raise DemoError(f"unknown preset {args.preset!r}; choose one of "
                         f"{', '.join(AlbertConfig.preset_names())}")
     for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
+    if not math.isfinite(args.minutes) or args.minutes <= 0:
+        raise DemoError(f"--minutes must be a positive number of minutes, not {args.minutes}")
     # Before any stage runs: the sequences must fit the position table of the preset
     # (without one, the demo's model is albert-base resized, its table sized from
     # --seq-length up to the preset's) and hold a pretraining pair.
@@ -334,7 +443,8 @@ def parse_args(argv: list[str]) -> DemoOptions:
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
-                       preset=args.preset, steps=args.steps, batch_size=args.batch_size,
+                       preset=args.preset, steps=args.steps, minutes=args.minutes,
+                       batch_size=args.batch_size,
                        seq_length=args.seq_length, vocab_size=args.vocab_size,
                        classifier_epochs=args.classifier_epochs, questions=args.questions,
                        precision=args.precision)
