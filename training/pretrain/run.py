@@ -186,10 +186,11 @@ class Calibration:
     train_steps). Needs steps_per_execution=1: the rate is set between steps.
 
     `deadline()`, when given, is read after the choice: the time.monotonic() by which
-    training must end. Every RECHECK_EVERY steps the pace since the last check
-    (evaluations included) is measured again, and a run that would overrun (a machine
-    that slowed down) is shortened to the steps that still fit, its decay laid over
-    the new count; a run is never lengthened.
+    training must end. Every RECHECK_EVERY steps, once PACE_WINDOW_S have passed since
+    the choice, the pace since the choice (evaluations and checkpoints included, so
+    spread over enough steps) is measured again, and a run that would overrun (a
+    machine that slowed down) is shortened to the steps that still fit, its decay laid
+    over the new count; a run is never lengthened.
     """
 
     steps: int
@@ -198,6 +199,7 @@ class Calibration:
 
 
 RECHECK_EVERY = 25  # steps between two checks of a calibrated run's pace against its deadline
+PACE_WINDOW_S = 60.0  # the least time since the choice over which the pace is measured
 
 
 class _CalibratedSchedule(keras.callbacks.Callback):
@@ -245,10 +247,9 @@ class _CalibratedSchedule(keras.callbacks.Callback):
             self._keep_pace(int(self.model.optimizer.iterations))
 
     def _keep_pace(self, step: int) -> None:
-        """Shortens the run when the pace since the last check would miss the deadline."""
+        """Shortens the run when the pace since the choice would miss the deadline."""
         now, (then, then_step) = time.monotonic(), self.paced
-        self.paced = (now, step)
-        if step <= then_step:
+        if step <= then_step or now - then < PACE_WINDOW_S:
             return
         pace = (now - then) / (step - then_step)
         fits = step + max(1, math.floor((self.calibration.deadline() - now) / pace))

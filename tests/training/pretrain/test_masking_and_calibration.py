@@ -132,6 +132,7 @@ def test_a_calibrated_run_behind_its_deadline_is_shortened_never_lengthened(monk
     from albert_tf.training.pretrain.run import Calibration, _CalibratedSchedule
 
     monkeypatch.setattr(pretrain_run, "RECHECK_EVERY", 5)
+    monkeypatch.setattr(pretrain_run, "PACE_WINDOW_S", 1.5)
     clock = {"now": 0.0}  # each step takes 1 s on this clock
     monkeypatch.setattr(pretrain_run.time, "monotonic", lambda: clock["now"])
     cfg = PretrainConfig(train_data="x", output_dir="y", learning_rate=0.5, train_steps=1000,
@@ -154,8 +155,8 @@ def test_a_calibrated_run_behind_its_deadline_is_shortened_never_lengthened(monk
     x = np.random.default_rng(0).normal(size=(40, 2)).astype("float32")
     model.fit(x, x[:, :1], batch_size=2, epochs=1, verbose=0, callbacks=[Tick(), scheduled])
     assert chosen[0][:2] == (40, 4)
-    # At the first check past the choice (step 5, 1 s/step, the clock at 5 of 30 s) the
-    # run is cut to the 30 steps that fit, and the decay laid over them.
+    # At the first check past the choice (step 5, 1 s/step since step 3, the clock at 5 of
+    # 30 s) the run is cut to the 30 steps that fit, and the decay laid over them.
     assert chosen[1][:2] == (30, 4), chosen
     assert scheduled.chosen["train_steps"] == 30 and scheduled.chosen["shortened_at"] == 5
     assert float(scheduled.schedule(29)) == pytest.approx(_reference_rate(29, 0.5, 30, 4))

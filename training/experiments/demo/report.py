@@ -103,7 +103,10 @@ def _lines(report: dict) -> list[str]:
         lines.append(f"Steps: {budget['steps']}, chosen for the {budget['minutes']:g}-minute "
                      f"budget: {budget['seconds_per_step']:.3f} s/step measured over "
                      f"{budget['measured_steps']} steps left {budget['pretraining_left_s']:.0f}s "
-                     f"for pretraining (warmup {budget['warmup_steps']} steps)")
+                     f"for pretraining (warmup {budget['warmup_steps']} steps)"
+                     + (f"; planned {budget['planned_steps']}, shortened at step "
+                        f"{budget['shortened_at']} when the steps got slower"
+                        if budget["shortened_at"] else ""))
     else:
         lines.append(f"Steps: {budget['steps']} (fixed by --steps or an earlier budget run)")
     fill = report["fill_mask_accuracy"]
@@ -154,8 +157,14 @@ def _budget(pretrain: dict) -> dict:
     decision = pretrain.get("budget")
     if not decision:
         return {"chosen": False, "steps": pretrain["steps"], "minutes": None}
+    calibration = pretrain.get("calibration") or {}
+    # The count the run ended with: the choice, or fewer if the run fell behind its deadline.
     return {"chosen": True, "minutes": pretrain["minutes"], **decision,
-            "schedule_overhead_s": (pretrain.get("calibration") or {}).get("schedule_overhead_s")}
+            "planned_steps": decision["steps"],
+            "steps": calibration.get("train_steps", decision["steps"]),
+            "warmup_steps": calibration.get("warmup_steps", decision["warmup_steps"]),
+            "shortened_at": calibration.get("shortened_at"),
+            "schedule_overhead_s": calibration.get("schedule_overhead_s")}
 
 
 def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
