@@ -189,8 +189,9 @@ class Calibration:
     training must end. Every RECHECK_EVERY steps, once PACE_WINDOW_S have passed since
     the choice, the pace since the choice (evaluations and checkpoints included, so
     spread over enough steps) is measured again, and a run that would overrun (a
-    machine that slowed down) is shortened to the steps that still fit, its decay laid
-    over the new count; a run is never lengthened.
+    machine that slowed down) by more than PACE_TOLERANCE of its steps is shortened to
+    the steps that still fit, its decay laid over the new count; a run is never
+    lengthened.
     """
 
     steps: int
@@ -200,6 +201,7 @@ class Calibration:
 
 RECHECK_EVERY = 25  # steps between two checks of a calibrated run's pace against its deadline
 PACE_WINDOW_S = 60.0  # the least time since the choice over which the pace is measured
+PACE_TOLERANCE = 0.01  # a shortfall under this share of the steps is left to the margin
 
 
 class _CalibratedSchedule(keras.callbacks.Callback):
@@ -253,7 +255,7 @@ class _CalibratedSchedule(keras.callbacks.Callback):
             return
         pace = (now - then) / (step - then_step)
         fits = step + max(1, math.floor((self.calibration.deadline() - now) / pace))
-        if fits >= self.chosen["train_steps"]:
+        if fits >= self.chosen["train_steps"] * (1 - PACE_TOLERANCE):
             return
         logger.info("behind the budget at step %d (%.3f s/step since step %d): train_steps "
                     "%d -> %d", step, pace, then_step, self.chosen["train_steps"], fits)
@@ -445,9 +447,10 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
             record.update(train_steps=train_steps, warmup_steps=warmup_steps,
                           calibration=scheduled.chosen)
             write_record()
-            logger.info("calibrated: %.3f s/step over %d steps -> train_steps=%d, "
-                        "warmup_steps=%d", seconds, calibration.steps, train_steps,
-                        warmup_steps)
+            if "shortened_at" not in scheduled.chosen:  # a shortening logs its own line
+                logger.info("calibrated: %.3f s/step over %d steps -> train_steps=%d, "
+                            "warmup_steps=%d", seconds, calibration.steps, train_steps,
+                            warmup_steps)
 
         scheduled = _CalibratedSchedule(rate, cfg, calibration, chosen)
         callbacks.insert(0, scheduled)  # the stop step is set before progress checks it

@@ -139,14 +139,16 @@ def test_demo_end_to_end_learns_and_rerun_skips_finished_stages(tmp_path):
     # baseline), and sentence order at chance.
     assert pre["heldout_mlm_loss"] < math.log(2000) - 2.0, pre
     assert fill["top1"] == pre["heldout_mlm_accuracy"] and fill["masked_tokens"] > 10_000
-    assert fill["top1"] > fill["unigram_top1"] + 0.03, fill
-    assert fill["top5"] > 1.3 * fill["unigram_top5"], fill
-    assert pre["heldout_sop_accuracy"] > 0.55, pre
+    # The default run reached top-1 0.307 / top-5 0.486 against 0.085 / 0.230, SOP 0.642,
+    # and a 30.8-point gain (docs/demo.md); these leave room for run-to-run noise only.
+    assert fill["top1"] > fill["unigram_top1"] + 0.10, fill
+    assert fill["top5"] > 1.7 * fill["unigram_top5"], fill
+    assert pre["heldout_sop_accuracy"] > 0.58, pre
     # The classifier from the pretrained encoder beats the same fine-tuning from a random
     # encoder, and the served model agrees with the in-process score.
     assert cls["heldout_examples"] > 300 and 0.0 < cls["majority_accuracy"] < 0.5
-    assert cls["pretrained_accuracy"] > cls["scratch_accuracy"] + 0.05, cls
-    assert cls["pretrained_accuracy"] > cls["majority_accuracy"] + 0.15, cls
+    assert cls["pretrained_accuracy"] > cls["scratch_accuracy"] + 0.15, cls
+    assert cls["pretrained_accuracy"] > cls["majority_accuracy"] + 0.25, cls
     assert cls["pretraining_gain_points"] == pytest.approx(
         100 * (cls["pretrained_accuracy"] - cls["scratch_accuracy"]))
     assert abs(cls["heldout_accuracy"] - cls["pretrained_accuracy"]) <= 0.01, cls
