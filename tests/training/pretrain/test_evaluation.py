@@ -2,21 +2,13 @@
 
 import pytest
 
+from tests.helpers.pretraining_records import write_pretraining_records
+
 
 @pytest.fixture(scope="module")
 def heldout_records(tmp_path_factory, corpus_documents, spm_model_path):
-    from albert_tf.training.data import create_data
-    from albert_tf.training.data.corpus import write_corpus_file
-
-    directory = tmp_path_factory.mktemp("heldout_records")
-    text = str(directory / "corpus.txt")
-    write_corpus_file(text, iter(corpus_documents[:8]))
-    code = create_data.main([
-        "--input", text, "--output-dir", str(directory / "records"),
-        "--spm-model", spm_model_path, "--max-seq-length", "32",
-        "--max-predictions-per-seq", "5", "--dupe-factor", "1", "--processes", "1"])
-    assert code == 0
-    return str(directory / "records" / "pretrain-*.tfrecord")
+    return write_pretraining_records(tmp_path_factory.mktemp("heldout_records"),
+                                     corpus_documents[:8], spm_model_path, 32, 5)
 
 
 @pytest.fixture(scope="module")

@@ -10,24 +10,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers.pretraining_records import write_pretraining_records
+
 SEQ, PRED = 64, 10
 
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory, corpus_documents, spm_model_path):
     """Pretraining TFRecords of 12 documents (seq 64, 10 predictions) and their vocabulary."""
-    from albert_tf.training.data import create_data
-    from albert_tf.training.data.corpus import write_corpus_file
-
-    directory = tmp_path_factory.mktemp("masking_records")
-    corpus = str(directory / "corpus.txt")
-    write_corpus_file(corpus, iter(corpus_documents[:12]))
-    code = create_data.main([
-        "--input", corpus, "--output-dir", str(directory / "records"),
-        "--spm-model", spm_model_path, "--max-seq-length", str(SEQ),
-        "--max-predictions-per-seq", str(PRED), "--dupe-factor", "1", "--processes", "1"])
-    assert code == 0
-    return str(directory / "records" / "pretrain-*.tfrecord"), spm_model_path
+    pattern = write_pretraining_records(tmp_path_factory.mktemp("masking_records"),
+                                        corpus_documents[:12], spm_model_path, SEQ, PRED)
+    return pattern, spm_model_path
 
 
 def _masks_by_text(cfg, batches: int) -> dict[bytes, list[tuple]]:
