@@ -112,7 +112,7 @@ def run_one(work: str, name: str, steps: int) -> dict:
     import keras
     import numpy as np
 
-    from albert_tf.training.experiments.demo.run import warmup_steps
+    from albert_tf.training.experiments.demo.budget import warmup_steps
     from albert_tf.training.pretrain.config import PretrainConfig
     from albert_tf.training.pretrain.evaluation import evaluate_pretraining
     from albert_tf.training.pretrain.run import run
