@@ -100,6 +100,9 @@ class AttentionSublayer(keras.layers.Layer):
 
     def call(self, x, attention_bias, training=None):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        # Rows as a matrix: a Dense on [B*T,H] is one MatMul + BiasAdd that TensorFlow
+        # fuses into one kernel call (on [B,T,H] it is a tensordot of ~10 ops).
+        x = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H]
         q = self._split_heads(self.query(x), batch, seq)
         k = self._split_heads(self.key(x), batch, seq)
         v = self._split_heads(self.value(x), batch, seq)
@@ -108,9 +111,9 @@ class AttentionSublayer(keras.layers.Layer):
             context = einsum_attention(q, k, v, attention_bias, scale, self.attention_dropout)
         else:
             context = fused_attention(q, k, v, attention_bias, scale)
-        context = ops.reshape(context, (batch, seq, self.hidden_size))  # [B,T,H]
+        context = ops.reshape(context, (-1, self.hidden_size))  # [B*T,H]
         out = self.output_dropout(self.output_dense(context), training=training)
-        return self.layer_norm(out + x)
+        return ops.reshape(self.layer_norm(out + x), (batch, seq, self.hidden_size))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -148,7 +151,11 @@ class FeedForwardSublayer(keras.layers.Layer):
         self.hidden_dropout_rate = hidden_dropout_rate
         self.activation = get_activation(hidden_act)
         init = truncated_normal(initializer_range)
-        self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=init,
+        # The activation inside the Dense: its ops then sit in the Dense's name scope,
+        # where TensorFlow's graph optimizer finds MatMul + BiasAdd + GELU and runs them
+        # as one fused kernel (applied after the Dense, GELU stays 8 separate ops).
+        self.intermediate = keras.layers.Dense(intermediate_size, activation=self.activation,
+                                               kernel_initializer=init,
                                                name="intermediate", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
                                                name="output_dense", dtype=self.dtype_policy)
@@ -163,9 +170,11 @@ class FeedForwardSublayer(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None):
-        h = self.activation(self.intermediate(x))  # [B,T,I]
+        shape = ops.shape(x)
+        x = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H], as in AttentionSublayer
+        h = self.intermediate(x)  # [B*T,I]
         out = self.dropout(self.output_dense(h), training=training)
-        return self.layer_norm(out + x)
+        return ops.reshape(self.layer_norm(out + x), shape)
 
     def compute_output_shape(self, input_shape):
         return input_shape

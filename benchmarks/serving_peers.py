@@ -33,9 +33,17 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def hf_tokenizer(hf_dir: str, seq_length: int):
     """texts -> {"input_ids", "attention_mask", "token_type_ids"} int64 arrays, padded to the
     longest text and truncated to `seq_length`, by transformers' tokenizer for `hf_dir`."""
-    from transformers import AutoTokenizer
+    import sentencepiece
+    from transformers import AlbertTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    # transformers reads spiece.model through sentencepiece's protobuf module, whose
+    # generated code can need a newer protobuf than TensorFlow allows; the pieces and
+    # scores read by sentencepiece itself build the same Unigram tokenizer.
+    processor = sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(hf_dir, "spiece.model"))
+    vocab = [(processor.id_to_piece(i), processor.get_score(i))
+             for i in range(processor.get_piece_size())]
+    tokenizer = AlbertTokenizer(vocab=vocab)
 
     def encode(texts: list[str]) -> dict[str, np.ndarray]:
         return dict(tokenizer(texts, padding=True, truncation=True, max_length=seq_length,
