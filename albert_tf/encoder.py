@@ -130,7 +130,9 @@ class AlbertEncoder(keras.Model):
         return list(self.blocks)
 
     # ------------------------------------------------------------- forward
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, pooled_only=False):
+        """`pooled_only`: return `{"pooled_output"}` alone, computing the last block for
+        the first position only (what the pooler reads; equal to the full call's)."""
         missing = [name for name in INPUT_NAMES if name not in inputs]
         if missing:
             raise ValueError(f"AlbertEncoder inputs lack {missing}; got {sorted(inputs)}")
@@ -141,11 +143,16 @@ class AlbertEncoder(keras.Model):
             x = self.embedding_projection(x)  # [B,T,H]
         bias = attention_bias_from_mask(inputs["input_mask"], self.compute_dtype)  # [B,1,1,T]
         outputs = []
+        last = (len(self._schedule) - 1, len(self._schedule[-1]) - 1)
         for layer_index, row in enumerate(self._schedule):
             for inner_index in range(len(row)):
-                x = self.block(layer_index, inner_index)(x, bias, training=training)
+                x = self.block(layer_index, inner_index)(
+                    x, bias, training=training,
+                    first_token_only=pooled_only and (layer_index, inner_index) == last)
             outputs.append(x)
         pooled = self.pooler(x[:, 0, :])  # [B,H]
+        if pooled_only:
+            return {"pooled_output": pooled}
         return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": outputs}
 
     def get_config(self):

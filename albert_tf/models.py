@@ -37,8 +37,9 @@ class _AlbertTaskModel(keras.Model):
         self.encoder = encoder or AlbertEncoder(self.config, name="encoder",
                                                 dtype=self.dtype_policy)
 
-    def _encode(self, inputs, training):
-        return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
+    def _encode(self, inputs, training, pooled_only=False):
+        return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training,
+                            pooled_only=pooled_only)
 
     def _head_args(self) -> dict:
         return {}
@@ -137,7 +138,7 @@ class AlbertSequenceClassifier(_AlbertTaskModel):
         self.built = True
 
     def call(self, inputs, training=None):
-        pooled = self._encode(inputs, training)["pooled_output"]
+        pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
         return {"logits": self.head(pooled, training=training)}
 
     def _head_args(self):
@@ -161,7 +162,7 @@ class AlbertSequenceRegressor(_AlbertTaskModel):
         self.built = True
 
     def call(self, inputs, training=None):
-        pooled = self._encode(inputs, training)["pooled_output"]
+        pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
         return {"score": ops.squeeze(self.head(pooled, training=training), -1)}
 
 
@@ -255,7 +256,7 @@ class AlbertMultipleChoice(_AlbertTaskModel):
         batch, choices, seq = shape[0], shape[1], shape[2]
         flat = {name: ops.reshape(inputs[name], (batch * choices, seq))  # [B*K,T]
                 for name in INPUT_NAMES}
-        pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*K,H]
+        pooled = self.encoder(flat, training=training, pooled_only=True)["pooled_output"]
         scores = self.head(pooled, training=training)  # [B*K,1]
         return {"logits": ops.reshape(scores, (batch, choices))}
 

@@ -98,22 +98,28 @@ class AttentionSublayer(keras.layers.Layer):
     def _split_heads(self, x, batch, seq):
         return ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))  # [B,T,N,D]
 
-    def call(self, x, attention_bias, training=None):
+    def call(self, x, attention_bias, training=None, first_token_only=False):
+        """`first_token_only`: attend from the first position alone (-> [B,1,H]): keys
+        and values still come from every position, so the row equals the full call's
+        first row; what reads only [CLS] of the last layer needs no more."""
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         # Rows as a matrix: a Dense on [B*T,H] is one MatMul + BiasAdd that TensorFlow
         # fuses into one kernel call (on [B,T,H] it is a tensordot of ~10 ops).
-        x = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H]
-        q = self._split_heads(self.query(x), batch, seq)
-        k = self._split_heads(self.key(x), batch, seq)
-        v = self._split_heads(self.value(x), batch, seq)
+        rows = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H]
+        k = self._split_heads(self.key(rows), batch, seq)
+        v = self._split_heads(self.value(rows), batch, seq)
+        if first_token_only:
+            seq = 1
+            rows = ops.reshape(x[:, :1, :], (-1, self.hidden_size))  # [B,H]
+        q = self._split_heads(self.query(rows), batch, seq)  # [B,T',N,D]
         scale = 1.0 / math.sqrt(self.head_size)
         if training and self.attention_dropout_rate > 0:  # the fused op has no dropout
             context = einsum_attention(q, k, v, attention_bias, scale, self.attention_dropout)
         else:
             context = fused_attention(q, k, v, attention_bias, scale)
-        context = ops.reshape(context, (-1, self.hidden_size))  # [B*T,H]
+        context = ops.reshape(context, (-1, self.hidden_size))  # [B*T',H]
         out = self.output_dropout(self.output_dense(context), training=training)
-        return ops.reshape(self.layer_norm(out + x), (batch, seq, self.hidden_size))
+        return ops.reshape(self.layer_norm(out + rows), (batch, seq, self.hidden_size))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -209,8 +215,12 @@ class TransformerBlock(keras.layers.Layer):
                 sublayer.build(input_shape)
         self.built = True
 
-    def call(self, x, attention_bias, training=None):
-        return self.ffn(self.attention(x, attention_bias, training=training), training=training)
+    def call(self, x, attention_bias, training=None, first_token_only=False):
+        """`first_token_only`: only the first position's output, [B,1,H]
+        (`AttentionSublayer.call`)."""
+        attended = self.attention(x, attention_bias, training=training,
+                                  first_token_only=first_token_only)
+        return self.ffn(attended, training=training)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -347,3 +347,20 @@ def test_model_trains_on_the_jax_backend_without_tensorflow():
                             cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("sharing, groups, inner", [
+    ("all", 1, 1), ("all", 2, 2), ("attention", 1, 1), ("ffn", 1, 2), ("none", 1, 1)])
+def test_pooled_only_computes_the_same_pooled_output(sharing, groups, inner):
+    """The last block run for [CLS] alone gives the pooled output of the full call."""
+    config = tiny_config(sharing=sharing, num_hidden_groups=groups, inner_group_num=inner)
+    encoder = AlbertEncoder(config)
+    inputs = encoder_inputs(config)
+    full = encoder(inputs)
+    pooled = encoder(inputs, pooled_only=True)
+    assert set(pooled) == {"pooled_output"}
+    np.testing.assert_allclose(pooled["pooled_output"], full["pooled_output"], atol=1e-6)
+    # The classifier reads it that way; its logits are the head on the full call's output.
+    classifier = AlbertSequenceClassifier(config, 3, encoder=encoder)
+    head = classifier.head(full["pooled_output"])
+    np.testing.assert_allclose(classifier(inputs)["logits"], head, atol=1e-6)

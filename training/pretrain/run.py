@@ -64,6 +64,7 @@ from ..data import pairs
 from ..data.create_data import CONFIG_FILE
 from ..runtime import distribute, fit_steps, optimization
 from . import pipeline as input_pipeline
+from . import precision
 from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
@@ -171,6 +172,66 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=
         fit_steps.install_step_functions(model)
         model.optimizer.build(model.trainable_variables)  # slots exist before a restore
     return model
+
+
+# ------------------------------------------------------------ precision
+def resolve_precision(cfg: PretrainConfig, strategy, resolved, vocab_size: int | None,
+                      shapes: tuple[int, int], resuming: bool) -> precision.PrecisionChoice:
+    """The (precision, XLA) the run trains with: "auto" on one CPU replica is measured.
+
+    A resumed run keeps the choice its run_config.json records (a different precision
+    would not continue it). On a TPU, a GPU or several replicas, and for a run shorter
+    than `precision.MEASURE_MIN_STEPS`, "auto" is `distribute.set_precision`'s (each
+    replica timing on its own could disagree; a short run would not win back the trials).
+    """
+    recorded = _recorded_choice(cfg) if resuming and cfg.precision == "auto" else None
+    if recorded is not None:
+        return recorded
+    if cfg.precision == "auto" and (isinstance(strategy, tf.distribute.TPUStrategy)
+                                    or strategy.num_replicas_in_sync > 1
+                                    or cfg.train_steps < precision.MEASURE_MIN_STEPS):
+        return precision.PrecisionChoice("auto", cfg.jit_compile, {})
+    candidates = distribute.cpu_training_candidates(cfg.precision, cfg.jit_compile)
+    batch = None
+    if len(candidates) > 1:  # one batch of the run's data, trained on again and again
+        batch = tf.data.Dataset.from_tensors(next(iter(pretraining_dataset(
+            cfg.train_data, cfg.global_batch_size, *shapes, shuffle_buffer=cfg.shuffle_buffer,
+            seed=cfg.seed)))).repeat()
+
+    def build_step(policy: str, jit: bool | None):
+        model = build_model(dataclasses.replace(cfg, precision=policy, jit_compile=jit,
+                                                steps_per_execution=1),
+                            strategy, vocab_size, resolved)
+        data = iter(strategy.experimental_distribute_dataset(batch))
+        train = model.make_train_function()
+        return lambda: train(data)
+
+    return precision.choose(candidates, build_step)
+
+
+def choose_precision(cfg: PretrainConfig) -> precision.PrecisionChoice:
+    """`resolve_precision` for a run about to start: its data, model and strategy, no
+    checkpoint (the demo decides once, before its first training job)."""
+    cfg.validate()
+    strategy = distribute.create_strategy(cfg.strategy)
+    shapes = data_shapes(cfg.train_data)
+    cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
+    vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size if cfg.spm_model else None
+    return resolve_precision(cfg, strategy, run_model_config(cfg, vocab_size), vocab_size,
+                             shapes, resuming=False)
+
+
+def _recorded_choice(cfg: PretrainConfig) -> precision.PrecisionChoice | None:
+    """The precision and XLA setting a run's run_config.json recorded (None: no record)."""
+    path = os.path.join(cfg.output_dir, RUN_CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        resolved = json.load(f).get("resolved", {})
+    if "precision" not in resolved:
+        return None
+    return precision.PrecisionChoice(resolved["precision"], resolved.get("xla", cfg.jit_compile),
+                                     resolved.get("precision_candidates", {}))
 
 
 # ------------------------------------------------------------ calibration
@@ -388,7 +449,6 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         # input pipeline leaves free for speed when training.
         tf.config.experimental.enable_op_determinism()
     strategy = distribute.create_strategy(cfg.strategy)
-    policy = distribute.set_precision(cfg.precision, strategy)
     distribute.scale_batch(cfg.global_batch_size, strategy)
 
     shapes = data_shapes(cfg.train_data)
@@ -406,13 +466,19 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
     config = resolved[0]
     config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
-    record = {**dataclasses.asdict(cfg), "resolved": {
-        "seq_length": seq_length, "max_predictions": max_predictions,
-        "precision": policy, "replicas": strategy.num_replicas_in_sync,
+    checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
+    resuming = tf.train.latest_checkpoint(checkpoint_dir) is not None
+    choice = resolve_precision(cfg, strategy, resolved, vocab_size, (seq_length, max_predictions),
+                               resuming)
+    requested, cfg = cfg, dataclasses.replace(cfg, jit_compile=choice.jit_compile)
+    policy = distribute.set_precision(choice.precision, strategy)
+    record = {**dataclasses.asdict(requested), "resolved": {
+        "seq_length": seq_length, "max_predictions": max_predictions, "precision": policy,
+        "xla": distribute.resolve_jit_compile(choice.jit_compile),
+        "precision_candidates": choice.candidates, "replicas": strategy.num_replicas_in_sync,
         "albert_config": config.to_dict(),
         "sentence_pair_loss": cfg.sentence_pair_loss is not False}}
-    checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
-    if tf.train.latest_checkpoint(checkpoint_dir) is not None:  # a resume: the same run?
+    if resuming:  # the same run?
         check_resume(cfg.output_dir, record, allow_changes)
     rate = None
     if calibration is not None:
@@ -473,6 +539,7 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     exported = _export(model, cfg, seq_length) if chief else None
     return {"start_step": start, "step": progress.step, "exported": exported,
             "precision": policy, "jit_compile": bool(model.jit_compile),
+            "precision_candidates": choice.candidates,
             "examples_per_sec": progress.throughput() if history else 0.0,
             "steady_examples_per_sec": progress.steady_throughput() if history else None,
             "history": {k: [float(x) for x in v] for k, v in history.items()},

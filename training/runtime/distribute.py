@@ -2,7 +2,8 @@
 
 `create_strategy("tpu:NAME" | "mirrored" | "multi_worker" | "cpu" | "default")` builds
 the strategy, `set_precision` picks the Keras dtype policy for it,
-`fastest_cpu_training` the fastest CPU recipe, `resolve_jit_compile` the XLA setting.
+`cpu_training_candidates` the CPU recipes worth timing, `resolve_jit_compile` the XLA
+setting.
 The Keras 3 `fit` workarounds that make every strategy train live in `fit_steps.py`.
 """
 
@@ -140,38 +141,41 @@ def _policy_name(precision: str) -> str:
 _BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
-def fastest_cpu_training(precision: str = "auto",
-                         features: frozenset[str] | None = None) -> tuple[str, bool | None]:
-    """(precision, jit_compile) that trains fastest here, for runs that want wall time
-    rather than float32 results (the demo).
+def cpu_training_candidates(precision: str = "auto", jit_compile: bool | None = None,
+                            features: frozenset[str] | None = None
+                            ) -> list[tuple[str, bool | None]]:
+    """The (precision, jit_compile) recipes a run may train with here.
 
-    "auto" on a CPU with bf16 instructions (`avx512_bf16` or AMX) is mixed_bfloat16,
-    else float32. XLA is on for float32 only: its CPU backend does not use the bf16
-    instructions, TensorFlow's oneDNN kernels do. On an AVX-512 BF16 CPU without AMX the
-    demo's pretraining step measured 1.41x float32 under XLA (0.39 vs 0.55 s,
-    benchmarks/bench_demo_recipe.py v2k-bf16 vs seq64-v2k) with the same held-out
-    accuracy (README, Main job). With a GPU, "auto"
-    and XLA are left to `set_precision` and `resolve_jit_compile`.
-    `features`: `cpu_bf16_features()` by default.
+    On a CPU, "auto" offers float32 under XLA and, where the CPU has bf16 instructions
+    (`avx512_bf16` or AMX), mixed_bfloat16 through TensorFlow's oneDNN kernels (XLA's CPU
+    backend does not use them): which one is faster depends on the CPU and the model,
+    so a run that trains long enough to care times each (`pretrain.precision`);
+    `jit_compile` other than None overrides the XLA setting of both. An explicit
+    precision, or a GPU, is the one candidate as given (`set_precision` and
+    `resolve_jit_compile` resolve "auto" and None). `features`: `cpu_bf16_features()`.
     """
     policy = _policy_name(precision)
-    if tf.config.list_logical_devices("GPU"):
-        return policy, None
-    if policy == "auto":
-        features = cpu_bf16_features() if features is None else features
-        policy = "mixed_bfloat16" if features & _BF16_CPU_FLAGS else "float32"
-    return policy, policy == "float32"
+    if policy != "auto" or tf.config.list_logical_devices("GPU"):
+        return [(policy, jit_compile)]
+    features = cpu_bf16_features() if features is None else features
+    candidates = [("float32", True if jit_compile is None else jit_compile)]
+    if features & _BF16_CPU_FLAGS:
+        candidates.append(("mixed_bfloat16", False if jit_compile is None else jit_compile))
+    return candidates
+
+
+def candidate_name(precision: str, jit_compile: bool | None) -> str:
+    """How a recipe is named in reports: the precision, "+xla" when XLA compiles it."""
+    return f"{precision}+xla" if jit_compile else precision
 
 
 def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     """Sets the global Keras dtype policy and returns its name.
 
     "auto" is mixed_bfloat16 on TPU, mixed_float16 on GPU (the LossScaleOptimizer is
-    added by `compile`) and float32 on CPU. bf16 on CPU stays opt-in ("mixed_bfloat16"):
-    on an AVX-512 BF16 CPU without AMX its train step measured 1.2-2.2x float32 with
-    TensorFlow's (oneDNN) kernels and about 1x under XLA, short of the 2.5x at which
-    "auto" would switch (benchmarks/bench_model.py --compare precision prints the ratio
-    and `cpu_bf16_features()`; README, Benchmarks).
+    added by `compile`) and float32 on CPU. Pretraining resolves a CPU's "auto" by timing
+    its `cpu_training_candidates` before it calls this (`pretrain.precision`); a short
+    job (fine-tuning) keeps float32.
     Aliases: float16/fp16, bfloat16/bf16, fp32.
     Call it before the model is built.
     """

@@ -83,22 +83,6 @@ def test_precision_policy_selection(monkeypatch):
         keras.config.set_dtype_policy("float32")
 
 
-def test_fastest_cpu_training_follows_the_cpu_flags():
-    from albert_tf.training.runtime import distribute
-
-    fastest = distribute.fastest_cpu_training
-    # bf16 instructions: mixed_bfloat16 on oneDNN (XLA off); without them float32 under XLA.
-    assert fastest("auto", frozenset({"avx512f", "avx512_bf16"})) == ("mixed_bfloat16", False)
-    assert fastest("auto", frozenset({"amx_tile", "amx_bf16"})) == ("mixed_bfloat16", False)
-    assert fastest("auto", frozenset({"avx512f", "avx512_vnni"})) == ("float32", True)
-    assert fastest("auto", frozenset()) == ("float32", True)
-    # An explicit choice is kept, aliases resolved; XLA still follows the precision.
-    assert fastest("fp32", frozenset({"avx512_bf16"})) == ("float32", True)
-    assert fastest("bf16", frozenset()) == ("mixed_bfloat16", False)
-    with pytest.raises(ValueError, match="precision='int8'"):
-        fastest("int8", frozenset())
-
-
 def test_scale_batch():
     import tensorflow as tf
 

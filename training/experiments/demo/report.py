@@ -98,6 +98,10 @@ def _lines(report: dict) -> list[str]:
               f"held-out documents: MLM accuracy {pre['heldout_mlm_accuracy']:.3f}, "
               f"SOP accuracy {pre['heldout_sop_accuracy']:.3f}; last train interval: "
               f"MLM {pre['train_mlm_accuracy']:.3f}, SOP {pre['train_sop_accuracy']:.3f}"]
+    if pre["precision_candidates"]:
+        lines.append("Precision: timed on this CPU, " + ", ".join(
+            f"{name} {seconds:.3f} s/step" for name, seconds in pre["precision_candidates"].items())
+            + "; trained with the fastest")
     budget = report["budget"]
     if budget["chosen"]:
         lines.append(f"Steps: {budget['steps']}, chosen for the {budget['minutes']:g}-minute "
@@ -177,6 +181,7 @@ def write(output: str, pretrain: dict, classifier: dict | None, answers: dict,
         "pretraining": {"steps": pretrain["steps"], "train_wall_s": pretrain["train_wall_s"],
                         "precision": pretrain.get("precision", "float32"),
                         "xla": pretrain.get("xla", True),
+                        "precision_candidates": pretrain.get("precision_candidates", {}),
                         "examples_per_sec": pretrain["examples_per_sec"],
                         "heldout_mlm_accuracy": held["mlm_accuracy"],
                         "heldout_sop_accuracy": held["sop_accuracy"],

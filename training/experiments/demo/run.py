@@ -47,8 +47,9 @@ from ...data.vocab import train_vocab
 from ...pretrain.config import PretrainConfig
 from ...pretrain.evaluation import evaluate_pretraining, masked_label_counts
 from ...pretrain.progress import RUN_CONFIG_FILE
-from ...pretrain.run import Calibration, run
-from ...runtime.distribute import fastest_cpu_training
+from ...pretrain.precision import PrecisionChoice
+from ...pretrain.run import Calibration, choose_precision, run
+from ...runtime.distribute import cpu_training_candidates
 from . import budget as demo_budget
 from . import classifier as demo_classifier
 from . import report as demo_report
@@ -85,8 +86,9 @@ class DemoOptions:
     learning_rate: float = 0.01
     classifier_epochs: int = 3
     classifier_learning_rate: float = 2e-4
-    # auto: mixed_bfloat16 where the CPU has bf16 instructions, else float32 under XLA
-    # (distribute.fastest_cpu_training); the classifier is fine-tuned the same way.
+    # auto: the faster on this CPU of float32 under XLA and (with bf16 instructions)
+    # mixed_bfloat16, timed on the demo's model (pretrain/precision.py); the classifiers
+    # are fine-tuned the same way.
     precision: str = "auto"
     questions: str | None = None    # JSON [{"text", "answer"}] of fill-mask questions to score
 
@@ -102,10 +104,31 @@ def _stage(number: int, name: str, done: bool) -> bool:
     return done
 
 
-def training_precision(opts: DemoOptions) -> tuple[str, bool | None]:
-    """(precision, jit_compile) of the demo's pretraining and fine-tuning."""
+PRECISION_FILE = "precision.json"
 
-    return fastest_cpu_training(opts.precision)
+
+def precision_stage(opts: DemoOptions, records: dict, spm_model: str) -> PrecisionChoice:
+    """(precision, XLA) of the demo's training jobs, decided once and kept for reruns.
+
+    "auto" times the candidates on the pretraining model and data; an explicit
+    precision trains float32 under XLA and bfloat16 without (XLA's CPU backend does
+    not use the bf16 instructions).
+    """
+    path = os.path.join(opts.output, PRECISION_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            kept = json.load(f)
+        return PrecisionChoice(kept["precision"], kept["xla"], kept["precision_candidates"])
+    if opts.precision == "auto":
+        # The budget run's upper bound of steps: long enough to be measured.
+        choice = choose_precision(pretrain_config(opts, records, spm_model, 10**6, 1, 1,
+                                                  PrecisionChoice("auto", None, {})))
+    else:
+        ((precision, _),) = cpu_training_candidates(opts.precision)
+        choice = PrecisionChoice(precision, precision == "float32", {})
+    atomic.atomic_write_json(path, {"precision": choice.precision, "xla": bool(choice.jit_compile),
+                                    "precision_candidates": choice.candidates})
+    return choice
 
 
 def corpus_stage(opts: DemoOptions) -> dict:
@@ -176,9 +199,8 @@ def instances(records: dict, name: str) -> int:
 
 
 def pretrain_config(opts: DemoOptions, records: dict, spm_model: str, steps: int,
-                    warmup: int, every: int) -> PretrainConfig:
+                    warmup: int, every: int, choice: PrecisionChoice) -> PretrainConfig:
     """The demo's pretraining run: `steps` steps (the upper bound of a budget run)."""
-    precision, jit = training_precision(opts)
     return PretrainConfig(
         model=opts.preset or "albert-base",
         albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
@@ -187,7 +209,7 @@ def pretrain_config(opts: DemoOptions, records: dict, spm_model: str, steps: int
         global_batch_size=opts.batch_size, train_steps=steps, warmup_steps=warmup,
         learning_rate=opts.learning_rate, checkpoint_every=every, eval_steps=4,
         log_every=max(1, min(10, every)), keep_checkpoints=2, shuffle_buffer=2000,
-        precision=precision, jit_compile=jit)
+        precision=choice.precision, jit_compile=choice.jit_compile)
 
 
 def _recorded_counts(out: str) -> tuple[int, int] | None:
@@ -203,7 +225,7 @@ def _recorded_counts(out: str) -> tuple[int, int] | None:
 
 
 def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
-                   budget: demo_budget.Budget) -> tuple[str, dict]:
+                   budget: demo_budget.Budget, choice: PrecisionChoice) -> tuple[str, dict]:
     """Pretrains (evaluating on held-out documents as it goes); returns model/ and a summary.
 
     With --steps, exactly that many steps; else as many as fit the budget, chosen after
@@ -225,17 +247,18 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
     calibration = None
     if opts.steps is not None:
         steps, every = opts.steps, demo_budget.eval_every(opts.steps)
-        cfg = pretrain_config(opts, records, spm_model, steps, warmup_steps(steps), every)
+        cfg = pretrain_config(opts, records, spm_model, steps, warmup_steps(steps), every,
+                              choice)
     elif recorded:
         every = demo_budget.eval_every(None)
-        cfg = pretrain_config(opts, records, spm_model, recorded[0], recorded[1], every)
+        cfg = pretrain_config(opts, records, spm_model, recorded[0], recorded[1], every, choice)
     else:
         every = demo_budget.eval_every(None)
         # An upper bound on the count (0.05 s a step); the schedule until the choice
         # is the warmup of MIN_WARMUP_STEPS.
         upper = max(int(budget.seconds / 0.05), demo_budget.CALIBRATION_STEPS + 2)
         cfg = pretrain_config(opts, records, spm_model, upper,
-                              demo_budget.MIN_WARMUP_STEPS, every)
+                              demo_budget.MIN_WARMUP_STEPS, every, choice)
         calibration = Calibration(demo_budget.CALIBRATION_STEPS, lambda seconds, step:
                                   budget.choose(seconds, step, every, cfg.eval_steps),
                                   deadline=budget.pretraining_deadline)
@@ -257,6 +280,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
               "curve_every": every, "examples_per_sec": summary["examples_per_sec"],
               "train_wall_s": wall, "history": history, "heldout": heldout,
               "precision": summary["precision"], "xla": summary["jit_compile"],
+              "precision_candidates": choice.candidates,
               "budget": budget.decision if calibration else None,
               "calibration": summary["calibration"], "minutes": opts.minutes,
               "final_train": {k: v[-1] for k, v in history.items() if not k.startswith("val_")}}
@@ -264,7 +288,8 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
     return model_dir, result
 
 
-def classifier_stage(opts: DemoOptions, split: dict, checkpoint: str, scratch: bool) -> dict:
+def classifier_stage(opts: DemoOptions, split: dict, checkpoint: str, scratch: bool,
+                     choice: PrecisionChoice) -> dict:
     """Fine-tunes the source classifier from `checkpoint` and scores it on held-out documents.
 
     `scratch`: the baseline, from a random encoder (`checkpoint` is then its directory).
@@ -280,10 +305,10 @@ def classifier_stage(opts: DemoOptions, split: dict, checkpoint: str, scratch: b
         with open(summary_path, encoding="utf-8") as f:
             return json.load(f)
     start = time.monotonic()
-    precision, jit = training_precision(opts)
     demo_classifier.fine_tune(
         checkpoint, model, demo_classifier.write_fit_and_dev(split, out),
-        opts.classifier_epochs, opts.classifier_learning_rate, opts.seq_length, precision, jit)
+        opts.classifier_epochs, opts.classifier_learning_rate, opts.seq_length,
+        choice.precision, choice.jit_compile)
     heldout = demo_classifier.heldout_accuracy(model, split["classify_heldout"])
     logger.info("%s: held-out accuracy %.3f (%d sentences)", name, heldout["accuracy"],
                 heldout["examples"])
@@ -293,25 +318,26 @@ def classifier_stage(opts: DemoOptions, split: dict, checkpoint: str, scratch: b
     return result
 
 
-def baseline_stage(opts: DemoOptions, split: dict, records: dict, spm_model: str) -> dict | None:
+def baseline_stage(opts: DemoOptions, split: dict, records: dict, spm_model: str,
+                   choice: PrecisionChoice) -> dict | None:
     """The classifier from a random encoder of the pretrained model's shape (None: no labels)."""
     if not split.get("classify_train"):
         _stage(4, "baseline classifier: the corpus has no source labels", True)
         return None
     encoder = os.path.join(opts.output, "classifier_scratch", "random_encoder")
     if not os.path.exists(os.path.join(encoder, "albert_task.json")):
-        cfg = pretrain_config(opts, records, spm_model, 1, 0, 1)
+        cfg = pretrain_config(opts, records, spm_model, 1, 0, 1, choice)
         demo_classifier.write_random_encoder(cfg, encoder, opts.seq_length)
-    return classifier_stage(opts, split, encoder, scratch=True)
+    return classifier_stage(opts, split, encoder, scratch=True, choice=choice)
 
 
-def classifiers(opts: DemoOptions, split: dict, model_dir: str, scratch: dict | None
-                ) -> dict | None:
+def classifiers(opts: DemoOptions, split: dict, model_dir: str, scratch: dict | None,
+                choice: PrecisionChoice) -> dict | None:
     """Both classifiers and the majority baseline (None: the corpus has no labels)."""
     if scratch is None:
         _stage(6, "classifier: the corpus has no source labels, nothing to fine-tune", True)
         return None
-    pretrained = classifier_stage(opts, split, model_dir, scratch=False)
+    pretrained = classifier_stage(opts, split, model_dir, scratch=False, choice=choice)
     train_labels = [r["label"] for r in corpus_tasks.read_rows(split["classify_train"])]
     held_labels = [r["label"] for r in corpus_tasks.read_rows(split["classify_heldout"])]
     return {**pretrained, "scratch": scratch,
@@ -369,12 +395,15 @@ def run_demo(opts: DemoOptions) -> dict:
     split = timed("corpus", corpus_stage, opts)
     spm_model = timed("vocab", vocab_stage, opts, split)
     records = timed("data", data_stage, opts, split, spm_model)
-    scratch = timed("baseline classifier", baseline_stage, opts, split, records, spm_model)
+    choice = timed("precision", precision_stage, opts, records, spm_model)
+    scratch = timed("baseline classifier", baseline_stage, opts, split, records, spm_model,
+                    choice)
     # The pretrained classifier costs what the baseline did (same data, steps, shapes).
     budget.classifier_s = scratch["wall_s"] if scratch else 0.0
     budget.heldout_batches = instances(records, "heldout") // HELDOUT_BATCH
-    model_dir, pretrain = timed("pretrain", pretrain_stage, opts, records, spm_model, budget)
-    classifier = timed("classifier", classifiers, opts, split, model_dir, scratch)
+    model_dir, pretrain = timed("pretrain", pretrain_stage, opts, records, spm_model, budget,
+                                choice)
+    classifier = timed("classifier", classifiers, opts, split, model_dir, scratch, choice)
     saved = timed("export", export_stage, opts, model_dir, classifier)
     answers = timed("answers", answers_stage, opts, saved, classifier)
     _stage(9, "report and training curves", False)
@@ -438,7 +467,7 @@ def parse_args(argv: list[str]) -> DemoOptions:
         args.preset or "albert-base").max_position_embeddings, where="--seq-length")
 
     try:
-        fastest_cpu_training(args.precision)
+        cpu_training_candidates(args.precision)
     except UserError as e:
         raise DemoError(f"--precision: {e}") from None
     if args.questions and not os.path.isfile(args.questions):
