@@ -17,6 +17,7 @@ vs the text signature (plus tokenization and packing in the graph).
     python benchmarks/bench_serving.py --model demo        # the demo's model shape
     python benchmarks/bench_serving.py --eager             # SavedModel vs eager Keras
     python benchmarks/bench_serving.py --precision         # bfloat16 vs float32 exports
+    python benchmarks/bench_serving.py --profile           # where the time goes, by kernel
 
 `--eager` exports an AlbertSequenceClassifier twice, with dynamic padding (the default)
 and padded to a fixed --seq-length, and times the text signature against the eager Keras
@@ -403,6 +404,61 @@ def print_split(split: dict) -> None:
         print(f"| {label} | {text:.1f} | {ids:.1f} | {text - ids:.1f} ({(text - ids) / text:.0%}) |")
 
 
+# ------------------------------------------------------------------ the profile
+def profile_main(args) -> int:
+    """Where the default export's time goes, case by case: TensorFlow ops and oneDNN kernels."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    import serving_profile
+    from albert_tf import save_checkpoint
+    from albert_tf.serving import export
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+
+    with tempfile.TemporaryDirectory() as folder:
+        spm_path = spm_model(args.spm_model, folder)
+        tokenizer = AlbertTokenizer(spm_path)
+        seq_length = args.seq_length or (64 if args.model == "demo" else 128)
+        model = build(args.model, tokenizer.vocab_size, seq_length)
+        checkpoint = os.path.join(folder, "checkpoint")
+        save_checkpoint(model, checkpoint, spm_model=spm_path, seq_length=seq_length)
+        path = export.export(checkpoint, os.path.join(folder, "export"))
+        signature = tf.saved_model.load(path).signatures["token_ids"]
+        pool = sentences(400)
+        cases = {"batch 1, 12 words": [TWELVE_WORDS],
+                 "batch 1, long": [long_text(tokenizer, pool, min(126, seq_length - 2))],
+                 "batch 32": pool[:32]}
+        print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
+              f"model={args.model}, the token_ids signature of the default export")
+        for label, texts in cases.items():
+            rows = [tokenizer.encode_pair(t, None, seq_length) for t in texts]
+            longest = max(sum(r["input_mask"]) for r in rows)
+            inputs = {k: np.array([r[k][:longest] for r in rows], np.int32) for k in rows[0]}
+            tensors = {k: tf.constant(v) for k, v in inputs.items()}
+            for _ in range(3):
+                signature(**tensors)
+            ops = serving_profile.op_split(lambda: signature(**tensors), args.profile_calls)
+            total = sum(ms for ms, _ in ops.values())
+            print(f"\n{label} ({len(texts)} x {longest} tokens): TensorFlow ops, "
+                  f"{total:.1f} ms per call in op kernels (profiled)")
+            for group, ms in sorted(serving_profile.group_ops(ops).items(), key=lambda g: -g[1]):
+                print(f"  {group:<16} {ms:7.2f} ms  {ms / total:6.1%}")
+            print("  | op type | ms/call | ops/call |\n  |---|---:|---:|")
+            for op, (ms, count) in sorted(ops.items(), key=lambda o: -o[1][0])[:8]:
+                print(f"  | {op} | {ms:.2f} | {count:.0f} |")
+            npz = os.path.join(folder, "inputs.npz")
+            np.savez(npz, **inputs)
+            kernels = serving_profile.onednn_split(path, "token_ids", npz, args.profile_calls)
+            dnn = sum(ms for ms, _ in kernels.values())
+            print(f"  oneDNN primitives, {dnn:.1f} ms per call (ONEDNN_VERBOSE): "
+                  "| kind | implementation (ISA) | weight layout | ms/call | calls |")
+            for (kind, impl, layout), (ms, count) in sorted(kernels.items(),
+                                                            key=lambda k: -k[1][0])[:8]:
+                print(f"  | {kind} | {impl} | {layout} | {ms:.2f} | {count} |")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=("base", "demo", "tiny"), default="base")
@@ -420,6 +476,10 @@ def main() -> int:
                         "AVX2, to approximate an AVX2-only CPU (ONNX Runtime has no such cap)")
     parser.add_argument("--eager", action="store_true",
                         help="the SavedModel vs the eager Keras model instead of the peers")
+    parser.add_argument("--profile", action="store_true",
+                        help="where the default export's time goes instead: TensorFlow's "
+                        "profiler by op type and oneDNN's kernels (ONEDNN_VERBOSE)")
+    parser.add_argument("--profile-calls", type=int, default=5, help="calls profiled per case")
     parser.add_argument("--finetune-steps", type=int, default=300)
     parser.add_argument("--finetune-texts", type=int, default=3000)
     args = parser.parse_args()
@@ -433,6 +493,8 @@ def main() -> int:
     if args.precision:
         precision_main(args)
         return 0
+    if args.profile:
+        return profile_main(args)
     if not args.eager:
         return peers_main(args)
 
