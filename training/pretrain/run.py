@@ -427,7 +427,8 @@ def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
 
 
 def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
-        calibration: Calibration | None = None) -> dict:
+        calibration: Calibration | None = None,
+        precision_choice: precision.PrecisionChoice | None = None) -> dict:
     """Pretrains as configured (resuming from output_dir/checkpoints if present).
 
     A resume is compared with the run it continues first (`progress.check_resume`):
@@ -435,6 +436,8 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     names them (run_config.json's names, albert.FIELD for the model).
     `calibration`: choose train_steps and warmup_steps from the measured step time
     (`Calibration`; cfg.train_steps is then the upper bound); a fresh run only.
+    `precision_choice`: the precision decided before the run (`choose_precision`, as the
+    demo does for all its jobs), trained with and recorded as is.
 
     Returns a summary: the start and end step, the exported directory (chief), the
     examples/s of this run (with and without the first step's compilation), the
@@ -468,8 +471,8 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
     checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
     resuming = tf.train.latest_checkpoint(checkpoint_dir) is not None
-    choice = resolve_precision(cfg, strategy, resolved, vocab_size, (seq_length, max_predictions),
-                               resuming)
+    choice = precision_choice or resolve_precision(
+        cfg, strategy, resolved, vocab_size, (seq_length, max_predictions), resuming)
     requested, cfg = cfg, dataclasses.replace(cfg, jit_compile=choice.jit_compile)
     policy = distribute.set_precision(choice.precision, strategy)
     record = {**dataclasses.asdict(requested), "resolved": {

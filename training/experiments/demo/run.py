@@ -265,7 +265,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
     logger.info("pretraining precision %s, XLA %s", cfg.precision,
                 {None: "auto", True: "on", False: "off"}[cfg.jit_compile])
     start = time.monotonic()
-    summary = run(cfg, calibration=calibration)
+    summary = run(cfg, calibration=calibration, precision_choice=choice)
     wall = time.monotonic() - start
     start = time.monotonic()
     heldout = evaluate_pretraining(model_dir, records["heldout"], batch_size=HELDOUT_BATCH,
