@@ -16,7 +16,7 @@ from typing import Any
 from albert_tf.atomic import atomic_write_json
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
-from albert_tf.textio import EncodingError, read_text
+from albert_tf.textio import EncodingError, FileSizeError, read_text
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -220,10 +220,14 @@ class AlbertConfig:
             values = json.loads(read_text(path))  # not UTF-8: file, line and byte
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {path}") from None
-        except EncodingError as e:
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+        except (EncodingError, FileSizeError) as e:
             raise ConfigError(str(e)) from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        except RecursionError:  # [[[[... nested deeper than the parser goes
+            raise ConfigError(f"{path}: invalid JSON: nested too deeply") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
         if values.get("model_type") == "albert" or "architectures" in values:

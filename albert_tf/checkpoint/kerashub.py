@@ -44,7 +44,7 @@ from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
-from albert_tf.textio import read_json_object
+from albert_tf.textio import json_type, read_json_object, read_text
 
 __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_name",
            "block_fields", "BACKBONE", "CLASSIFIER", "MASKED_LM", "TOKENIZER",
@@ -172,9 +172,8 @@ def _read_json(path: str) -> dict:
 def _registered_name(path: str) -> str:
     """config.json's registered name, or "" when it has none (or is no JSON object)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError):
+        value = json.loads(read_text(path))  # a regular file of bounded size
+    except (OSError, ValueError, RecursionError):  # UserError is a ValueError
         return ""
     name = value.get("registered_name") if isinstance(value, dict) else None
     return name if isinstance(name, str) else ""

@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from albert_tf.errors import UserError
+from albert_tf.textio import json_type, read_json_object, read_text
 
 
 class CheckpointError(UserError):
@@ -71,9 +72,13 @@ def tf1_prefix(path: str) -> str | None:
     if len(prefixes) <= 1:
         return prefixes[0] if prefixes else None
     state = os.path.join(path, "checkpoint")  # tf.train's record of the latest checkpoint
-    if os.path.isfile(state):
-        with open(state, encoding="utf-8") as f:
-            match = re.search(r'^model_checkpoint_path:\s*"(.*)"', f.read(), re.M)
+    if os.path.lexists(state):
+        try:
+            text = read_text(state)  # a regular file of bounded size
+        except (UserError, OSError) as e:
+            raise CheckpointError(f"{state}: cannot read tf.train's record of the latest "
+                                  f"checkpoint: {getattr(e, 'strerror', None) or e}") from None
+        match = re.search(r'^model_checkpoint_path:\s*"(.*)"', text, re.M)
         if match:
             return os.path.join(path, os.path.basename(match.group(1)))
     steps = {p: re.search(r"-(\d+)$", p) for p in prefixes}

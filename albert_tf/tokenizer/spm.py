@@ -38,6 +38,7 @@ from typing import Sequence
 
 import sentencepiece as spm
 
+from albert_tf import textio
 from albert_tf.config import check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
 
@@ -107,8 +108,7 @@ def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.Senten
     path = os.fspath(spm_model_path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"SentencePiece model not found: {path}")
-    with open(path, "rb") as f:
-        proto = f.read()
+    proto = textio.read_bytes(path)  # a regular file of bounded size: FileSizeError names it
     processor = spm.SentencePieceProcessor()
     try:
         if not proto:
