@@ -149,10 +149,10 @@ class AlbertConfig:
                 raise ConfigError(f"{name}={value!r} must be in [0, 1){where}")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
             raise ConfigError(f"initializer_range={self.initializer_range!r} must be > 0{where}")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ConfigError(
                 f"hidden_act={self.hidden_act!r} is not one of {', '.join(ACTIVATIONS)}{where}")
-        if self.sharing not in SHARING_MODES:
+        if not isinstance(self.sharing, str) or self.sharing not in SHARING_MODES:
             raise ConfigError(
                 f"sharing={self.sharing!r} is not one of {', '.join(SHARING_MODES)}{where}")
 
@@ -194,18 +194,18 @@ class AlbertConfig:
     def from_hf_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
         """Builds a config from a Hugging Face ALBERT config.json dictionary."""
         values = dict(values)
+        where = f" (in {source})" if source else ""
         act = values.get("hidden_act", "gelu_new")
-        if act not in HF_ACTIVATIONS:
-            where = f" (in {source})" if source else ""
+        if not isinstance(act, str) or act not in HF_ACTIVATIONS:
             raise ConfigError(f"hidden_act={act!r} is not a supported activation{where}")
         values["hidden_act"] = HF_ACTIVATIONS[act]
         eps = values.get("layer_norm_eps", LAYER_NORM_EPSILON)
-        if abs(eps - LAYER_NORM_EPSILON) > 1e-15:
-            where = f" (in {source})" if source else ""
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+            raise ConfigError(f"layer_norm_eps={eps!r} must be a number{where}")
+        if not abs(eps - LAYER_NORM_EPSILON) <= 1e-15:  # NaN too
             raise ConfigError(f"layer_norm_eps={eps} is not supported; ALBERT uses "
                               f"{LAYER_NORM_EPSILON}{where}")
         if values.get("position_embedding_type", "absolute") != "absolute":
-            where = f" (in {source})" if source else ""
             raise ConfigError(
                 f"position_embedding_type={values['position_embedding_type']!r} is not "
                 f"supported; only 'absolute'{where}")
