@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import pickle
 import re
@@ -119,19 +118,49 @@ def read_tf1(prefix: str) -> TensorSource:
 
 
 # ---------------------------------------------------------------------- Hugging Face
-def _read_safetensors(files: list[str]):
+def _read_safetensors(files: list[str], index: str | None = None,
+                      weight_map: dict[str, str] | None = None):
+    """The tensors of safetensors `files`; the `weight_map` of a sharded `index`
+    (tensor -> file) must say where each is, and no tensor may be in two files."""
     # Deferred: only Hugging Face checkpoints need safetensors (its numpy API: no torch).
     from safetensors import SafetensorError, safe_open
 
-    handles = {}
+    handles, where = {}, {}
     for file in files:
         try:
             handle = safe_open(file, framework="numpy")
+            keys = list(handle.keys())
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{file}: not a readable safetensors file: {e}") from None
-        handles.update({key: handle for key in handle.keys()})
+        for key in keys:
+            if key in where:
+                raise CheckpointError(f"{file}: {key} is also in {where[key]}")
+            where[key] = file
+            handles[key] = handle
+    if weight_map is not None:
+        moved = sorted(k for k in set(where) | set(weight_map)
+                       if os.path.basename(where.get(k, "")) != weight_map.get(k))
+        if moved:
+            raise CheckpointError(f"{index}: weight_map does not say where {len(moved)} "
+                                  f"tensor(s) are: {', '.join(moved[:8])}")
     shapes = {k: tuple(h.get_slice(k).get_shape()) for k, h in handles.items()}
     return shapes, lambda key: handles[key].get_tensor(key)
+
+
+def _shard_map(index: str) -> dict[str, str]:
+    """A sharded checkpoint's weight_map (tensor -> shard file name), each shard a
+    file beside the index (no path: a shard elsewhere is refused, not read)."""
+    weight_map = read_json_object(index, CheckpointError).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        shown = "absent" if weight_map is None else json_type(weight_map)
+        raise CheckpointError(f"{index}: weight_map must be an object of tensor name -> shard "
+                              f"file, got {shown}")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or shard in ("", ".", "..") or \
+                os.path.basename(shard) != shard or "\\" in shard:
+            raise CheckpointError(f"{index}: weight_map[{name!r}] = {shard!r} is not the name "
+                                  "of a file beside the index")
+    return weight_map
 
 
 def _read_torch_bin(path: str):
@@ -144,6 +173,15 @@ def _read_torch_bin(path: str):
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as e:
         raise CheckpointError(f"{path}: not a readable PyTorch state dict: {e}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a state dict "
+                              "(tensor name -> tensor)")
+    not_tensors = [str(k) for k, v in state.items()
+                   if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if not_tensors:
+        raise CheckpointError(f"{path}: {len(not_tensors)} entries are not named tensors: "
+                              f"{', '.join(sorted(not_tensors)[:8])}")
+    # Integers stay integers: `names.place` refuses them as weights, naming them.
     arrays = {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
     return {k: tuple(v.shape) for k, v in arrays.items()}, arrays.__getitem__
 
@@ -156,10 +194,9 @@ def read_hf(directory: str) -> TensorSource:
     if os.path.isfile(single):
         path, (shapes, read) = single, _read_safetensors([single])
     elif os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
+        weight_map = _shard_map(index)
         path, (shapes, read) = index, _read_safetensors(
-            [os.path.join(directory, s) for s in shards])
+            [os.path.join(directory, s) for s in sorted(set(weight_map.values()))], index, weight_map)
     else:
         path = os.path.join(directory, HF_TORCH_FILE)
         shapes, read = _read_torch_bin(path)
