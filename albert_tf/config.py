@@ -165,6 +165,24 @@ class AlbertConfig:
         """The group whose weights depth position `layer_index` uses (as the original)."""
         return layer_index * self.num_hidden_groups // self.num_hidden_layers
 
+    def encoder_parameters(self) -> int:
+        """The encoder's weight count, pooler included: what `AlbertEncoder(self)`
+        allocates, from the config alone (a reader compares it with a checkpoint's
+        tensors before building anything; `albert-tf params` prints it)."""
+        v, e, h, i = self.vocab_size, self.embedding_size, self.hidden_size, \
+            self.intermediate_size
+        embeddings = (v + self.max_position_embeddings + self.type_vocab_size) * e + 2 * e
+        projection = e * h + h if e != h else 0
+        attention = 4 * (h * h + h) + 2 * h  # q, k, v, output + LayerNorm
+        ffn = h * i + i + i * h + h + 2 * h  # intermediate, output + LayerNorm
+        # Distinct sublayers: one per group and inner index when shared (every group
+        # occurs, as num_hidden_groups <= num_hidden_layers), else one per layer.
+        shared = self.num_hidden_groups * self.inner_group_num
+        private = self.num_hidden_layers * self.inner_group_num
+        attentions = shared if self.sharing in ("all", "attention") else private
+        ffns = shared if self.sharing in ("all", "ffn") else private
+        return embeddings + projection + attentions * attention + ffns * ffn + h * h + h
+
     # ---------------------------------------------------------- conversions
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

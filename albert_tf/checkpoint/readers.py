@@ -58,6 +58,30 @@ class TensorSource:
     read: Callable[[str], np.ndarray]
 
 
+def weight_problem(value: np.ndarray) -> str | None:
+    """What makes `value` unfit to be a weight, or None: values that are not floating
+    point (an int32 tensor would be cast to weights such as 1e9), or any NaN or
+    infinity (a model that answers NaN). The one check of a checkpoint's values,
+    made on every tensor placed in a model and on every weight of our own format."""
+    value = np.asarray(value)
+    if not np.issubdtype(value.dtype, np.floating):
+        return f"{value.dtype} values, not floating point"
+    nan = int(np.count_nonzero(np.isnan(value)))
+    infinite = int(np.count_nonzero(np.isinf(value)))
+    if nan or infinite:
+        counts = ", ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (infinite, "infinite"))
+                           if n)
+        return f"{counts} of {value.size} values"
+    return None
+
+
+def refuse_weight_problems(problems: list[str], path: str) -> None:
+    """Raises one CheckpointError listing every tensor `weight_problem` found fault with."""
+    if problems:
+        raise CheckpointError(f"{path}: {len(problems)} tensor(s) are not finite floating-point "
+                              "weights:\n  " + "\n  ".join(problems))
+
+
 # ---------------------------------------------------------------------------- TF1
 def tf1_prefix(path: str) -> str | None:
     """The checkpoint prefix `path` names (prefix, .index file or directory), or None."""
@@ -229,6 +253,27 @@ def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
     except OSError as e:
         raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
     return shapes
+
+
+def h5_not_float(path: str) -> list[str]:
+    """The model datasets of a Keras `.weights.h5` file that do not hold floating-point
+    values (a bfloat16 variable, stored as marked 2-byte integers, does), as
+    `weight_problem` words them."""
+    import h5py  # deferred: only Keras weights files need it
+
+    problems = []
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/") and \
+                obj.dtype.kind != "f" and obj.attrs.get("dtype") not in ("bfloat16", b"bfloat16"):
+            problems.append(f"{name}: {obj.dtype} values, not floating point")
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(visit)
+    except OSError as e:
+        raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
+    return problems
 
 
 def read_keras_h5(files: dict[str, str], kind: str, path: str) -> TensorSource:
