@@ -302,7 +302,7 @@ def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]
         value = np.asarray(source.read(name))
         problem = weight_problem(value)
         if problem is not None:
-            bad.append(f"{name}: {problem}")
+            bad.append(f"{name} ({problem})")
             continue
         value = from_stored(value, layout, tuple(variable.shape))
         variable.assign(np.asarray(value, variable.dtype))

@@ -88,7 +88,7 @@ class AlbertTfCheckpoint(OpenedCheckpoint):
             raise CheckpointError(
                 f"{weights}: {len(problems)} tensor(s) do not fit the {record.task} model of "
                 f"{CONFIG_FILE} and {TASK_FILE}:\n  " + "\n  ".join(problems))
-        refuse_weight_problems([f"{w.path}: {problem}" for w in model.weights
+        refuse_weight_problems([f"{w.path} ({problem})" for w in model.weights
                                 if (problem := weight_problem(w.numpy())) is not None], weights)
         return model
 

@@ -76,10 +76,13 @@ def weight_problem(value: np.ndarray) -> str | None:
 
 
 def refuse_weight_problems(problems: list[str], path: str) -> None:
-    """Raises one CheckpointError listing every tensor `weight_problem` found fault with."""
+    """Raises one CheckpointError, one line, naming the tensors `weight_problem` found
+    fault with ("NAME (3 NaN of 96 values)"; the first 8, then how many more)."""
     if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more"
+                                           if len(problems) > 8 else "")
         raise CheckpointError(f"{path}: {len(problems)} tensor(s) are not finite floating-point "
-                              "weights:\n  " + "\n  ".join(problems))
+                              f"weights: {shown}")
 
 
 # ---------------------------------------------------------------------------- TF1
@@ -266,7 +269,7 @@ def h5_not_float(path: str) -> list[str]:
     def visit(name, obj):
         if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/") and \
                 obj.dtype.kind != "f" and obj.attrs.get("dtype") not in ("bfloat16", b"bfloat16"):
-            problems.append(f"{name}: {obj.dtype} values, not floating point")
+            problems.append(f"{name} ({obj.dtype} values, not floating point)")
 
     try:
         with h5py.File(path, "r") as f:
