@@ -84,16 +84,6 @@ def decode(data: bytes, path: str | os.PathLike, line: int = 1, offset: int = 0)
                             data[at], e.reason) from None
 
 
-def _size(count: int) -> str:
-    """A byte count for a message: "5.4 GB", "1 GiB" for the limit."""
-    if count == MAX_FILE_BYTES:
-        return "1 GiB"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} bytes"
-
-
 def _check_status(path: str, status: os.stat_result) -> int:
     if not stat.S_ISREG(status.st_mode):
         kind = ("a directory" if stat.S_ISDIR(status.st_mode)
@@ -104,8 +94,8 @@ def _check_status(path: str, status: os.stat_result) -> int:
         raise FileSizeError(f"{path} is {kind}, not a regular file; it is read whole, so "
                             "albert-tf reads only regular files there")
     if status.st_size > MAX_FILE_BYTES:
-        raise FileSizeError(f"{path} holds {_size(status.st_size)}, more than the "
-                            f"{_size(MAX_FILE_BYTES)} a file read whole may hold")
+        raise FileSizeError(f"{path} holds {status.st_size:,} bytes, more than the "
+                            f"{MAX_FILE_BYTES:,} a file read whole may hold")
     return status.st_size
 
 
@@ -131,10 +121,12 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     path = os.fspath(path)
     check_file(path)
     with open(path, "rb") as f:
-        _check_status(path, os.fstat(f.fileno()))  # the file opened is the file checked
-        data = f.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:  # it grew since
-        raise FileSizeError(f"{path} holds more than the {_size(MAX_FILE_BYTES)} a file read "
+        size = _check_status(path, os.fstat(f.fileno()))  # the file opened is the one checked
+        data = f.read(size + 1)  # not read(MAX_FILE_BYTES + 1), which allocates that much
+        if len(data) > size:  # it grew since
+            data += f.read(MAX_FILE_BYTES + 1 - len(data))
+    if len(data) > MAX_FILE_BYTES:
+        raise FileSizeError(f"{path} holds more than the {MAX_FILE_BYTES:,} bytes a file read "
                             "whole may hold")
     return data
 
