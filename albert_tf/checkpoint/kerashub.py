@@ -255,7 +255,7 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
 
     def _task_json(self) -> dict | None:
         path = self._file(TASK_FILE)
-        return _read_json(path) if os.path.isfile(path) else None
+        return _read_json(path) if os.path.lexists(path) else None
 
     def _read_config(self) -> AlbertConfig:
         path = self.config_path
@@ -318,7 +318,7 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
     @functools.cached_property
     def _shipped_spm_model(self) -> str | None:
         path = self._file(VOCABULARY)
-        return path if os.path.isfile(path) else None
+        return path if os.path.lexists(path) else None
 
     def _read_tensors(self) -> TensorSource:
         files = {"backbone": self._file(MODEL_WEIGHTS)}

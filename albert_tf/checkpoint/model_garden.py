@@ -259,7 +259,7 @@ class ModelGardenCheckpoint(PrefixCheckpoint, TensorIndexCheckpoint):
 
     def _read_config(self) -> AlbertConfig:
         path = self.config_path
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise CheckpointError(f"{path}: not found (a Model Garden checkpoint does not record "
                                   "its depth: put the albert_config.json it was made with "
                                   "beside it)")

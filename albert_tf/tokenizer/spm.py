@@ -106,7 +106,7 @@ def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
 def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.SentencePieceProcessor]:
     """Reads and parses a SentencePiece .model file; clear errors for missing or corrupt files."""
     path = os.fspath(spm_model_path)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"SentencePiece model not found: {path}")
     proto = textio.read_bytes(path)  # a regular file of bounded size: FileSizeError names it
     processor = spm.SentencePieceProcessor()
