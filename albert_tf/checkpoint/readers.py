@@ -114,6 +114,26 @@ def tf1_prefix(path: str) -> str | None:
                           f"pass a prefix: {', '.join(prefixes)}")
 
 
+def check_bundle_size(prefix: str, reader) -> None:
+    """Refuses a TensorFlow checkpoint (tensor bundle) whose index declares more tensor
+    bytes than its data files hold: a truncated or lying file, whose tensors would be
+    allocated at their declared size before the read fails.
+
+    Args:
+      reader: `tf.train.load_checkpoint(prefix)`.
+    """
+    declared = 0
+    dtypes = reader.get_variable_to_dtype_map()
+    for name, shape in reader.get_variable_to_shape_map().items():
+        dtype = dtypes.get(name)
+        if dtype is not None and dtype.is_numpy_compatible and dtype.name != "string":
+            declared += int(np.prod(shape, dtype=np.float64)) * dtype.size
+    held = sum(os.path.getsize(f) for f in glob.glob(glob.escape(prefix) + ".data-*"))
+    if declared > held:
+        raise CheckpointError(f"{prefix}: its index declares {declared:,} bytes of tensors but "
+                              f"its data files hold {held:,} (truncated, or not its data)")
+
+
 def read_tf1(prefix: str) -> TensorSource:
     """An original (TF1, tensor-bundle) checkpoint. Needs TensorFlow, imported only here."""
     try:
@@ -129,6 +149,7 @@ def read_tf1(prefix: str) -> TensorSource:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: not a readable TF checkpoint: {e}") from None
+    check_bundle_size(prefix, reader)
     shapes, stored_names = {}, {}
     for stored, shape in reader.get_variable_to_shape_map().items():
         name = stored[len(_TF1_PREFIX):] if stored.startswith(_TF1_PREFIX) else stored
