@@ -243,8 +243,8 @@ def read_hf(directory: str) -> TensorSource:
         path, (shapes, read) = single, _read_safetensors([single])
     elif os.path.isfile(index):
         weight_map = _shard_map(index)
-        path, (shapes, read) = index, _read_safetensors(
-            [os.path.join(directory, s) for s in sorted(set(weight_map.values()))], index, weight_map)
+        shards = [os.path.join(directory, s) for s in sorted(set(weight_map.values()))]
+        path, (shapes, read) = index, _read_safetensors(shards, index, weight_map)
     else:
         path = os.path.join(directory, HF_TORCH_FILE)
         shapes, read = _read_torch_bin(path)

@@ -214,6 +214,6 @@ def _check_activation(meta_graph, path: str) -> None:
     if found != [expected]:
         shown = ", ".join(f"{name} ({'+'.join(_ACTIVATION_OPS[name])})" for name in found)
         want = f"{expected} ({'+'.join(_ACTIVATION_OPS[expected])})"
-        raise CheckpointError(f"{path}: its graph computes {shown or 'no activation albert-tf knows'}"
-                              f", not the {want} of the ALBERT encoder albert-tf reads a "
-                              "SavedModel as")
+        raise CheckpointError(f"{path}: its graph computes "
+                              f"{shown or 'no activation albert-tf knows'}, not the {want} of "
+                              "the ALBERT encoder albert-tf reads a SavedModel as")
