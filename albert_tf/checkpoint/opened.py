@@ -205,10 +205,10 @@ class OpenedCheckpoint(abc.ABC):
           UserError: an explicit `spm_model` that is not a file.
           CheckpointError: the SentencePiece model's size is not the config's vocab_size.
         """
-        if spm_model is not None and not os.path.isfile(spm_model):
+        if spm_model is not None and (os.path.isdir(spm_model) or not os.path.lexists(spm_model)):
             what = ("is a directory, not a .model file" if os.path.isdir(spm_model)
                     else "does not exist")
-            raise UserError(f"SentencePiece model {spm_model} {what}")
+            raise UserError(f"SentencePiece model {spm_model} {what}")  # a device: the size rule
         record = self.task_record
         files = TokenizerFiles(
             spm_model or self._shipped_spm_model,
