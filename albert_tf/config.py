@@ -16,7 +16,7 @@ from typing import Any
 from albert_tf.atomic import atomic_write_json
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
-from albert_tf.textio import EncodingError, read_text
+from albert_tf.textio import EncodingError, FileSizeError, read_text
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -149,10 +149,10 @@ class AlbertConfig:
                 raise ConfigError(f"{name}={value!r} must be in [0, 1){where}")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
             raise ConfigError(f"initializer_range={self.initializer_range!r} must be > 0{where}")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ConfigError(
                 f"hidden_act={self.hidden_act!r} is not one of {', '.join(ACTIVATIONS)}{where}")
-        if self.sharing not in SHARING_MODES:
+        if not isinstance(self.sharing, str) or self.sharing not in SHARING_MODES:
             raise ConfigError(
                 f"sharing={self.sharing!r} is not one of {', '.join(SHARING_MODES)}{where}")
 
@@ -164,6 +164,24 @@ class AlbertConfig:
     def group_of_layer(self, layer_index: int) -> int:
         """The group whose weights depth position `layer_index` uses (as the original)."""
         return layer_index * self.num_hidden_groups // self.num_hidden_layers
+
+    def encoder_parameters(self) -> int:
+        """The encoder's weight count, pooler included: what `AlbertEncoder(self)`
+        allocates, from the config alone (a reader compares it with a checkpoint's
+        tensors before building anything; `albert-tf params` prints it)."""
+        v, e, h, i = self.vocab_size, self.embedding_size, self.hidden_size, \
+            self.intermediate_size
+        embeddings = (v + self.max_position_embeddings + self.type_vocab_size) * e + 2 * e
+        projection = e * h + h if e != h else 0
+        attention = 4 * (h * h + h) + 2 * h  # q, k, v, output + LayerNorm
+        ffn = h * i + i + i * h + h + 2 * h  # intermediate, output + LayerNorm
+        # Distinct sublayers: one per group and inner index when shared (every group
+        # occurs, as num_hidden_groups <= num_hidden_layers), else one per layer.
+        shared = self.num_hidden_groups * self.inner_group_num
+        private = self.num_hidden_layers * self.inner_group_num
+        attentions = shared if self.sharing in ("all", "attention") else private
+        ffns = shared if self.sharing in ("all", "ffn") else private
+        return embeddings + projection + attentions * attention + ffns * ffn + h * h + h
 
     # ---------------------------------------------------------- conversions
     def to_dict(self) -> dict[str, Any]:
@@ -194,18 +212,18 @@ class AlbertConfig:
     def from_hf_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
         """Builds a config from a Hugging Face ALBERT config.json dictionary."""
         values = dict(values)
+        where = f" (in {source})" if source else ""
         act = values.get("hidden_act", "gelu_new")
-        if act not in HF_ACTIVATIONS:
-            where = f" (in {source})" if source else ""
+        if not isinstance(act, str) or act not in HF_ACTIVATIONS:
             raise ConfigError(f"hidden_act={act!r} is not a supported activation{where}")
         values["hidden_act"] = HF_ACTIVATIONS[act]
         eps = values.get("layer_norm_eps", LAYER_NORM_EPSILON)
-        if abs(eps - LAYER_NORM_EPSILON) > 1e-15:
-            where = f" (in {source})" if source else ""
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+            raise ConfigError(f"layer_norm_eps={eps!r} must be a number{where}")
+        if not abs(eps - LAYER_NORM_EPSILON) <= 1e-15:  # NaN too
             raise ConfigError(f"layer_norm_eps={eps} is not supported; ALBERT uses "
                               f"{LAYER_NORM_EPSILON}{where}")
         if values.get("position_embedding_type", "absolute") != "absolute":
-            where = f" (in {source})" if source else ""
             raise ConfigError(
                 f"position_embedding_type={values['position_embedding_type']!r} is not "
                 f"supported; only 'absolute'{where}")
@@ -220,10 +238,14 @@ class AlbertConfig:
             values = json.loads(read_text(path))  # not UTF-8: file, line and byte
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {path}") from None
-        except EncodingError as e:
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+        except (EncodingError, FileSizeError) as e:
             raise ConfigError(str(e)) from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        except RecursionError:  # [[[[... nested deeper than the parser goes
+            raise ConfigError(f"{path}: invalid JSON: nested too deeply") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
         if values.get("model_type") == "albert" or "architectures" in values:

@@ -9,18 +9,9 @@ from albert_tf.config import PAPER_PARAMETERS, AlbertConfig
 
 
 def encoder_parameters(config: AlbertConfig) -> int:
-    """Exact encoder parameter count (with pooler) for a config, without building it."""
-    from albert_tf.encoder import sharing_schedule
-
-    v, e, h, i = config.vocab_size, config.embedding_size, config.hidden_size, config.intermediate_size
-    embeddings = (v + config.max_position_embeddings + config.type_vocab_size) * e + 2 * e
-    projection = e * h + h if e != h else 0
-    attention = 4 * (h * h + h) + 2 * h  # q, k, v, output + LayerNorm
-    ffn = h * i + i + i * h + h + 2 * h  # intermediate, output + LayerNorm
-    slots = [slot for row in sharing_schedule(config) for slot in row]
-    distinct_attention = len({a for a, _ in slots})
-    distinct_ffn = len({f for _, f in slots})
-    return embeddings + projection + distinct_attention * attention + distinct_ffn * ffn + h * h + h
+    """Exact encoder parameter count (with pooler) for a config, without building it
+    (`AlbertConfig.encoder_parameters`)."""
+    return config.encoder_parameters()
 
 
 def parameter_table(build: bool = False) -> list[tuple[str, int, str]]:

@@ -1,10 +1,17 @@
-"""Text files are UTF-8: the one way every reader turns bytes into text.
+"""Text files are UTF-8, and a file read whole is bounded: the one way every reader
+turns a file into bytes and bytes into text.
 
 `decode(data, path)` decodes UTF-8 (a leading byte-order mark dropped) or raises
 `EncodingError` naming the file, the line, the byte offset and the value of the first
 byte that is not UTF-8; `read_text(path)` reads a whole file that way. A reader that
 skips what it cannot decode (a corpus) catches `EncodingError` and counts it; every
 other reader lets it through as the command's one-line error. No TensorFlow, no Keras.
+
+`check_file(path)` is the one size rule for a file read whole (`read_bytes`,
+`read_text`, `read_json_object`; a SentencePiece model, a saved_model.pb, `predict`'s
+input): a regular file of at most MAX_FILE_BYTES, else `FileSizeError` naming the
+file and the limit, before a byte is read. A device (/dev/zero), a FIFO or a socket
+never ends, so it is refused whatever its size.
 
 Example:
     >>> decode(b"caf\\xe9\\n", "menu.txt")
@@ -17,10 +24,20 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import stat
 
 from albert_tf.errors import UserError
 
 ENCODING = "utf-8"
+# The most bytes a file read whole may hold: configs, task records, shard indexes,
+# SentencePiece models, a SavedModel's saved_model.pb, and the data files fine-tuning
+# reads whole (GLUE's largest, MNLI's train.tsv, is 0.4 GB). Reading one costs about
+# three times its size (bytes, text, parsed values).
+MAX_FILE_BYTES = 1 << 30
+
+
+class FileSizeError(UserError):
+    """A file to be read whole that is not a regular file, or is larger than MAX_FILE_BYTES."""
 
 
 class EncodingError(UserError):
@@ -67,27 +84,92 @@ def decode(data: bytes, path: str | os.PathLike, line: int = 1, offset: int = 0)
                             data[at], e.reason) from None
 
 
-def read_text(path: str | os.PathLike) -> str:
-    """The whole file as text (`decode`); OSError (missing, unreadable) propagates."""
+def _check_status(path: str, status: os.stat_result) -> int:
+    if not stat.S_ISREG(status.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(status.st_mode)
+                else "a character device" if stat.S_ISCHR(status.st_mode)
+                else "a block device" if stat.S_ISBLK(status.st_mode)
+                else "a FIFO" if stat.S_ISFIFO(status.st_mode)
+                else "a socket" if stat.S_ISSOCK(status.st_mode) else "not a file")
+        raise FileSizeError(f"{path} is {kind}, not a regular file; it is read whole, so "
+                            "albert-tf reads only regular files there")
+    if status.st_size > MAX_FILE_BYTES:
+        raise FileSizeError(f"{path} holds {status.st_size:,} bytes, more than the "
+                            f"{MAX_FILE_BYTES:,} a file read whole may hold")
+    return status.st_size
+
+
+def check_file(path: str | os.PathLike) -> int:
+    """The size of `path`, a regular file of at most MAX_FILE_BYTES (links followed):
+    the one rule for a file read whole, applied before it is opened.
+
+    Raises:
+      FileSizeError: naming the file and what it is (a device, a FIFO, a directory)
+        or its size and the limit.
+      OSError: it does not exist or cannot be examined.
+    """
+    path = os.fspath(path)
+    return _check_status(path, os.stat(path))
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole file, checked by `check_file` before it is opened (a FIFO would block
+    the open) and again on the opened file, and never more than MAX_FILE_BYTES read.
+
+    Raises FileSizeError as `check_file`; OSError (missing, unreadable) propagates.
+    """
+    path = os.fspath(path)
+    check_file(path)
     with open(path, "rb") as f:
-        return decode(f.read(), path)
+        size = _check_status(path, os.fstat(f.fileno()))  # the file opened is the one checked
+        data = f.read(size + 1)  # not read(MAX_FILE_BYTES + 1), which allocates that much
+        if len(data) > size:  # it grew since
+            data += f.read(MAX_FILE_BYTES + 1 - len(data))
+    if len(data) > MAX_FILE_BYTES:
+        raise FileSizeError(f"{path} holds more than the {MAX_FILE_BYTES:,} bytes a file read "
+                            "whole may hold")
+    return data
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The whole file as text (`read_bytes`, `decode`); FileSizeError and EncodingError
+    name the file; OSError (missing, unreadable) propagates."""
+    return decode(read_bytes(path), path)
 
 
 def read_json_object(path: str | os.PathLike, error: type[UserError] = UserError) -> dict:
     """A JSON file that must hold one object, read with `read_text`.
 
     Raises `error` naming the file (and line:column for invalid JSON, or the byte for
-    bad UTF-8) when it cannot be read, is not JSON, or holds something else.
+    bad UTF-8) when it cannot be read, is not a regular file of at most
+    MAX_FILE_BYTES, is not JSON, or holds something else.
     """
     path = os.fspath(path)
     try:
         value = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise error(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except EncodingError as e:
+    except (EncodingError, FileSizeError) as e:
         raise error(str(e)) from None
     except OSError as e:
         raise error(f"{path}: cannot read: {e.strerror or e}") from None
+    except RecursionError:  # [[[[... nested deeper than the parser goes
+        raise error(f"{path}: invalid JSON: nested too deeply") from None
     if not isinstance(value, dict):
-        raise error(f"{path}: expected a JSON object")
+        raise error(f"{path}: expected a JSON object, not {json_type(value)}")
     return value
+
+
+def json_type(value) -> str:
+    """What a JSON value is, in JSON's words: "an array", "a string", ..."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"

@@ -49,7 +49,7 @@ class _ForeignCheckpoint(TensorIndexCheckpoint):
 
     def _read_config(self) -> AlbertConfig:
         path = self.config_path
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise CheckpointError(f"{path}: not found (the checkpoint's model config)")
         config = AlbertConfig.from_json_file(path)
         if config.sharing != "all":

@@ -29,7 +29,7 @@ from typing import Any
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError
 from albert_tf.checkpoint.task_record import BEAM_DEFAULTS
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, hf_tokenizer_options
-from albert_tf.textio import read_json_object
+from albert_tf.textio import json_type, read_json_object
 
 # Hugging Face architectures -> our task (classification is refined by problem_type).
 HF_ARCHITECTURES = {
@@ -66,13 +66,16 @@ def _read_json(path: str) -> dict:
     return read_json_object(path, CheckpointError)
 
 
-def _hf_label_names(config: dict, path: str) -> list[str]:
+def _hf_label_names(config: dict, path: str, shapes) -> list[str]:
     id2label = config.get("id2label")
     if not id2label:
-        count = int(config.get("num_labels", 2))
+        count = config.get("num_labels", 2)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise CheckpointError(f"{path}: num_labels={count!r} must be a positive integer")
+        _check_label_count(path, config, count, shapes)  # before a name is made for each
         return [f"LABEL_{i}" for i in range(count)]  # what HF names unnamed classes
     if not isinstance(id2label, dict):
-        raise CheckpointError(f"{path}: id2label must be an object, got {id2label!r}")
+        raise CheckpointError(f"{path}: id2label must be an object, got {json_type(id2label)}")
     try:
         ids = sorted(int(k) for k in id2label)
     except ValueError:
@@ -81,17 +84,26 @@ def _hf_label_names(config: dict, path: str) -> list[str]:
     if ids != list(range(len(ids))):
         raise CheckpointError(f"{path}: id2label must name classes 0..{len(ids) - 1}, got "
                               f"ids {ids}")
-    return [str(id2label[str(i)]) for i in ids]
+    names = [id2label[key] for key in sorted(id2label, key=int)]
+    wrong = next((key for key in sorted(id2label, key=int)
+                  if not isinstance(id2label[key], str)), None)
+    if wrong is not None:
+        raise CheckpointError(f"{path}: id2label[{wrong!r}] must be a string (a class name), "
+                              f"got {json_type(id2label[wrong])}")
+    _check_label_count(path, config, names, shapes)
+    return names
 
 
-def _check_label_count(path: str, config: dict, names: list[str], shapes) -> None:
-    """Refuses labels (id2label, or num_labels without it) that do not count the
-    classes of the head's weights (`classifier.bias` [C]), naming both."""
+def _check_label_count(path: str, config: dict, names: list | int, shapes) -> None:
+    """Refuses labels (id2label's names, or num_labels without it) that do not count
+    the classes of the head's weights (`classifier.bias` [C]), naming both."""
+    count = names if isinstance(names, int) else len(names)
     shape = shapes.get("classifier.bias") if hasattr(shapes, "get") else None
-    if shape is not None and len(shape) == 1 and shape[0] != len(names):
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-        given = (f"id2label names {len(names)} labels ({shown})"
-                 if config.get("id2label") else f"num_labels={len(names)}")
+    if shape is not None and len(shape) == 1 and shape[0] != count:
+        shown = "" if isinstance(names, int) else \
+            ", ".join(map(str, names[:8])) + (", ..." if len(names) > 8 else "")
+        given = (f"id2label names {count} labels ({shown})"
+                 if config.get("id2label") else f"num_labels={count}")
         raise CheckpointError(f"{path}: {given} but the classifier head has {shape[0]} "
                               "classes (classifier.bias); make them agree in config.json")
 
@@ -107,6 +119,9 @@ def hf_task_record(directory: str, tensor_names) -> dict:
     path = os.path.join(directory, HF_CONFIG_FILE)
     config = _read_json(path)
     architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise CheckpointError(f"{path}: architectures must be an array of class names, got "
+                              f"{architectures!r}")
     known = [a for a in architectures if a in HF_ARCHITECTURES]
     if known:
         task = HF_ARCHITECTURES[known[0]]
@@ -125,8 +140,7 @@ def hf_task_record(directory: str, tensor_names) -> dict:
         task = "pretraining"
     record = _record(task, **hf_tokenizer_options(directory))
     if task == "classification":
-        names = _hf_label_names(config, path)
-        _check_label_count(path, config, names, tensor_names)
+        names = _hf_label_names(config, path, tensor_names)
         problem = config.get("problem_type") or (
             "regression" if len(names) == 1 else "single_label_classification")
         if problem not in HF_PROBLEM_TYPES:
@@ -141,8 +155,7 @@ def hf_task_record(directory: str, tensor_names) -> dict:
             record.update(num_classes=len(names), label_names=names,
                           problem_type=_PROBLEM_TYPES[problem])
     elif task == "token_classification":
-        names = _hf_label_names(config, path)
-        _check_label_count(path, config, names, tensor_names)
+        names = _hf_label_names(config, path, tensor_names)
         record.update(num_classes=len(names), label_names=names)
     elif task == "span":
         record.update(answerability=False, null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)

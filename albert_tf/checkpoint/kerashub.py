@@ -44,7 +44,7 @@ from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
-from albert_tf.textio import read_json_object
+from albert_tf.textio import json_type, read_json_object, read_text
 
 __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_name",
            "block_fields", "BACKBONE", "CLASSIFIER", "MASKED_LM", "TOKENIZER",
@@ -172,12 +172,21 @@ def _read_json(path: str) -> dict:
 def _registered_name(path: str) -> str:
     """config.json's registered name, or "" when it has none (or is no JSON object)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError):
+        value = json.loads(read_text(path))  # a regular file of bounded size
+    except (OSError, ValueError, RecursionError):  # UserError is a ValueError
         return ""
     name = value.get("registered_name") if isinstance(value, dict) else None
     return name if isinstance(name, str) else ""
+
+
+def _object(values: dict, key: str, where: str) -> dict:
+    """`values[key]`, which must be a JSON object when present ({} when absent or null)."""
+    value = values.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: {key} must be an object, got {json_type(value)}")
+    return value
 
 
 def _policy_name(dtype: Any, where: str) -> str:
@@ -186,7 +195,7 @@ def _policy_name(dtype: Any, where: str) -> str:
         return "float32"
     name = dtype
     if isinstance(dtype, dict):
-        name = (dtype.get("config") or {}).get("name") \
+        name = _object(dtype, "config", f"{where}: dtype").get("name") \
             if dtype.get("class_name") == "DTypePolicy" else None
     if name not in _FLOAT_POLICIES:
         shown = dtype.get("class_name", dtype) if isinstance(dtype, dict) else dtype
@@ -246,7 +255,7 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
 
     def _task_json(self) -> dict | None:
         path = self._file(TASK_FILE)
-        return _read_json(path) if os.path.isfile(path) else None
+        return _read_json(path) if os.path.lexists(path) else None
 
     def _read_config(self) -> AlbertConfig:
         path = self.config_path
@@ -257,7 +266,8 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
         config = config_from_keras_hub(values.get("config"), f"{path}: config")
         task = self._task_json()
         if task is not None:  # the task's copy of the backbone must be the same model
-            backbone = (task.get("config") or {}).get("backbone") or {}
+            where = self._file(TASK_FILE)
+            backbone = _object(_object(task, "config", where), "backbone", f"{where}: config")
             if backbone.get("registered_name") != BACKBONE or config_from_keras_hub(
                     backbone.get("config"), f"{self._file(TASK_FILE)}: backbone") != config:
                 raise CheckpointError(f"{self._file(TASK_FILE)}: its backbone is not the one "
@@ -269,13 +279,14 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
         task = self._task_json()
         where = self._file(TASK_FILE)
         name = None if task is None else task.get("registered_name")
-        settings = (task or {}).get("config") or {}
+        settings = _object(task or {}, "config", where)
         if task is None:
             kind = "pretraining"
         elif name == CLASSIFIER:
             kind = "classification"
             activation = settings.get("activation")
-            if activation not in _ACTIVATIONS:
+            if not (activation is None or isinstance(activation, str)) or \
+                    activation not in _ACTIVATIONS:
                 raise CheckpointError(f"{where}: activation={activation!r}: albert-tf's "
                                       f"classifier ends in logits, read as probabilities by "
                                       f"softmax or sigmoid; not {activation!r}")
@@ -293,9 +304,9 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
     def _sequence_length(self) -> int | None:
         """preprocessor.json's sequence_length, checked against the position table."""
         path = self._file(PREPROCESSOR_FILE)
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             return None
-        length = (_read_json(path).get("config") or {}).get("sequence_length")
+        length = _object(_read_json(path), "config", path).get("sequence_length")
         if length is None:
             return None
         try:
@@ -307,7 +318,7 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
     @functools.cached_property
     def _shipped_spm_model(self) -> str | None:
         path = self._file(VOCABULARY)
-        return path if os.path.isfile(path) else None
+        return path if os.path.lexists(path) else None
 
     def _read_tensors(self) -> TensorSource:
         files = {"backbone": self._file(MODEL_WEIGHTS)}

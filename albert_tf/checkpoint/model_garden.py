@@ -50,6 +50,7 @@ from albert_tf.checkpoint.readers import (
     CONFIG_FILE,
     CheckpointError,
     TensorSource,
+    check_bundle_size,
     tf1_prefix,
 )
 from albert_tf.checkpoint.task_record import TaskRecord
@@ -178,10 +179,15 @@ def read_object_graph(prefix: str, kind: str) -> TensorSource:
 
     try:
         reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{prefix}: not a readable TF2 checkpoint: {e}") from None
+    check_bundle_size(prefix, reader)
+    try:
         graph = trackable_object_graph_pb2.TrackableObjectGraph()
         graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH))
         shapes = reader.get_variable_to_shape_map()
-    except (tf.errors.OpError, ValueError) as e:
+    except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
+        # IndexError: "Read less bytes than requested", a truncated data file
         raise CheckpointError(f"{prefix}: not a readable TF2 checkpoint: {e}") from None
     except DecodeError as e:
         raise CheckpointError(f"{prefix}: its object graph is unreadable: {e}") from None
@@ -259,7 +265,7 @@ class ModelGardenCheckpoint(PrefixCheckpoint, TensorIndexCheckpoint):
 
     def _read_config(self) -> AlbertConfig:
         path = self.config_path
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise CheckpointError(f"{path}: not found (a Model Garden checkpoint does not record "
                                   "its depth: put the albert_config.json it was made with "
                                   "beside it)")

@@ -14,7 +14,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from albert_tf.checkpoint.readers import CheckpointError, TensorSource
+from albert_tf.checkpoint.readers import (
+    CheckpointError,
+    TensorSource,
+    refuse_weight_problems,
+    weight_problem,
+)
 
 __all__ = ["NAME_TABLE", "HEADS", "POOLER", "HF_TIED_COPIES", "PROJECTION", "place",
            "table_rows", "format_rows", "stored_shape", "to_stored", "from_stored",
@@ -248,7 +253,9 @@ def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]
     `rows` (from `table_rows`) defaults to NAME_TABLE's column for `source.kind`.
     When E == H a stored projection is accepted only if it is the identity.
 
-    Raises CheckpointError listing every missing, unexpected and mis-shaped tensor.
+    Raises CheckpointError listing every missing, unexpected and mis-shaped tensor;
+    then, as the values are read, one listing every tensor that is not floating point
+    or holds a NaN or infinity (`readers.weight_problem`).
     """
     rows = list(_table_rows(model, source.kind) if rows is None else rows)
     heads = model.config.num_attention_heads
@@ -290,9 +297,16 @@ def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]
         raise CheckpointError(
             f"{source.path}: {len(problems)} tensor(s) do not fit the model of "
             f"{config_path}:\n  " + "\n  ".join(problems))
+    bad = []
     for variable, name, layout in assignments:
-        value = from_stored(np.asarray(source.read(name)), layout, tuple(variable.shape))
+        value = np.asarray(source.read(name))
+        problem = weight_problem(value)
+        if problem is not None:
+            bad.append(f"{name} ({problem})")
+            continue
+        value = from_stored(value, layout, tuple(variable.shape))
         variable.assign(np.asarray(value, variable.dtype))
+    refuse_weight_problems(bad, source.path)
     return [p for p in optional if p not in present]
 
 

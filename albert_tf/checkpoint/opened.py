@@ -26,8 +26,9 @@ from __future__ import annotations
 import abc
 import functools
 import logging
+import math
 import os
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from albert_tf.checkpoint.names import POOLER
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
@@ -39,7 +40,18 @@ from albert_tf.tokenizer.spm import load_spm_model
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OpenedCheckpoint", "build_task_model", "check_vocab_size", "task_model_kwargs"]
+__all__ = ["OpenedCheckpoint", "build_task_model", "check_vocab_size", "check_weights_fit",
+           "task_model_kwargs"]
+
+# The config fields that size a tensor: one a checkpoint holds no axis of is named when
+# the config describes more weights than the checkpoint holds.
+_SIZE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size")
+# How many times the weights a checkpoint holds the model its config describes may
+# need and still be built: within it, the tensor-by-tensor comparison lists every
+# difference (a group too many, a vocabulary a few rows off); beyond it the config is
+# refused unbuilt, so a lying config costs at most this multiple of the files' size.
+BUILD_MARGIN = 2
 
 
 def check_vocab_size(spm_model: str | os.PathLike, vocab_size: int, config_source: str) -> None:
@@ -66,6 +78,45 @@ def check_vocab_size(spm_model: str | os.PathLike, vocab_size: int, config_sourc
             f"SentencePiece model {os.fspath(spm_model)} has {pieces} pieces but "
             f"{config_source} has vocab_size={vocab_size}: a model needs its own "
             "vocabulary (pass the one it was trained with)")
+
+
+def check_weights_fit(config: AlbertConfig, record: TaskRecord,
+                      shapes: Mapping[str, tuple[int, ...]], config_path: str,
+                      weights_path: str) -> None:
+    """Refuses, before any model is built, a config that describes more weights than
+    the checkpoint holds: a vocab_size of 1e9 over a table of 30,000 rows would
+    allocate tens of GB only to be told the shapes differ.
+
+    The model the config and task record describe needs at least its encoder (the
+    pooler aside: some task checkpoints have none) and its classifier head (H x
+    num_classes). A config that needs at most BUILD_MARGIN times the weights the
+    checkpoint holds is built and its tensors compared one by one (`names.place`,
+    which lists every difference); a larger one is refused here.
+
+    Raises:
+      CheckpointError: naming both files, both counts, and the config's sizes that
+        no tensor of the checkpoint has (e.g. "vocab_size=1000000000").
+    """
+    h = config.hidden_size
+    needed = config.encoder_parameters() - (h * h + h)
+    if record.num_classes:
+        needed += (h + 1) * record.num_classes
+    held = sum(math.prod(shape) for shape in shapes.values())
+    if needed <= BUILD_MARGIN * held:
+        return
+    axes = {n for shape in shapes.values() for n in shape}
+    fields = [f"{name}={getattr(config, name)}" for name in _SIZE_FIELDS
+              if getattr(config, name) not in axes]
+    if record.num_classes and record.num_classes not in axes:
+        fields.append(f"num_classes={record.num_classes} ({record.source})")
+    why = "no tensor of the checkpoint has that size"
+    if not fields:  # the sizes are there; the count of blocks is not
+        fields = [f"{name}={getattr(config, name)}" for name in (
+            "num_hidden_layers", "num_hidden_groups", "inner_group_num", "sharing")]
+        why = "more blocks than the checkpoint holds"
+    raise CheckpointError(
+        f"{config_path} describes a model of at least {needed:,} weights but {weights_path} "
+        f"holds {held:,}: {', '.join(fields)} ({why}); not building it")
 
 
 class OpenedCheckpoint(abc.ABC):
@@ -154,10 +205,10 @@ class OpenedCheckpoint(abc.ABC):
           UserError: an explicit `spm_model` that is not a file.
           CheckpointError: the SentencePiece model's size is not the config's vocab_size.
         """
-        if spm_model is not None and not os.path.isfile(spm_model):
+        if spm_model is not None and (os.path.isdir(spm_model) or not os.path.lexists(spm_model)):
             what = ("is a directory, not a .model file" if os.path.isdir(spm_model)
                     else "does not exist")
-            raise UserError(f"SentencePiece model {spm_model} {what}")
+            raise UserError(f"SentencePiece model {spm_model} {what}")  # a device: the size rule
         record = self.task_record
         files = TokenizerFiles(
             spm_model or self._shipped_spm_model,
@@ -251,6 +302,7 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         config = self.config  # first: a bad config fails before any tensor is read
         record = self.task_record
         source = self._tensors()
+        check_weights_fit(config, record, source.shapes, self.config_path, source.path)
         model = build_task_model(config, record)
         for part in self._place(model, source):
             logger.warning("%s has no %s weights; %s keeps its random initialisation",

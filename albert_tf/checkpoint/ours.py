@@ -20,8 +20,20 @@ import tempfile
 import numpy as np
 
 from albert_tf import atomic
-from albert_tf.checkpoint.opened import OpenedCheckpoint, build_task_model, check_vocab_size
-from albert_tf.checkpoint.readers import CONFIG_FILE, CheckpointError, h5_shapes
+from albert_tf.checkpoint.opened import (
+    OpenedCheckpoint,
+    build_task_model,
+    check_vocab_size,
+    check_weights_fit,
+)
+from albert_tf.checkpoint.readers import (
+    CONFIG_FILE,
+    CheckpointError,
+    h5_not_float,
+    h5_shapes,
+    refuse_weight_problems,
+    weight_problem,
+)
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 from albert_tf.checkpoint.tokenizer_files import SPM_FILE
 from albert_tf.config import AlbertConfig
@@ -59,9 +71,12 @@ class AlbertTfCheckpoint(OpenedCheckpoint):
 
     def _load(self):
         record = self.task_record
+        weights = os.path.join(self.path, WEIGHTS_FILE)
+        # Before the model is built: a config larger than the weights, integer tensors.
+        check_weights_fit(self.config, record, h5_shapes(weights), self.config_path, weights)
+        refuse_weight_problems(h5_not_float(weights), weights)
         model = build_task_model(self.config, record)
         _ensure_built(model)
-        weights = os.path.join(self.path, WEIGHTS_FILE)
         keras_error = None
         try:
             model.load_weights(weights)
@@ -73,6 +88,8 @@ class AlbertTfCheckpoint(OpenedCheckpoint):
             raise CheckpointError(
                 f"{weights}: {len(problems)} tensor(s) do not fit the {record.task} model of "
                 f"{CONFIG_FILE} and {TASK_FILE}:\n  " + "\n  ".join(problems))
+        refuse_weight_problems([f"{w.path} ({problem})" for w in model.weights
+                                if (problem := weight_problem(w.numpy())) is not None], weights)
         return model
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import pickle
 import re
@@ -28,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from albert_tf.errors import UserError
+from albert_tf.textio import json_type, read_json_object, read_text
 
 
 class CheckpointError(UserError):
@@ -58,6 +58,33 @@ class TensorSource:
     read: Callable[[str], np.ndarray]
 
 
+def weight_problem(value: np.ndarray) -> str | None:
+    """What makes `value` unfit to be a weight, or None: values that are not floating
+    point (an int32 tensor would be cast to weights such as 1e9), or any NaN or
+    infinity (a model that answers NaN). The one check of a checkpoint's values,
+    made on every tensor placed in a model and on every weight of our own format."""
+    value = np.asarray(value)
+    if not np.issubdtype(value.dtype, np.floating):
+        return f"{value.dtype} values, not floating point"
+    nan = int(np.count_nonzero(np.isnan(value)))
+    infinite = int(np.count_nonzero(np.isinf(value)))
+    if nan or infinite:
+        counts = ", ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (infinite, "infinite"))
+                           if n)
+        return f"{counts} of {value.size} values"
+    return None
+
+
+def refuse_weight_problems(problems: list[str], path: str) -> None:
+    """Raises one CheckpointError, one line, naming the tensors `weight_problem` found
+    fault with ("NAME (3 NaN of 96 values)"; the first 8, then how many more)."""
+    if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more"
+                                           if len(problems) > 8 else "")
+        raise CheckpointError(f"{path}: {len(problems)} tensor(s) are not finite floating-point "
+                              f"weights: {shown}")
+
+
 # ---------------------------------------------------------------------------- TF1
 def tf1_prefix(path: str) -> str | None:
     """The checkpoint prefix `path` names (prefix, .index file or directory), or None."""
@@ -71,9 +98,13 @@ def tf1_prefix(path: str) -> str | None:
     if len(prefixes) <= 1:
         return prefixes[0] if prefixes else None
     state = os.path.join(path, "checkpoint")  # tf.train's record of the latest checkpoint
-    if os.path.isfile(state):
-        with open(state, encoding="utf-8") as f:
-            match = re.search(r'^model_checkpoint_path:\s*"(.*)"', f.read(), re.M)
+    if os.path.lexists(state):
+        try:
+            text = read_text(state)  # a regular file of bounded size
+        except (UserError, OSError) as e:
+            raise CheckpointError(f"{state}: cannot read tf.train's record of the latest "
+                                  f"checkpoint: {getattr(e, 'strerror', None) or e}") from None
+        match = re.search(r'^model_checkpoint_path:\s*"(.*)"', text, re.M)
         if match:
             return os.path.join(path, os.path.basename(match.group(1)))
     steps = {p: re.search(r"-(\d+)$", p) for p in prefixes}
@@ -81,6 +112,26 @@ def tf1_prefix(path: str) -> str | None:
         return max(prefixes, key=lambda p: int(steps[p].group(1)))  # the newest step
     raise CheckpointError(f"{path}: several checkpoints and no 'checkpoint' file naming one; "
                           f"pass a prefix: {', '.join(prefixes)}")
+
+
+def check_bundle_size(prefix: str, reader) -> None:
+    """Refuses a TensorFlow checkpoint (tensor bundle) whose index declares more tensor
+    bytes than its data files hold: a truncated or lying file, whose tensors would be
+    allocated at their declared size before the read fails.
+
+    Args:
+      reader: `tf.train.load_checkpoint(prefix)`.
+    """
+    declared = 0
+    dtypes = reader.get_variable_to_dtype_map()
+    for name, shape in reader.get_variable_to_shape_map().items():
+        dtype = dtypes.get(name)
+        if dtype is not None and dtype.is_numpy_compatible and dtype.name != "string":
+            declared += int(np.prod(shape, dtype=np.float64)) * dtype.size
+    held = sum(os.path.getsize(f) for f in glob.glob(glob.escape(prefix) + ".data-*"))
+    if declared > held:
+        raise CheckpointError(f"{prefix}: its index declares {declared:,} bytes of tensors but "
+                              f"its data files hold {held:,} (truncated, or not its data)")
 
 
 def read_tf1(prefix: str) -> TensorSource:
@@ -98,6 +149,7 @@ def read_tf1(prefix: str) -> TensorSource:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: not a readable TF checkpoint: {e}") from None
+    check_bundle_size(prefix, reader)
     shapes, stored_names = {}, {}
     for stored, shape in reader.get_variable_to_shape_map().items():
         name = stored[len(_TF1_PREFIX):] if stored.startswith(_TF1_PREFIX) else stored
@@ -114,19 +166,49 @@ def read_tf1(prefix: str) -> TensorSource:
 
 
 # ---------------------------------------------------------------------- Hugging Face
-def _read_safetensors(files: list[str]):
+def _read_safetensors(files: list[str], index: str | None = None,
+                      weight_map: dict[str, str] | None = None):
+    """The tensors of safetensors `files`; the `weight_map` of a sharded `index`
+    (tensor -> file) must say where each is, and no tensor may be in two files."""
     # Deferred: only Hugging Face checkpoints need safetensors (its numpy API: no torch).
     from safetensors import SafetensorError, safe_open
 
-    handles = {}
+    handles, where = {}, {}
     for file in files:
         try:
             handle = safe_open(file, framework="numpy")
+            keys = list(handle.keys())
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{file}: not a readable safetensors file: {e}") from None
-        handles.update({key: handle for key in handle.keys()})
+        for key in keys:
+            if key in where:
+                raise CheckpointError(f"{file}: {key} is also in {where[key]}")
+            where[key] = file
+            handles[key] = handle
+    if weight_map is not None:
+        moved = sorted(k for k in set(where) | set(weight_map)
+                       if os.path.basename(where.get(k, "")) != weight_map.get(k))
+        if moved:
+            raise CheckpointError(f"{index}: weight_map does not say where {len(moved)} "
+                                  f"tensor(s) are: {', '.join(moved[:8])}")
     shapes = {k: tuple(h.get_slice(k).get_shape()) for k, h in handles.items()}
     return shapes, lambda key: handles[key].get_tensor(key)
+
+
+def _shard_map(index: str) -> dict[str, str]:
+    """A sharded checkpoint's weight_map (tensor -> shard file name), each shard a
+    file beside the index (no path: a shard elsewhere is refused, not read)."""
+    weight_map = read_json_object(index, CheckpointError).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        shown = "absent" if weight_map is None else json_type(weight_map)
+        raise CheckpointError(f"{index}: weight_map must be an object of tensor name -> shard "
+                              f"file, got {shown}")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or shard in ("", ".", "..") or \
+                os.path.basename(shard) != shard or "\\" in shard:
+            raise CheckpointError(f"{index}: weight_map[{name!r}] = {shard!r} is not the name "
+                                  "of a file beside the index")
+    return weight_map
 
 
 def _read_torch_bin(path: str):
@@ -139,6 +221,15 @@ def _read_torch_bin(path: str):
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as e:
         raise CheckpointError(f"{path}: not a readable PyTorch state dict: {e}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a state dict "
+                              "(tensor name -> tensor)")
+    not_tensors = [str(k) for k, v in state.items()
+                   if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if not_tensors:
+        raise CheckpointError(f"{path}: {len(not_tensors)} entries are not named tensors: "
+                              f"{', '.join(sorted(not_tensors)[:8])}")
+    # Integers stay integers: `names.place` refuses them as weights, naming them.
     arrays = {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
     return {k: tuple(v.shape) for k, v in arrays.items()}, arrays.__getitem__
 
@@ -151,10 +242,9 @@ def read_hf(directory: str) -> TensorSource:
     if os.path.isfile(single):
         path, (shapes, read) = single, _read_safetensors([single])
     elif os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-        path, (shapes, read) = index, _read_safetensors(
-            [os.path.join(directory, s) for s in shards])
+        weight_map = _shard_map(index)
+        shards = [os.path.join(directory, s) for s in sorted(set(weight_map.values()))]
+        path, (shapes, read) = index, _read_safetensors(shards, index, weight_map)
     else:
         path = os.path.join(directory, HF_TORCH_FILE)
         shapes, read = _read_torch_bin(path)
@@ -187,6 +277,27 @@ def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
     except OSError as e:
         raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
     return shapes
+
+
+def h5_not_float(path: str) -> list[str]:
+    """The model datasets of a Keras `.weights.h5` file that do not hold floating-point
+    values (a bfloat16 variable, stored as marked 2-byte integers, does), as
+    `weight_problem` words them."""
+    import h5py  # deferred: only Keras weights files need it
+
+    problems = []
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/") and \
+                obj.dtype.kind != "f" and obj.attrs.get("dtype") not in ("bfloat16", b"bfloat16"):
+            problems.append(f"{name} ({obj.dtype} values, not floating point)")
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(visit)
+    except OSError as e:
+        raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
+    return problems
 
 
 def read_keras_h5(files: dict[str, str], kind: str, path: str) -> TensorSource:

@@ -44,6 +44,7 @@ from albert_tf.atomic import atomic_write_json
 from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.textio import EncodingError, FileSizeError, read_text
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
@@ -183,12 +184,13 @@ class TaskRecord:
             if not os.path.exists(path):
                 return cls.create("pretraining", source=path)
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
+            data = json.loads(read_text(path))  # a regular file of bounded size, UTF-8
         except json.JSONDecodeError as e:
             raise TaskRecordError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-        except UnicodeDecodeError as e:
-            raise TaskRecordError(f"{path}: not UTF-8 text ({e.reason})") from None
+        except (EncodingError, FileSizeError) as e:
+            raise TaskRecordError(str(e)) from None
+        except RecursionError:  # [[[[... nested deeper than the parser goes
+            raise TaskRecordError(f"{path}: invalid JSON: nested too deeply") from None
         except OSError as e:
             raise TaskRecordError(f"{path}: cannot read: {e.strerror or e}") from None
         return cls.from_dict(data, source=path)

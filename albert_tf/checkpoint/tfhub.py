@@ -21,20 +21,22 @@ defaults:
   MODEL_GARDEN_TABLE): the exported model is Model Garden's AlbertEncoder.
 * the config: the sizes from the tensors' shapes (V and E from the word table, the
   position and type tables, H and the heads from the query kernel [H, N, D], the
-  intermediate size from the FFN kernel [H, I]); the depth from len(encoder_outputs)
-  of one call on a tiny input (the shared block's depth is recorded nowhere else);
-  the activation and LayerNorm epsilon are the ALBERT encoder's (tanh GELU, 1e-12).
-  After loading, the model albert-tf built is run on that input and must give the
-  SavedModel's own sequence_output, or the SavedModel is refused (a model that is not
-  the ALBERT encoder those sizes describe).
+  intermediate size from the FFN kernel [H, I]); the depth from the SavedModel's
+  structure: the length of the `encoder_outputs` list its call's output signature
+  declares (the shared block's depth is recorded nowhere else); the activation and
+  LayerNorm epsilon are the ALBERT encoder's (tanh GELU, 1e-12), and a graph that
+  computes another activation (Erf: the exact GELU; Relu, ...) is refused.
 * the task: "masked_lm" when the SavedModel has the masked-LM head (`.mlm`), else
   "pretraining" (the encoder; the heads left initialised).
 * the tokenizer: the single *.model in assets/, and the text as the companion
   `albert_en_preprocess` treats it: lower-cased, accents stripped
   (do_lower_case=True, keep_accents=False in the task record).
 
-Loading the SavedModel for that one call needs TensorFlow, imported when the config is
-first read.
+A SavedModel is data, never code: saved_model.pb is parsed as a protocol buffer (a
+regular file within textio's size rule) and its graph is never loaded or run (no
+tf.saved_model.load: a crafted graph could read or write files, or allocate without
+bound); the variables are read by the checkpoint reader. Reading both needs
+TensorFlow, imported when the config is first read.
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-
-import numpy as np
 
 from albert_tf.checkpoint.model_garden import (
     model_garden_task,
@@ -55,7 +55,8 @@ from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, find_spm_model
 from albert_tf.config import AlbertConfig, ConfigError
-from albert_tf.inputs import INPUT_NAMES
+from albert_tf.errors import UserError
+from albert_tf.textio import read_bytes
 
 __all__ = ["ASSETS", "ENCODER_FIXED", "SAVED_MODEL", "VARIABLES", "TfHubCheckpoint"]
 
@@ -77,11 +78,11 @@ _SIZES = (("word_embeddings/embeddings", ("vocab_size", "embedding_size")),
           ("transformer/self_attention/query/kernel", ("hidden_size", "num_attention_heads",
                                                        None)),
           ("transformer/intermediate/kernel", (None, "intermediate_size")))
-# The probe: a tiny input, one padded position; its outputs are kept to check the load.
-_PROBE_LENGTH = 6
-# How far albert-tf's outputs on the probe may be from the SavedModel's, relative to
-# their scale (float32 through different kernels: ~1e-6 in practice).
-_PROBE_TOLERANCE = 1e-3
+# The ops by which a graph computes each activation (`numerics.ACTIVATIONS` names): the
+# tanh GELU is 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 pow(x, 3)))); the pooler's Tanh
+# alone is not evidence of it.
+_ACTIVATION_OPS = {"gelu_exact": ("Erf",), "relu": ("Relu",), "silu": ("Sigmoid",),
+                   "gelu": ("Pow", "Tanh")}
 
 
 class TfHubCheckpoint(TensorIndexCheckpoint):
@@ -95,6 +96,10 @@ class TfHubCheckpoint(TensorIndexCheckpoint):
         return (os.path.isfile(os.path.join(path, SAVED_MODEL))
                 and os.path.isdir(os.path.join(path, VARIABLES)))
 
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.path, SAVED_MODEL)
+
     @functools.cached_property
     def _shipped_spm_model(self) -> str | None:
         return find_spm_model(os.path.join(self.path, ASSETS))
@@ -105,45 +110,13 @@ class TfHubCheckpoint(TensorIndexCheckpoint):
     # ------------------------------------------------------------ config
     def _read_config(self) -> AlbertConfig:
         sizes = _sizes(self._tensors(), self.path)
-        sizes["num_hidden_layers"] = len(self._probe["encoder_outputs"])
+        meta_graph = _read_meta_graph(self.config_path)
+        sizes["num_hidden_layers"] = _depth(meta_graph, self.config_path)
+        _check_activation(meta_graph, self.config_path)
         try:
             return AlbertConfig(**sizes, **ENCODER_FIXED)
         except ConfigError as e:
             raise CheckpointError(f"{self.path}: {e}") from None
-
-    @functools.cached_property
-    def _probe(self) -> dict:
-        """The probe input and the SavedModel's outputs on it (one call)."""
-        # Deferred: loading a SavedModel needs TensorFlow, and albert_tf imports none at
-        # module level; only this format's config needs it.
-        try:
-            import tensorflow as tf
-        except ImportError:
-            raise CheckpointError(f"{self.path}: reading a SavedModel needs TensorFlow, which "
-                                  "is not installed") from None
-        shapes = self._tensors().shapes
-        vocab = shapes.get("word_embeddings/embeddings", (2,))[0]
-        types = shapes.get("type_embeddings/embeddings", (1,))[0]
-        inputs = _probe_inputs(vocab, types)
-        try:
-            loaded = tf.saved_model.load(self.path)
-            tensors = {k: tf.constant(v) for k, v in inputs.items()}
-            try:
-                out = loaded(tensors, training=False)  # a Keras-exported model's call
-            except (TypeError, ValueError):
-                out = loaded(tensors)
-        except (tf.errors.OpError, ValueError, TypeError, AttributeError) as e:
-            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise CheckpointError(f"{self.path}: a SavedModel, but not an ALBERT encoder: "
-                                  f"calling it with {', '.join(INPUT_NAMES)} fails ({reason})"
-                                  ) from None
-        if not isinstance(out, dict) or not isinstance(out.get("encoder_outputs"), (list, tuple)) \
-                or "sequence_output" not in out:
-            keys = sorted(out) if isinstance(out, dict) else type(out).__name__
-            raise CheckpointError(f"{self.path}: a SavedModel, but not an ALBERT encoder: its "
-                                  f"call returns {keys}, not sequence_output and encoder_outputs")
-        return {"inputs": inputs, "encoder_outputs": list(out["encoder_outputs"]),
-                "sequence_output": np.asarray(out["sequence_output"])}
 
     # ------------------------------------------------------------ task, weights
     def _read_task_record(self) -> TaskRecord:
@@ -152,19 +125,6 @@ class TfHubCheckpoint(TensorIndexCheckpoint):
 
     def _place(self, model, source: TensorSource) -> list[str]:
         return place_model_garden(model, source, self.path)
-
-    def _check_loaded(self, model) -> None:
-        """Refuses a SavedModel whose own outputs the model built from its weights does
-        not reproduce (an activation, normalisation or wiring albert-tf does not hold)."""
-        want = self._probe["sequence_output"]
-        got = np.asarray(model.encoder(self._probe["inputs"])["sequence_output"])
-        mask = self._probe["inputs"]["input_mask"][..., None] > 0
-        diff = float(np.max(np.abs(np.where(mask, got - want, 0.0))))
-        if diff > _PROBE_TOLERANCE * max(1.0, float(np.max(np.abs(want)))):
-            raise CheckpointError(
-                f"{self.path}: its weights fit albert-tf's ALBERT encoder, but its own outputs "
-                f"differ from that model's by {diff:.3g}: it is not the ALBERT encoder "
-                f"(tanh GELU, LayerNorm epsilon 1e-12, post-LN) albert-tf holds")
 
 
 def _sizes(source: TensorSource, path: str) -> dict[str, int]:
@@ -184,11 +144,76 @@ def _sizes(source: TensorSource, path: str) -> dict[str, int]:
     return sizes
 
 
-def _probe_inputs(vocab_size: int, type_vocab_size: int) -> dict[str, np.ndarray]:
-    """[1, _PROBE_LENGTH] ids that vary (word and type ids within their tables), the
-    last position padded."""
-    positions = np.arange(_PROBE_LENGTH, dtype=np.int32)[None]
-    return {"input_word_ids": (positions * 7 + 2) % max(vocab_size, 1),
-            "input_mask": (positions < _PROBE_LENGTH - 1).astype(np.int32),
-            "input_type_ids": (positions >= _PROBE_LENGTH // 2).astype(np.int32)
-            % max(type_vocab_size, 1)}
+# ---------------------------------------------------------------- saved_model.pb, as data
+def _read_meta_graph(path: str):
+    """The MetaGraphDef of saved_model.pb, parsed from its bytes (never loaded or run)."""
+    try:
+        # Deferred: the protocol buffer classes are TensorFlow's, and albert_tf imports
+        # no TensorFlow at module level; only this format needs them.
+        from google.protobuf.message import DecodeError
+        from tensorflow.core.protobuf import saved_model_pb2
+    except ImportError:
+        raise CheckpointError(f"{path}: reading a SavedModel needs TensorFlow, which is not "
+                              "installed") from None
+    try:
+        saved_model = saved_model_pb2.SavedModel.FromString(read_bytes(path))
+    except UserError as e:  # not a regular file, or larger than the size rule allows
+        raise CheckpointError(str(e)) from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (DecodeError, RuntimeError, RecursionError) as e:
+        raise CheckpointError(f"{path}: not a SavedModel (its bytes do not parse as one: "
+                              f"{e or type(e).__name__})") from None
+    if len(saved_model.meta_graphs) != 1:
+        raise CheckpointError(f"{path}: a SavedModel with {len(saved_model.meta_graphs)} meta "
+                              "graphs; a TF2 SavedModel has one")
+    return saved_model.meta_graphs[0]
+
+
+def _depth(meta_graph, path: str) -> int:
+    """len(encoder_outputs) in the output signature of the root object's __call__."""
+    nodes = meta_graph.object_graph_def.nodes
+    functions = meta_graph.object_graph_def.concrete_functions
+    call = next((child.node_id for child in (nodes[0].children if nodes else ())
+                 if child.local_name == "__call__"), None)
+    if call is None or call >= len(nodes) or nodes[call].WhichOneof("kind") != "function":
+        raise CheckpointError(f"{path}: a SavedModel, but not an ALBERT encoder: its root "
+                              "object has no __call__ function")
+    depths, returns = set(), set()
+    for name in nodes[call].function.concrete_functions:
+        signature = functions[name].output_signature if name in functions else None
+        fields = signature.dict_value.fields if signature is not None and \
+            signature.HasField("dict_value") else {}
+        returns.update(fields)
+        outputs = fields.get("encoder_outputs")
+        if "sequence_output" in fields and outputs is not None and \
+                outputs.WhichOneof("kind") in ("list_value", "tuple_value"):
+            values = getattr(outputs, outputs.WhichOneof("kind")).values
+            depths.add(len(values))
+    if not depths:
+        raise CheckpointError(f"{path}: a SavedModel, but not an ALBERT encoder: its call "
+                              f"returns {sorted(returns) or 'no dict'}, not sequence_output "
+                              "and encoder_outputs")
+    if len(depths) > 1:
+        raise CheckpointError(f"{path}: its call's signatures disagree on the number of "
+                              f"encoder_outputs ({', '.join(map(str, sorted(depths)))})")
+    return depths.pop()
+
+
+def _check_activation(meta_graph, path: str) -> None:
+    """Refuses a graph that computes an activation other than the encoder's
+    (ENCODER_FIXED["hidden_act"]), by the ops its functions hold (`_ACTIVATION_OPS`)."""
+    graph = meta_graph.graph_def
+    ops = {node.op for node in graph.node}
+    ops.update(node.op for function in graph.library.function for node in function.node_def)
+    expected = ENCODER_FIXED["hidden_act"]
+    found = [name for name, needs in _ACTIVATION_OPS.items()
+             if name != "gelu" and all(op in ops for op in needs)]
+    if not found and all(op in ops for op in _ACTIVATION_OPS["gelu"]):
+        found = ["gelu"]
+    if found != [expected]:
+        shown = ", ".join(f"{name} ({'+'.join(_ACTIVATION_OPS[name])})" for name in found)
+        want = f"{expected} ({'+'.join(_ACTIVATION_OPS[expected])})"
+        raise CheckpointError(f"{path}: its graph computes "
+                              f"{shown or 'no activation albert-tf knows'}, not the {want} of "
+                              "the ALBERT encoder albert-tf reads a SavedModel as")

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import logging
 import os
 
 from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.textio import json_type, read_json_object
 
 __all__ = ["TokenizerFiles", "SPM_FILE", "HF_TOKENIZER_CONFIG", "find_spm_model",
            "hf_tokenizer_options"]
@@ -64,20 +64,19 @@ def hf_tokenizer_options(directory: str) -> dict[str, bool]:
     (`DEFAULT_OPTIONS` for a file or key that is absent or null).
 
     Raises:
-      CheckpointError: the file is not valid JSON or not a JSON object.
+      CheckpointError: the file is not valid JSON or not a JSON object, or one of
+        those keys is not a boolean (naming it).
     """
     options = dict(DEFAULT_OPTIONS)
     path = os.path.join(directory, HF_TOKENIZER_CONFIG)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return options
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
+    values = read_json_object(path, CheckpointError)
     for key in options:
-        if values.get(key) is not None:
-            options[key] = bool(values[key])
+        value = values.get(key)
+        if value is not None and not isinstance(value, bool):  # "false" would read as True
+            raise CheckpointError(f"{path}: {key} must be true or false, got "
+                                  f"{json_type(value)} {value!r}")
+        if value is not None:
+            options[key] = value
     return options

@@ -38,6 +38,7 @@ from typing import Sequence
 
 import sentencepiece as spm
 
+from albert_tf import textio
 from albert_tf.config import check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
 
@@ -105,10 +106,9 @@ def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
 def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.SentencePieceProcessor]:
     """Reads and parses a SentencePiece .model file; clear errors for missing or corrupt files."""
     path = os.fspath(spm_model_path)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"SentencePiece model not found: {path}")
-    with open(path, "rb") as f:
-        proto = f.read()
+    proto = textio.read_bytes(path)  # a regular file of bounded size: FileSizeError names it
     processor = spm.SentencePieceProcessor()
     try:
         if not proto:

@@ -179,6 +179,7 @@ def check_paths(input_path: str, output: str) -> None:
             raise ClientError(f"--input {input_path} is a directory; give a file of inputs")
         if not os.path.lexists(input_path):
             raise ClientError(f"--input {input_path}: no such file")
+        textio.check_file(input_path)  # the one size rule: no /dev/zero, FIFO or 5 GB file
         with _open_input(input_path) as stream:
             for _ in text_lines(stream, input_path):  # every line decodes, or one error
                 pass

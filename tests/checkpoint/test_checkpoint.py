@@ -199,7 +199,7 @@ def test_corrupt_files_are_named(tmp_path):
     data = os.path.join(tf1, "model.ckpt-0.data-00000-of-00001")
     with open(data, "r+b") as f:
         f.truncate(100)
-    with pytest.raises(CheckpointError, match="model.ckpt-0: cannot read module/"):
+    with pytest.raises(CheckpointError, match="model.ckpt-0: its index declares 11,548 bytes"):
         load_checkpoint(tf1)
     ours = save_checkpoint(load_checkpoint(os.path.join(FIXTURES, "shared", "hf")),
                            tmp_path / "ours")

@@ -204,7 +204,7 @@ def test_tokenizer_config_is_read_under_one_rule(tmp_path):
     assert (opened.task_record.do_lower_case, opened.task_record.keep_accents) == (False, True)
     assert (opened.tokenizer.do_lower_case, opened.tokenizer.keep_accents) == (False, True)
     (directory / "tokenizer_config.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(CheckpointError, match=r"tokenizer_config.json:1: invalid JSON"):
+    with pytest.raises(CheckpointError, match=r"tokenizer_config.json:1:2: invalid JSON"):
         open_checkpoint(directory).tokenizer
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf.checkpoint import (
     CheckpointError,
@@ -82,12 +84,27 @@ def test_encoder_and_mlm_match_the_saved_model(model):
     np.testing.assert_allclose(out["mlm_logits"], ref["mlm_logits"], atol=ATOL, rtol=0)
 
 
-def test_a_saved_model_its_weights_do_not_reproduce_is_refused(monkeypatch):
-    """The load runs albert-tf's model on the probe and compares with the SavedModel's own
-    outputs: an encoder that is not the one the shapes describe is refused."""
+def test_a_saved_model_computing_another_activation_is_refused(monkeypatch, tmp_path):
+    """The graph is read, never run: the ops it computes its activation with must be the
+    tanh GELU's (Pow, Tanh) and no other's (Erf: the exact GELU; Relu, ...)."""
     monkeypatch.setitem(tfhub.ENCODER_FIXED, "hidden_act", "relu")
-    with pytest.raises(CheckpointError, match="its own outputs differ from that model's"):
-        open_checkpoint(SAVED_MODEL).load()
+    with pytest.raises(CheckpointError, match=r"saved_model.pb: its graph computes gelu "
+                       r"\(Pow\+Tanh\), not the relu \(Relu\)"):
+        open_checkpoint(SAVED_MODEL).config  # noqa: B018
+    monkeypatch.undo()
+    exact = shutil.copytree(SAVED_MODEL, tmp_path / "exact")
+    with open(exact / "saved_model.pb", "rb") as f:
+        saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+    for function in saved_model.meta_graphs[0].graph_def.library.function:
+        for node in function.node_def:
+            if node.op == "Tanh":
+                node.op = "Erf"  # as an encoder built with the exact GELU has
+    (exact / "saved_model.pb").write_bytes(saved_model.SerializeToString())
+    with pytest.raises(CheckpointError) as error:
+        open_checkpoint(exact).config  # noqa: B018
+    assert str(error.value) == (f"{exact / 'saved_model.pb'}: its graph computes gelu_exact "
+                                "(Erf), not the gelu (Pow+Tanh) of the ALBERT encoder albert-tf "
+                                "reads a SavedModel as")
 
 
 def test_a_saved_model_that_is_not_albert_is_named(tmp_path):

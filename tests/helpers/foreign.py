@@ -24,3 +24,31 @@ def assert_lists_problems(message: str, count: int, parts, absent: str) -> None:
     for part in parts:
         assert part in message, message
     assert absent not in message, message
+
+
+def write_armed_saved_model(directory, weights: dict, marker, hidden_size: int,
+                            depth: int = 2) -> None:
+    """A SavedModel built to catch a reader that runs its graph: its variables are an
+    ALBERT encoder's, named as a TF-Hub export names them (`weights`: name -> array),
+    its `__call__` returns what the encoder's does (sequence_output, pooled_output,
+    `depth` encoder_outputs; Pow and Tanh, as the tanh GELU has), and calling it
+    copies /etc/hostname to `marker`. Reading it as data leaves `marker` absent.
+    """
+    import tensorflow as tf  # deferred: only the tests that write SavedModels need it
+
+    marker = str(marker)
+    module = tf.Module()
+    module.weights_ = [tf.Variable(value, name=name) for name, value in sorted(weights.items())]
+    spec = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
+
+    @tf.function(input_signature=[spec], autograph=False)
+    def call(inputs):
+        copied = tf.io.write_file(marker, tf.io.read_file("/etc/hostname"))
+        with tf.control_dependencies([copied]):
+            ids = tf.cast(inputs["input_word_ids"], tf.float32)[..., None]
+        hidden = tf.tanh(tf.pow(ids * tf.ones([hidden_size]), 3.0))
+        return {"sequence_output": hidden, "pooled_output": hidden[:, 0],
+                "encoder_outputs": [hidden] * depth}
+
+    module.__call__ = call
+    tf.saved_model.save(module, str(directory))
