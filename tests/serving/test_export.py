@@ -470,3 +470,28 @@ def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, 
         assert message in err and len(err.splitlines()) == 1, err
     assert sorted(os.listdir(base)) == ["1", "2", layout.BATCHING_FILE]
     assert export.main(["--checkpoint", str(tmp_path), "--output", base]) == 2
+
+
+def test_bfloat16_export_serves_the_bfloat16_model(exported, tmp_path, spm_model_path):
+    """`--precision bfloat16`: the variables and matmuls in bfloat16, inputs and outputs as
+    the float32 export's; it serves what the same model cast to bfloat16 computes eagerly,
+    and stays within bfloat16's rounding of the float32 export."""
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+
+    checkpoint, float_path = exported["classification"]
+    base = str(tmp_path / "bf16")
+    path = export.export(checkpoint, base, precision="bfloat16")
+    served = tf.saved_model.load(path)
+    features = _ids(AlbertTokenizer(spm_model_path), HARD)
+    got = served.signatures["token_ids"](**{k: tf.constant(v) for k, v in features.items()})
+    assert got["probabilities"].dtype == tf.float32 and got["label"].dtype == tf.string
+    model = load_checkpoint(checkpoint)
+    cast = export.cast_model(model, "bfloat16")
+    assert {w.dtype for w in cast.weights} == {"bfloat16"}
+    want = tf.nn.softmax(cast(features)["logits"]).numpy()
+    np.testing.assert_allclose(got["probabilities"], want, atol=2e-3, rtol=0)
+    full = tf.nn.softmax(model(features)["logits"]).numpy()
+    np.testing.assert_allclose(got["probabilities"], full, atol=0.05, rtol=0)
+    # The text signature's probabilities are the token_ids signature's on the same texts.
+    text = served.signatures["serving_default"](text=tf.constant(HARD))
+    np.testing.assert_allclose(text["probabilities"], got["probabilities"], atol=1e-6, rtol=0)
