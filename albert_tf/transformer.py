@@ -83,8 +83,10 @@ class AttentionSublayer(keras.layers.Layer):
 
         self.query, self.key, self.value = dense("query"), dense("key"), dense("value")
         self.output_dense = dense("output_dense")
+        # axis 1 of the [B*T,H] rows it normalizes (with -1, Keras reshapes gamma and beta
+        # for broadcasting on every call).
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
+            axis=1, epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
         self.attention_dropout = keras.layers.Dropout(attention_dropout_rate,
                                                       dtype=self.dtype_policy)
         self.output_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=self.dtype_policy)
@@ -92,7 +94,7 @@ class AttentionSublayer(keras.layers.Layer):
     def build(self, input_shape=None):
         for layer in (self.query, self.key, self.value, self.output_dense):
             layer.build((None, None, self.hidden_size))
-        self.layer_norm.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
         self.built = True
 
     def _split_heads(self, x, batch, seq):
@@ -165,14 +167,16 @@ class FeedForwardSublayer(keras.layers.Layer):
                                                name="intermediate", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
                                                name="output_dense", dtype=self.dtype_policy)
+        # axis 1 of the [B*T,H] rows it normalizes (with -1, Keras reshapes gamma and beta
+        # for broadcasting on every call).
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
+            axis=1, epsilon=LAYER_NORM_EPSILON, name="layer_norm", dtype=self.dtype_policy)
         self.dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.intermediate.build((None, None, self.hidden_size))
         self.output_dense.build((None, None, self.intermediate_size))
-        self.layer_norm.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
         self.built = True
 
     def call(self, x, training=None):
