@@ -487,3 +487,99 @@ def test_resume_continues_with_allowed_changes_only(capsys, tmp_path, pretrained
     assert sorted(n for n in os.listdir(run / "checkpoints") if n.endswith(".index")) == [
         "ckpt-1.index", "ckpt-2.index", "ckpt-3.index"]
     assert not hidden_temporaries(run)
+
+
+# ------------------------------------------- 5. one rule for replacing an output
+def _user_directory(root):
+    """A directory the user owns: a note and a file in a subfolder."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "notes.txt").write_text("mine\n")
+    (root / "sub").mkdir(exist_ok=True)
+    (root / "sub" / "data.bin").write_bytes(bytes(range(256)))
+    return root
+
+
+def test_finetune_overwrite_refuses_a_directory_that_was_never_a_run(capsys, tmp_path,
+                                                                     train_csv):
+    """--overwrite replaces a run, never the user's files: refused before the checkpoint
+    is even opened (it does not exist here), naming what is not a run's."""
+    output = _user_directory(tmp_path / "userdir")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, *_finetune_args(tmp_path / "ckpts" / "none", output, train_csv,
+                                                 "--overwrite"))
+    assert_one_line_error(code, line, f"--output {output}", "notes.txt, sub",
+                          "fine-tuning does not write", "not replacing it")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("existing", [".model", ".vocab"])
+def test_vocab_refuses_existing_files_unless_overwrite(capsys, tmp_path, existing):
+    (tmp_path / "t.txt").write_text("\n".join(" ".join(random.Random(i).choices(WORDS, k=8))
+                                              for i in range(300)) + "\n")
+    (tmp_path / f"v{existing}").write_bytes(b"a vocabulary a dataset was made with")
+    before = snapshot(tmp_path)
+    argv = ["vocab", "--input", tmp_path / "t.txt", "--output", tmp_path / "v",
+            "--vocab-size", "30", "--input-sentence-size", "0", "--num-threads", "1"]
+    code, line = run_cli(capsys, *argv)
+    assert_one_line_error(code, line, f"--output {tmp_path / 'v'}{existing} exists",
+                          "pass --overwrite to replace it")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+    code, line = run_cli(capsys, *argv, "--overwrite")  # asked: replaced
+    assert code == 0, line
+    assert (tmp_path / f"v{existing}").read_bytes() != b"a vocabulary a dataset was made with"
+
+
+def test_create_data_refuses_shards_it_did_not_write(capsys, tmp_path, spm_model_path,
+                                                     corpus_documents):
+    from albert_tf.training.data.corpus import write_corpus_file
+
+    write_corpus_file(str(tmp_path / "corpus.txt"), iter(corpus_documents[:4]))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "pretrain-00000.tfrecord").write_bytes(b"records made by another tool")
+    (data / "readme.txt").write_text("mine\n")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, "create-data", "--input", tmp_path / "corpus.txt",
+                         "--output-dir", data, "--spm-model", spm_model_path,
+                         "--processes", "1")
+    assert_one_line_error(code, line, f"--output-dir {data}", "pretrain-00000.tfrecord",
+                          "create-data did not write")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_pretrain_refuses_a_directory_holding_a_model_of_no_run(capsys, tmp_path, shard,
+                                                                spm_model_path, checkpoint41):
+    out = tmp_path / "out"
+    shutil.copytree(checkpoint41, out / "model")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, "pretrain", "--train-data", shard, "--output-dir", out,
+                         "--spm-model", spm_model_path, *_tiny_pretrain())
+    assert_one_line_error(code, line, f"output_dir {out} holds model", "pretrain did not write")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_convert_to_a_foreign_format_force_keeps_the_users_files(capsys, tmp_path,
+                                                                 checkpoint41):
+    target = "hf"
+    dst = _user_directory(tmp_path / "dst")
+    (dst / "config.json").write_text("{}")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, "convert", checkpoint41, dst, "--to", target, "--force")
+    assert_one_line_error(code, line, str(dst), f"a {target} checkpoint does not write",
+                          "notes.txt, sub")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_the_rule_for_a_file_output(tmp_path):
+    """Missing: written; existing: refused unless asked; a directory: never a file."""
+    path = tmp_path / "out.jsonl"
+    assert atomic.check_replaceable(path, replace=False, option="--output") == []
+    path.write_text("x")
+    with pytest.raises(errors.UserError, match="--output .*out.jsonl exists; choose another"):
+        atomic.check_replaceable(path, option="--output")
+    assert atomic.check_replaceable(path, replace=True) == []
+    with pytest.raises(errors.UserError, match="is a directory"):
+        atomic.check_replaceable(tmp_path, replace=True)
+    with pytest.raises(TypeError, match="needs `writes`"):
+        with atomic.claimed_directory(tmp_path / "new", replace=True):
+            pass

@@ -106,12 +106,9 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
 
 def _check_destination(dst: str, force: bool) -> None:
     """Refuses, before any work, a DST that is not new or empty, unless --force is
-    given and DST holds only what a checkpoint writes."""
-    check_replaceable(dst)  # a file, or files a checkpoint does not write: even with --force
-    if not force and os.path.isdir(dst) and not all(map(atomic.is_temporary, os.listdir(dst))):
-        what = ("already holds a checkpoint" if os.path.isfile(os.path.join(dst, WEIGHTS_FILE))
-                else "holds checkpoint files")
-        raise errors.UserError(f"{dst} {what}; pass --force to replace it")
+    given and DST holds only what a checkpoint writes (the one rule,
+    `atomic.check_replaceable`)."""
+    check_replaceable(dst, replace=force, flag="--force")
 
 
 @cli.command("convert")

@@ -154,23 +154,18 @@ def _check_keras_hub(config, record, encoder_only, refuse) -> None:
                      "--encoder-only to write the backbone alone")
 
 
+def target_files(target: str) -> tuple[str, ...]:
+    """The entries the `target` writer writes into its directory."""
+    return HF_FILES if target == "hf" else KERAS_HUB_FILES
+
+
 def check_destination(target: str, dst: str, force: bool) -> None:
     """Refuses, before any work, a DST that is not new or empty, unless `force` is given
-    and DST holds only files the `target` writer writes (naming the others)."""
-    if not os.path.lexists(dst):
-        return
-    if not os.path.isdir(dst):
-        raise CheckpointError(f"{dst} exists and is not a directory")
-    entries = [n for n in os.listdir(dst) if not atomic.is_temporary(n)]
-    if not entries:
-        return
-    if not force:
-        raise CheckpointError(f"{dst} is not empty; pass --force to replace it")
-    known = HF_FILES if target == "hf" else KERAS_HUB_FILES
-    others = sorted(n for n in entries if n not in known)
-    if others:
-        raise CheckpointError(f"{dst} holds files a {target} checkpoint does not write "
-                              f"({', '.join(others[:5])}); not replacing it")
+    and DST holds only files the `target` writer writes, naming the others (the one
+    rule, `atomic.check_replaceable`)."""
+    atomic.check_replaceable(dst, target_files(target), replace=force, flag="--force",
+                             product=f"a {target} checkpoint",
+                             writer=f"a {target} checkpoint", error=CheckpointError)
 
 
 # ----------------------------------------------------------------------- Hugging Face
@@ -196,7 +191,8 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     if encoder_only:  # an AlbertModel saved on its own: no "albert." prefix
         tensors = {k[len("albert."):]: v for k, v in tensors.items()}
     config = hf_config(model, record, encoder_only)
-    with atomic.claimed_directory(dst, replace=force) as staging:
+    with atomic.claimed_directory(dst, replace=force, writes=target_files("hf"),
+                                  error=CheckpointError) as staging:
         with open(os.path.join(staging, HF_CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -284,7 +280,9 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
     check_covered(model, rows, dst, "kerashub", dropped)
     tensors = stored_tensors(model, rows)
     backbone = keras_hub_backbone_config(config)
-    with atomic.claimed_directory(dst, replace=force) as staging:
+    with atomic.claimed_directory(dst, replace=force,
+                                  writes=target_files("kerashub"),
+                                  error=CheckpointError) as staging:
         _write_json(os.path.join(staging, kh.CONFIG_FILE), backbone)
         _write_json(os.path.join(staging, kh.METADATA_FILE), _metadata(tensors))
         for prefix, file in (("backbone/", kh.MODEL_WEIGHTS), ("task/", kh.TASK_WEIGHTS)):

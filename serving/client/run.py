@@ -167,9 +167,10 @@ def _open_output(path: str):
 
 
 # ----------------------------------------------------------------------- CLI
-def check_paths(input_path: str, output: str) -> None:
+def check_paths(input_path: str, output: str, overwrite: bool = False) -> None:
     """Refuses, before any model is loaded or called, an input that is not a UTF-8 text
-    file and an output that cannot be written or is the input itself.
+    file and an output that cannot be written, is the input itself, or exists (unless
+    `overwrite`).
 
     Raises:
       ClientError / EncodingError / UserError: one line naming the option and the path.
@@ -184,16 +185,16 @@ def check_paths(input_path: str, output: str) -> None:
                 pass
     if output == "-" or "://" in output:  # stdout; a remote file system checks its own
         return
-    if os.path.isdir(output):
-        raise ClientError(f"--output {output} is a directory; give a file name")
+    if input_path != "-":
+        atomic.check_not_input(output, [("--input file", input_path)], "--output",
+                               "writing the predictions would replace it")
+    atomic.check_replaceable(output, replace=overwrite, option="--output", flag="--overwrite",
+                             error=ClientError)  # the one rule for an existing output
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         what = "is not a directory" if os.path.exists(parent) else "does not exist"
         raise ClientError(f"--output {output}: its directory {parent} {what}")
     atomic.check_writable_directory(parent, "--output directory")
-    if input_path != "-":
-        atomic.check_not_input(output, [("--input file", input_path)], "--output",
-                               "writing the predictions would replace it")
 
 
 def _saved_model_path(path: str) -> str:
@@ -233,6 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-format", choices=("text", "jsonl"),
                    help="one text per line, or JSON Lines (default: by extension .jsonl/.json)")
     p.add_argument("--output", default="-", help="JSONL output file (default: stdout)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
     p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
                    help="REST body form: row 'instances' or columnar 'inputs'")
@@ -249,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              else args.input.endswith((".jsonl", ".json")))
     if args.saved_model:
         args.saved_model = _saved_model_path(args.saved_model)
-    check_paths(args.input, args.output)
+    check_paths(args.input, args.output, args.overwrite)
     cli.setup_logging()
     backend = make_backend(args)
     with _open_output(args.output) as stream:

@@ -175,6 +175,9 @@ def _prepare_output(output_dir: str, config: dict) -> list[str]:
     corrected rerun. Returns what this run created (`_undo_unfinished` removes it).
     """
     atomic.check_writable_directory(output_dir, "--output-dir")
+    # Shards and statistics beside no create_data_config.json / summary.json are not ours.
+    atomic.check_resumable(output_dir, (SHARD_GLOB, STATS_DIR), (CONFIG_FILE, SUMMARY_FILE),
+                           "--output-dir", "create-data")
     stats = os.path.join(output_dir, STATS_DIR)
     path = os.path.join(output_dir, CONFIG_FILE)
     created = atomic.missing_parents(stats) + ([] if os.path.isdir(stats) else [stats])

@@ -68,7 +68,11 @@ from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
 from .progress import (
+    CHECKPOINT_DIR,
+    MODEL_DIR,
     RUN_CONFIG_FILE,
+    RUN_ENTRIES,
+    TENSORBOARD_DIR,
     Checkpoints,
     PretrainProgress,
     check_allowed_changes,
@@ -351,7 +355,7 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
 
-    target = os.path.join(cfg.output_dir, "model")
+    target = os.path.join(cfg.output_dir, MODEL_DIR)
     spm = cfg.spm_model or None
     if "://" not in target:
         return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
@@ -399,6 +403,9 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     for pattern in filter(None, (cfg.train_data, cfg.eval_data)):
         check_files(list_files(pattern), seq_length, max_predictions)
     atomic.check_writable_directory(cfg.output_dir, "output_dir")
+    # A checkpoint or model beside no run_config.json is not a run of ours to resume.
+    atomic.check_resumable(cfg.output_dir, RUN_ENTRIES, (RUN_CONFIG_FILE,), "output_dir",
+                           "pretrain")
     vocab_size = None
     if cfg.spm_model:
         vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
@@ -411,7 +418,7 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         "precision": policy, "replicas": strategy.num_replicas_in_sync,
         "albert_config": config.to_dict(),
         "sentence_pair_loss": cfg.sentence_pair_loss is not False}}
-    checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
+    checkpoint_dir = os.path.join(cfg.output_dir, CHECKPOINT_DIR)
     if tf.train.latest_checkpoint(checkpoint_dir) is not None:  # a resume: the same run?
         check_resume(cfg.output_dir, record, allow_changes)
     rate = None
@@ -436,7 +443,7 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         start_step=start, train_steps=cfg.train_steps,
         examples_per_step=cfg.global_batch_size,
         tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
-        tensorboard_dir=os.path.join(cfg.output_dir, "tensorboard") if chief else None,
+        tensorboard_dir=os.path.join(cfg.output_dir, TENSORBOARD_DIR) if chief else None,
         save=checkpoints.save)
     callbacks = [progress]
     scheduled = None

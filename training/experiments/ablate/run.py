@@ -143,7 +143,12 @@ def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: 
                                    "vocab_size": vocab_size})
 
 
+# What ablate writes into --output besides CONFIG_FILE (which marks its run).
+OUTPUT_ENTRIES = ("data", "runs", ablate_report.RESULTS_JSON, ablate_report.RESULTS_MD, "*.png")
+
+
 def _prepare_output(opts: AblateOptions) -> None:
+    atomic.check_resumable(opts.output, OUTPUT_ENTRIES, (CONFIG_FILE,), "--output", "ablate")
     os.makedirs(os.path.join(opts.output, "runs"), exist_ok=True)
     path = os.path.join(opts.output, CONFIG_FILE)
     budget = json.loads(json.dumps(opts.budget()))  # tuples as lists, as they read back

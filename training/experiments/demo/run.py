@@ -131,7 +131,8 @@ def vocab_stage(opts: DemoOptions, split: dict) -> str:
     prefix = os.path.join(opts.output, "vocab", "spiece")
     if not _stage(2, f"vocabulary ({opts.vocab_size} pieces) -> {prefix}.model",
                   os.path.exists(prefix + ".model")):
-        train_vocab([split["train_text"]], prefix, opts.vocab_size)
+        # The stage's own files: a .vocab without its .model is what a killed run left.
+        train_vocab([split["train_text"]], prefix, opts.vocab_size, overwrite=True)
     return prefix + ".model"
 
 
