@@ -25,6 +25,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -583,3 +584,46 @@ def test_the_rule_for_a_file_output(tmp_path):
     with pytest.raises(TypeError, match="needs `writes`"):
         with atomic.claimed_directory(tmp_path / "new", replace=True):
             pass
+
+
+# --------------------------------------------- 6. one pretraining per output_dir
+@pytest.mark.parametrize("command", ["pretrain", "demo"])
+def test_a_second_run_into_a_claimed_directory_is_refused_at_once(capsys, tmp_path, shard,
+                                                                  spm_model_path, command):
+    """While another writer holds the directory (here this process), pretrain and demo are
+    refused before any work, naming its pid; the directory is left as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run_config.json").write_text("{}")
+    before = snapshot(tmp_path)
+    argv = (["pretrain", "--train-data", shard, "--output-dir", out, "--spm-model",
+             spm_model_path, *_tiny_pretrain()] if command == "pretrain"
+            else ["demo", "--output", out, "--steps", "2"])
+    with atomic.claimed(out):
+        code, line = run_cli(capsys, *argv)
+    assert_one_line_error(code, line, f"{out} is being written by another process "
+                                      f"(pid {os.getpid()})")
+    assert snapshot(tmp_path) == before and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+@pytest.mark.slow
+def test_two_pretrains_into_one_output_dir_the_second_is_refused(tmp_path, shard,
+                                                                 spm_model_path):
+    out = tmp_path / "run"
+    first = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
+                         "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=2000))
+    try:
+        for _ in range(600):  # the first one has written its run_config.json: it is training
+            if (out / "run_config.json").exists() or first.poll() is not None:
+                break
+            time.sleep(0.1)
+        second = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
+                              "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=2000))
+        code, lines = second.wait(timeout=120), second.stderr.read().strip().splitlines()
+        assert code == 2 and lines[-1] == (
+            f"albert-tf pretrain: {out} is being written by another process (pid "
+            f"{first.pid}); wait for it to finish, or choose another output"), lines[-3:]
+        assert first.poll() is None  # the first one trains on
+    finally:
+        first.kill()
+        first.wait()

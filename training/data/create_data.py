@@ -296,6 +296,15 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
     config = {"corpus": corpus.name, "input": corpus.identity, "spm_model_sha256": _file_sha256(spm_model),
               "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
               **dataclasses.asdict(options)}
+    with atomic.claimed(output_dir):  # one writer per --output-dir at a time
+        return _create(corpus, output_dir, spm_model, options, config, documents_per_shard,
+                       processes, start)
+
+
+def _create(corpus: Corpus, output_dir: str, spm_model: str, options: sop.GenerationOptions,
+            config: dict, documents_per_shard: int, processes: int, start: float) -> dict:
+    """`create_pretraining_data` once `output_dir` is claimed."""
+    do_lower_case = config["do_lower_case"]
     created = _prepare_output(output_dir, config)
     report = CorpusReport()
     bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)

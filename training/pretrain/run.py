@@ -34,6 +34,7 @@ resolved configuration; split, they would pass it around in pieces.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -392,6 +393,16 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         # input pipeline leaves free for speed when training.
         tf.config.experimental.enable_op_determinism()
     strategy = distribute.create_strategy(cfg.strategy)
+    chief = distribute.is_chief(strategy)
+    # One run per output_dir: a second one is refused at once, naming the first one's
+    # process (the other workers of a multi-worker run write no output_dir of their own).
+    with atomic.claimed(cfg.output_dir) if chief else contextlib.nullcontext():
+        return _run(cfg, allow_changes, calibration, strategy, chief)
+
+
+def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration | None,
+         strategy, chief: bool) -> dict:
+    """`run` once the strategy is built and output_dir claimed."""
     policy = distribute.set_precision(cfg.precision, strategy)
     distribute.scale_batch(cfg.global_batch_size, strategy)
 
@@ -409,7 +420,6 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     vocab_size = None
     if cfg.spm_model:
         vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
-    chief = distribute.is_chief(strategy)
     resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
     config = resolved[0]
     config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")

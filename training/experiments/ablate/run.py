@@ -361,7 +361,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         opts, report_only = parse_args(argv)
-        report = run_ablation(opts, report_only)
+        with atomic.claimed(opts.output):  # one ablation per --output at a time
+            report = run_ablation(opts, report_only)
     except (ValueError, FileNotFoundError) as e:  # UsageError, ConfigError: ValueErrors
         logger.debug("ablate failed", exc_info=True)
         print(f"albert-tf ablate: {e}", file=sys.stderr)

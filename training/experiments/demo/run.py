@@ -457,5 +457,7 @@ def main(argv: list[str]) -> int:
     cli.setup_logging()
     opts = parse_args(argv)
     _check_output(opts.output)
-    run_demo(opts)
+    # One demo per --output: a second one is refused at once, naming the first one's pid.
+    with atomic.claimed(opts.output):
+        run_demo(opts)
     return 0
