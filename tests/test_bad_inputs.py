@@ -235,6 +235,85 @@ def test_pretrain_refuses_data_longer_than_the_position_table(capsys, tmp_path, 
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def _damaged_copy(source, target, damage, records=None):
+    """`source` (a TFRecord shard) rewritten to `target` with `damage` done to the records
+    at the indices `records` (None: all of them)."""
+    import tensorflow as tf
+
+    feature, index, value = damage
+    with tf.io.TFRecordWriter(str(target)) as writer:
+        for i, raw in enumerate(tf.data.TFRecordDataset(str(source))):
+            example = tf.train.Example.FromString(raw.numpy())
+            if records is None or i in records:
+                values = example.features.feature[feature]
+                kind = "float_list" if feature == "masked_lm_weights" else "int64_list"
+                getattr(values, kind).value[index] = value
+            writer.write(example.SerializeToString())
+
+
+# (feature, index in the record, value): what the parser accepts and the model cannot use.
+RECORD_DAMAGE = {
+    "nan weight": ("masked_lm_weights", 0, math.nan),
+    "id past the vocabulary": ("input_ids", 1, 30000),  # albert-base: 30,000 pieces
+    "masked label past the vocabulary": ("masked_lm_ids", 0, 40000),
+    "position past the sequence": ("masked_lm_positions", 0, 70),
+    "sentence-order label 7": ("next_sentence_labels", 0, 7),
+    "segment past type_vocab_size": ("segment_ids", 1, 9),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_DAMAGE))
+def test_pretrain_refuses_records_the_model_cannot_use(capsys, tmp_path, shards, case):
+    """Every record of the shard damaged: refused at the first batch naming the file,
+    the record, the feature and the value; nothing trained, nothing exported."""
+    data = tmp_path / "data"
+    data.mkdir()
+    bad = data / "pretrain-00000.tfrecord"
+    _damaged_copy(shards / "len32" / "pretrain-00000.tfrecord", bad, RECORD_DAMAGE[case])
+    feature, _, value = RECORD_DAMAGE[case]
+    before = snapshot(data)
+    code, line = _pretrain(capsys, bad, tmp_path / "run")
+    shown = "nan" if feature == "masked_lm_weights" else str(value)
+    assert_one_line_error(code, line, f"{bad}: record ", "(counting from 0)",
+                          f"{feature} holds {shown}, not ")
+    assert snapshot(data) == before
+    assert not (tmp_path / "run" / "model").exists()
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_evaluation_names_the_exact_bad_record(tmp_path, shards, spm_model_path):
+    """Read in order, the one damaged record is named by its index in its file."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
+
+    model = AlbertPretrainer(AlbertConfig(
+        vocab_size=AlbertTokenizer(spm_model_path).vocab_size, embedding_size=8, hidden_size=12,
+        num_hidden_layers=1, num_attention_heads=3, intermediate_size=20,
+        max_position_embeddings=32))
+
+    bad = tmp_path / "pretrain-00000.tfrecord"
+    _damaged_copy(shards / "len32" / "pretrain-00000.tfrecord", bad,
+                  RECORD_DAMAGE["position past the sequence"], records={5})
+    with pytest.raises(errors.UserError, match=rf"{bad}: record 5 \(counting from 0\): "
+                                               r"masked_lm_positions holds 70, not a position "
+                                               r"in the sequence \(0 to 31\)"):
+        evaluate_pretraining(model, str(bad), batch_size=2)
+
+
+def test_pretrain_stops_on_a_loss_that_is_not_finite_without_exporting(capsys, tmp_path,
+                                                                       shards):
+    code, line = _pretrain(capsys, shards / "len32" / "pretrain-00000.tfrecord",
+                           tmp_path / "run", "optimizer=adamw", "learning_rate=1e30",
+                           "clipnorm=0", "warmup_steps=0")
+    assert_one_line_error(code, line, "pretraining stopped at step", "the loss is nan",
+                          "nothing was exported", status=1)
+    assert not (tmp_path / "run" / "model").exists()
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert not checkpoints.exists() or not [n for n in os.listdir(checkpoints)
+                                            if n.startswith("ckpt-2")]  # none after the NaN
+
+
 def test_demo_refuses_a_sequence_longer_than_its_model(capsys, tmp_path):
     # The demo's own model sizes its position table from --seq-length; a preset's table
     # (512 entries) bounds it, checked before any stage runs.

@@ -490,7 +490,36 @@ def test_resume_continues_with_allowed_changes_only(capsys, tmp_path, pretrained
     assert not hidden_temporaries(run)
 
 
-# ------------------------------------------- 5. one rule for replacing an output
+def test_resume_on_other_data_under_the_same_name_is_refused(capsys, tmp_path, shard,
+                                                            spm_model_path):
+    """run_config.json records each training file's size and a hash of its ends: the same
+    glob over rewritten data is named, and continues only when allowed."""
+    import tensorflow as tf
+
+    data = shutil.copytree(os.path.dirname(shard), tmp_path / "data")
+    pattern, run = str(data / "pretrain-*.tfrecord"), tmp_path / "run"
+    base = ["pretrain", "--train-data", pattern, "--output-dir", run, "--spm-model",
+            spm_model_path]
+    assert cli.main([*map(str, base), *_tiny_pretrain()]) == 0
+    recorded = json.loads((run / "run_config.json").read_text())["resolved"]["train_files"]
+    path = data / "pretrain-00000.tfrecord"
+    assert list(recorded) == [str(path)]
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+    with tf.io.TFRecordWriter(str(path)) as writer:  # the same records, in another order
+        for record in reversed(records):
+            writer.write(record)
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, *base, *_tiny_pretrain(train_steps=3))
+    assert_one_line_error(code, line, f"{run} holds a run with other settings",
+                          f"train_files ({path} {recorded[str(path)]} -> ",
+                          "--allow-change train_files")
+    assert snapshot(tmp_path) == before
+    assert cli.main([*map(str, base), *_tiny_pretrain(train_steps=3),
+                     "--allow-change", "train_files"]) == 0
+
+
+# ------------------------------------------- 6. one rule for replacing an output
 def _user_directory(root):
     """A directory the user owns: a note and a file in a subfolder."""
     root.mkdir(parents=True, exist_ok=True)
@@ -586,7 +615,7 @@ def test_the_rule_for_a_file_output(tmp_path):
             pass
 
 
-# --------------------------------------------- 6. one pretraining per output_dir
+# --------------------------------------------- 7. one pretraining per output_dir
 @pytest.mark.parametrize("command", ["pretrain", "demo"])
 def test_a_second_run_into_a_claimed_directory_is_refused_at_once(capsys, tmp_path, shard,
                                                                   spm_model_path, command):

@@ -70,6 +70,7 @@ from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
 from .progress import (
     CHECKPOINT_DIR,
+    DivergedError,
     MODEL_DIR,
     RUN_CONFIG_FILE,
     RUN_ENTRIES,
@@ -324,17 +325,22 @@ def _data_offset(cfg: PretrainConfig, step: int, context) -> tuple[int, int]:
 
 
 def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_predictions: int,
-                  step: int):
-    """Distributed (train, eval or None) datasets; train resumes after `step` steps."""
+                  step: int, config: AlbertConfig | None = None):
+    """Distributed (train, eval or None) datasets; train resumes after `step` steps.
+
+    `config`: the model's; records with ids past its vocabulary or segments past its
+    type_vocab_size are refused as they are read (`pipeline._checked`)."""
 
     masking = dynamic_masking(cfg)
+    sizes = {} if config is None else {"vocab_size": config.vocab_size,
+                                       "type_vocab_size": config.type_vocab_size}
 
     def train_fn(context):
         skip, seed = _data_offset(cfg, step, context)
         dataset = pretraining_dataset(
             cfg.train_data, cfg.global_batch_size, seq_length, max_predictions,
             input_context=context, dynamic_masking=masking, shuffle_buffer=cfg.shuffle_buffer,
-            seed=seed)
+            seed=seed, **sizes)
         return dataset.skip(skip) if skip else dataset
 
     def eval_fn(context):
@@ -343,8 +349,8 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
         per_pipeline = cfg.eval_steps * (context.num_replicas_in_sync
                                          // context.num_input_pipelines)
         return pretraining_dataset(cfg.eval_data, cfg.global_batch_size, seq_length,
-                                   max_predictions, is_training=False,
-                                   input_context=context).take(per_pipeline).repeat()
+                                   max_predictions, is_training=False, input_context=context,
+                                   **sizes).take(per_pipeline).repeat()
 
     train = strategy.distribute_datasets_from_function(train_fn)
     evaluation = (strategy.distribute_datasets_from_function(eval_fn)
@@ -427,7 +433,9 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
         "seq_length": seq_length, "max_predictions": max_predictions,
         "precision": policy, "replicas": strategy.num_replicas_in_sync,
         "albert_config": config.to_dict(),
-        "sentence_pair_loss": cfg.sentence_pair_loss is not False}}
+        "sentence_pair_loss": cfg.sentence_pair_loss is not False,
+        # What the run trains on: a resume on other data is refused (progress.check_resume).
+        "train_files": input_pipeline.fingerprint(list_files(cfg.train_data))}}
     checkpoint_dir = os.path.join(cfg.output_dir, CHECKPOINT_DIR)
     if tf.train.latest_checkpoint(checkpoint_dir) is not None:  # a resume: the same run?
         check_resume(cfg.output_dir, record, allow_changes)
@@ -448,7 +456,7 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
                                      sort_keys=True)
 
     write_record()
-    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
+    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start, config)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,
         examples_per_step=cfg.global_batch_size,
@@ -487,6 +495,14 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
         logger.info("checkpoint is at step %d >= train_steps=%d: nothing to train",
                     start, cfg.train_steps)
     checkpoints.close()
+    if progress.diverged is not None:  # nothing exported: the checkpoints before it stay
+        step, loss = progress.diverged
+        latest = tf.train.latest_checkpoint(checkpoint_dir)
+        kept = (f"{latest} is kept: rerun with a lower learning_rate and --allow-change "
+                "learning_rate to resume from it" if latest else "no checkpoint was written: "
+                "rerun with a lower learning_rate (or clipnorm)")
+        raise DivergedError(f"pretraining stopped at step {step}: the loss is {loss}; nothing "
+                            f"was exported; {kept}")
     exported = _export(model, cfg, seq_length) if chief else None
     return {"start_step": start, "step": progress.step, "exported": exported,
             "precision": policy, "jit_compile": bool(model.jit_compile),
@@ -498,8 +514,12 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
 
 
 def _data_error(e) -> Exception:
-    """The input pipeline's "corrupt or truncated TFRecord file" assertion as one line."""
+    """The input pipeline's refusals (a corrupt or truncated TFRecord file, a record the
+    model cannot use) as one line."""
 
+    refused = input_pipeline.record_error(e)
+    if refused is not None:
+        return refused
     match = re.search(r"corrupt or truncated TFRecord file\]\s*\[([^\]]+)\]", e.message)
     if match is None:
         return e
