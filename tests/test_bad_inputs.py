@@ -518,9 +518,10 @@ def test_convert_refuses_a_vocabulary_of_another_size(capsys, tmp_path, spm_mode
 class _Server:
     """A REST endpoint with one text signature that answers `reply(rows)` to predict."""
 
-    def __init__(self, reply):
-        metadata = {"metadata": {"signature_def": {"signature_def": {"serving_default": {
-            "inputs": {"text": {"dtype": "DT_STRING"}}, "outputs": {"label": {}}}}}}}
+    def __init__(self, reply, metadata=None):
+        metadata = metadata if metadata is not None else {"metadata": {"signature_def": {
+            "signature_def": {"serving_default": {"inputs": {"text": {"dtype": "DT_STRING"}},
+                                                  "outputs": {"label": {}}}}}}}
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -570,6 +571,91 @@ def test_predict_against_a_server_that_misbehaves(capsys, tmp_path, reply, statu
     if status == 1:
         assert server.url in line
     assert not out.exists() and hidden_temporaries(tmp_path) == []
+
+
+def _two_outputs(dtype="DT_FLOAT", rank=2):
+    """Metadata of a signature with a string label and [B, 2] probabilities."""
+    return {"metadata": {"signature_def": {"signature_def": {"serving_default": {
+        "inputs": {"text": {"dtype": "DT_STRING"}},
+        "outputs": {"label": {"dtype": "DT_STRING", "tensor_shape": {"dim": [{"size": "-1"}]}},
+                    "probabilities": {"dtype": dtype, "tensor_shape": {
+                        "dim": [{"size": "-1"}] * rank}}}}}}}}
+
+
+def _rows(n, probabilities):
+    return json.dumps({"predictions": [{"label": "pos", "probabilities": probabilities}] * n},
+                      allow_nan=True).encode()
+
+
+@pytest.mark.parametrize("reply, metadata, names", [
+    (lambda n: json.dumps({"predictions": "abc"}).encode(), None,
+     ['"predictions" is a JSON string, not a list of rows']),
+    (lambda n: json.dumps({"predictions": None}).encode(), None, ["JSON null"]),
+    (lambda n: json.dumps({"predictions": 5}).encode(), None, ["JSON number"]),
+    (lambda n: json.dumps({"predictions": [None] * n}).encode(), None,
+     ["row 1: output 'label' holds null"]),
+    (lambda n: json.dumps({"predictions": [float("nan")] * n}).encode(), None,
+     ["row 1: output 'label' holds NaN"]),
+    (lambda n: _rows(n, [0.5, float("inf")]), _two_outputs(),
+     ["row 1: output 'probabilities' holds Infinity, not a finite number"]),
+    (lambda n: _rows(n, 0.5), _two_outputs(),
+     ["row 1: output 'probabilities' holds 0.5 where the signature has a list"]),
+    (lambda n: json.dumps({"predictions": [{"label": "pos"}] * n}).encode(), _two_outputs(),
+     ["row 1: expected the outputs ['label', 'probabilities'], got ['label']"]),
+    (lambda n: json.dumps({"outputs": {"label": ["a"] * n, "probabilities": [[1, 0]]}}).encode(),
+     _two_outputs(), ['"outputs" columns have different lengths']),
+    (lambda n: b"{}", {"metadata": {"signature_def": {"signature_def": ["x"]}}},
+     ["unexpected model metadata"]),
+    (lambda n: b"{}", {"metadata": {"signature_def": {"signature_def": {
+        "serving_default": {"inputs": ["text"], "outputs": {}}}}}},
+     ["unexpected model metadata: signature 'serving_default'"]),
+], ids=["string", "null", "number", "null_rows", "nan", "infinity", "scalar_for_a_list",
+        "missing_output", "ragged_columns", "metadata_list", "metadata_inputs_list"])
+def test_predict_checks_a_reply_against_the_signature_and_the_rows(capsys, tmp_path, reply,
+                                                                   metadata, names):
+    """Nonsense from a server is one line, exit 1, naming the server, rows and output;
+    no output file is written (not "a", "b", "c" for three rows)."""
+    source = tmp_path / "texts.txt"
+    source.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    before = snapshot(tmp_path)
+    with _Server(reply, metadata) as server:
+        code, line = run_cli(capsys, "predict", "--server", server.url, "--model", "m",
+                             "--input", source, "--output", out)
+    assert_one_line_error(code, line, server.url, *names, status=1)
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_predict_accepts_a_reply_that_fits(capsys, tmp_path):
+    source = tmp_path / "texts.txt"
+    source.write_text("one\ntwo\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with _Server(lambda n: _rows(n, [0.25, 0.75]), _two_outputs()) as server:
+        code, line = run_cli(capsys, "predict", "--server", server.url, "--model", "m",
+                             "--input", source, "--output", out)
+    assert code == 0, line
+    assert [json.loads(r) for r in out.read_text().splitlines()] == [
+        {"label": "pos", "probabilities": [0.25, 0.75]}] * 2
+
+
+@pytest.mark.parametrize("route, names", [
+    (["--server", "http://127.0.0.1:9", "--timeout", "0"], ["--timeout=0.0", "in (0, 86400]"]),
+    (["--server", "http://127.0.0.1:9", "--timeout", "-1"], ["--timeout=-1.0"]),
+    (["--server", "http://127.0.0.1:9", "--timeout", "nan"], ["--timeout=nan"]),
+    (["--server", "http://127.0.0.1:9", "--timeout", "1e300"], ["--timeout=1e+300", "in (0, 86400]"]),
+    (["--server", "ftp://127.0.0.1:9"], ["--server 'ftp://127.0.0.1:9'", "http://HOST:PORT"]),
+    (["--server", "localhost:8501"], ["--server 'localhost:8501'", "http://HOST:PORT"]),
+    (["--grpc", "http://localhost:8500"], ["--grpc 'http://localhost:8500'", "HOST:PORT"]),
+    (["--server", "http://127.0.0.1:9", "--version", str(2**63)], ["--version=9223372036854775808"]),
+])
+def test_predict_checks_timeouts_addresses_and_versions_before_any_request(capsys, tmp_path,
+                                                                          route, names):
+    source = tmp_path / "texts.txt"
+    source.write_text("one\n", encoding="utf-8")
+    start = time.monotonic()
+    code, line = run_cli(capsys, "predict", *route, "--input", source)
+    assert_one_line_error(code, line, *names)
+    assert time.monotonic() - start < 30  # no wait for a server
 
 
 # ------------------------------------------------------------- Keras versions

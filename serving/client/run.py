@@ -27,8 +27,14 @@ from albert_tf import arguments, atomic, cli, textio
 from albert_tf.errors import UserError
 
 from ..layout import existing_versions
-from ..requests import DEFAULT_SIGNATURE, REST_FORMATS, RequestError, columns_from_rows
-from . import backends
+from ..requests import (
+    DEFAULT_SIGNATURE,
+    REST_FORMATS,
+    ReplyError,
+    RequestError,
+    columns_from_rows,
+)
+from . import backends, replies
 
 logger = logging.getLogger(__name__)
 
@@ -137,18 +143,25 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
         raise ClientError(f"the model has no signature {signature!r}; it has "
                           f"{', '.join(sorted(signatures))}")
     inputs = signatures[signature]["inputs"]
+    specs = signatures[signature].get("output_specs") or {
+        name: (None, None) for name in signatures[signature]["outputs"]}
     count = 0
     with tqdm(unit=" rows", disable=None, file=sys.stderr) as progress:
         for batch in batches(read_rows(input_path, inputs, jsonl), batch_size):
+            where = f"{input_path}: rows {count + 1}-{count + len(batch)}"
             try:
                 rows = backend.predict(signature, columns_from_rows(batch, inputs))
+                if isinstance(rows, list) and len(rows) != len(batch):
+                    # a short reply must not pass as complete output
+                    raise ClientError(f"{where}: the server returned {len(rows)} predictions "
+                                      f"for {len(batch)} inputs; no output was kept")
+                rows = replies.check_rows(rows, specs, len(batch))  # before any is written
             except RequestError as e:
-                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: {e}") \
-                    from None
-            if len(rows) != len(batch):  # a short reply must not pass as complete output
-                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: the "
-                                  f"server returned {len(rows)} predictions for {len(batch)} "
-                                  "inputs; no output was kept")
+                raise ClientError(f"{where}: {e}") from None
+            except ReplyError as e:
+                raise backends.ServerError(f"{backend.where}: {where}: the server's reply does "
+                                           f"not fit signature {signature!r}: {e}; no output "
+                                           "was kept") from None
             for row in rows:
                 output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
@@ -185,16 +198,18 @@ def check_paths(input_path: str, output: str, overwrite: bool = False) -> None:
                 pass
     if output == "-" or "://" in output:  # stdout; a remote file system checks its own
         return
-    if input_path != "-":
-        atomic.check_not_input(output, [("--input file", input_path)], "--output",
-                               "writing the predictions would replace it")
-    atomic.check_replaceable(output, replace=overwrite, option="--output", flag="--overwrite",
-                             error=ClientError)  # the one rule for an existing output
+    if os.path.isdir(output):
+        raise ClientError(f"--output {output} is a directory; give a file name")
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         what = "is not a directory" if os.path.exists(parent) else "does not exist"
         raise ClientError(f"--output {output}: its directory {parent} {what}")
     atomic.check_writable_directory(parent, "--output directory")
+    if input_path != "-":
+        atomic.check_not_input(output, [("--input file", input_path)], "--output",
+                               "writing the predictions would replace it")
+    atomic.check_replaceable(output, replace=overwrite, option="--output", flag="--overwrite",
+                             error=ClientError)  # the one rule for an existing output
 
 
 def _saved_model_path(path: str) -> str:
@@ -247,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     arguments.require_positive("--batch-size", args.batch_size)
+    replies.check_route(args.server, args.grpc, args.timeout, args.version)
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
     if args.saved_model:

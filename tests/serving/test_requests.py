@@ -119,10 +119,11 @@ def test_rest_metadata_is_read_into_input_dtypes_and_output_names():
         "token_ids": {"inputs": {"input_word_ids": {"dtype": "DT_INT32"}},
                       "outputs": {"score": {"dtype": "DT_FLOAT"}}}}}}}
     signatures = rq.signatures_from_rest_metadata(metadata)
-    assert signatures["serving_default"] == {"inputs": {"text": object},
-                                             "outputs": ["label", "score"]}
+    assert signatures["serving_default"] == {
+        "inputs": {"text": object}, "outputs": ["label", "score"],
+        "output_specs": {"label": (object, None), "score": (np.float32, None)}}
     assert signatures["token_ids"]["inputs"] == {"input_word_ids": np.int32}
-    with pytest.raises(rq.RequestError, match="unexpected model metadata"):
+    with pytest.raises(rq.ReplyError, match="unexpected model metadata"):
         rq.signatures_from_rest_metadata({"metadata": {}})
 
 
