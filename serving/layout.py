@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 BATCHING_FILE = "batching_parameters.txt"
+MAX_VERSION = 2**63 - 1  # TF Serving reads a version directory's name as an int64
 # TF Serving's BatchingParameters (text protobuf). Every signature takes a batch of rows
 # and pads each length group only to its own longest text, so any batch size runs
 # without padding rows: no allowed_batch_sizes (padded rows, copies of a request's first
@@ -75,8 +76,9 @@ def resolve_version(model_dir: str, version: int | None = None) -> tuple[int, st
     """
     if version is None:
         version = next_version(model_dir)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise LayoutError(f"version {version!r} must be a non-negative integer")
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
+        raise LayoutError(f"--version={version!r} must be an integer from 0 to {MAX_VERSION} "
+                          "(TF Serving's versions are int64)")
     path = os.path.join(model_dir, str(version))
     if os.path.exists(path):
         raise LayoutError(f"{path} already exists; pick another --version or remove it "

@@ -465,6 +465,62 @@ def test_config_from_dict_none_and_acceptances():
         config.check_sequence_length(0)
 
 
+# --------------------------------------------------- numbers outside their rule
+def test_save_checkpoint_refuses_a_seq_length_past_the_position_table(tmp_path):
+    from albert_tf import AlbertConfig, AlbertPretrainer, ConfigError, save_checkpoint
+
+    model = AlbertPretrainer(AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12,
+                                          num_hidden_layers=1, num_attention_heads=3,
+                                          intermediate_size=20, max_position_embeddings=64))
+    with pytest.raises(ConfigError, match=r"seq_length=1000000 must be an integer from 3 .* "
+                                          r"to max_position_embeddings=64 \(seq_length of "
+                                          rf"the model saved to {tmp_path / 'ckpt'}"):
+        save_checkpoint(model, tmp_path / "ckpt", seq_length=10**6)
+    assert os.listdir(tmp_path) == []
+    save_checkpoint(model, tmp_path / "ckpt", seq_length=64)  # acceptance: the whole table
+
+
+@pytest.mark.parametrize("model, argument", [("AlbertSequenceClassifier", 0),
+                                             ("AlbertTokenClassifier", -2),
+                                             ("AlbertSequenceClassifier", 2.0)])
+def test_a_head_of_no_classes_is_refused_naming_the_argument(model, argument):
+    import albert_tf
+    from albert_tf import AlbertConfig, ConfigError
+
+    with pytest.raises(ConfigError, match=rf"num_classes={argument!r} must be a positive "
+                                          rf"integer \({model}\)"):
+        getattr(albert_tf, model)(AlbertConfig(vocab_size=37, hidden_size=12,
+                                               num_attention_heads=3, num_hidden_layers=1),
+                                  num_classes=argument)
+
+
+def test_export_refuses_a_version_past_int64_before_loading(capsys, tmp_path, tiny_checkpoint):
+    code, line = run_cli(capsys, "export", "--checkpoint", tiny_checkpoint, "--output",
+                         tmp_path / "models" / "m", "--version", str(2**63))
+    assert_one_line_error(code, line, "--version=9223372036854775808 must be an integer from 0 "
+                                      "to 9223372036854775807")
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize("sizes, names", [
+    ("100000000", ["--embedding-sizes=100000000", "hidden_size=128"]),
+    ("64,0", ["--embedding-sizes=0"]),
+    ("64,32,64", ["--embedding-sizes names 64 twice"]),
+])
+def test_ablate_checks_embedding_sizes_before_the_data_stage(capsys, tmp_path, sizes, names):
+    code, line = run_cli(capsys, "ablate", "--output", tmp_path / "ablation",
+                         "--embedding-sizes", sizes)
+    assert_one_line_error(code, line, *names)
+    assert os.listdir(tmp_path) == []  # no data stage, no directory
+
+
+@pytest.mark.parametrize("minutes", ["1e9", "inf", "-3"])
+def test_demo_budget_has_its_rule(capsys, tmp_path, minutes):
+    code, line = run_cli(capsys, "demo", "--output", tmp_path / "demo", "--minutes", minutes)
+    assert_one_line_error(code, line, f"--minutes={float(minutes)!r}", "in (0, 10080]")
+    assert os.listdir(tmp_path) == []
+
+
 # --------------------------------------------------------- export and convert
 def test_export_of_a_non_checkpoint_names_the_directory_first(capsys, tmp_path):
     (tmp_path / "notes").mkdir()

@@ -80,6 +80,9 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
     atomic.check_not_input(dst, [("checkpoint directory", source.directory)], "DST",
                            "converting would overwrite the checkpoint it reads")
     check_target(to, source.config, source.task_record, encoder_only, src)
+    if source.task_record.seq_length is not None:  # the length rule, before any weight is read
+        source.config.check_sequence_length(source.task_record.seq_length,
+                                            where=f"the task record of {src}")
     if to == "albert-tf":
         _check_destination(dst, force)
     else:

@@ -206,6 +206,9 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
       TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
         field the model or the other arguments decide.
     """
+    if seq_length is not None:  # the length rule against this model's position table
+        model.config.check_sequence_length(seq_length, where=f"seq_length of the model saved "
+                                                             f"to {source}" if source else "")
     decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
                "precision": model.dtype_policy.name}
     if model.task in ("classification", "token_classification"):

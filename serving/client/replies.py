@@ -21,11 +21,11 @@ import numpy as np
 from albert_tf import arguments
 from albert_tf.errors import UsageError
 
+from ..layout import MAX_VERSION
 from ..requests import ReplyError
 
 REST_SCHEMES = ("http", "https")
 MAX_TIMEOUT_S = 86_400.0  # a day: a longer wait is a hang, not a timeout
-MAX_VERSION = 2**63 - 1   # TF Serving's versions are int64
 
 
 def check_route(server: str | None, grpc: str | None, timeout: float,
