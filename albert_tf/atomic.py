@@ -81,6 +81,43 @@ def _remote_fs(path: str):
     return _remote_filesystem
 
 
+# A write the disk refused: the output cannot be written, whatever the input.
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def write_failure(error: BaseException, path: str | os.PathLike,
+                  consequence: str = "nothing was written") -> UserError | None:
+    """`error` as one line naming the output `path` (never its hidden temporary name) when
+    it is a refused write: a full disk, a quota, a read-only file system (an OSError, or
+    TensorFlow's, h5py's or safetensors' error carrying the same reason); else None."""
+    reason = None
+    if isinstance(error, UserError):  # named already (an inner output's own line)
+        return None
+    if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+        reason = error.strerror or os.strerror(error.errno)
+    else:
+        text = str(getattr(error, "message", error))
+        reason = next((os.strerror(code) for code in _WRITE_ERRNOS
+                       if os.strerror(code) in text), None)
+    if reason is None:
+        return None
+    return UserError(f"cannot write {os.fspath(path)}: {reason}; {consequence}")
+
+
+@contextlib.contextmanager
+def naming_write_failures(path: str | os.PathLike,
+                          consequence: str = "nothing was written") -> Iterator[None]:
+    """Re-raises a refused write inside the block as one line naming `path`
+    (`write_failure`); other errors pass unchanged."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - only refused writes are translated
+        named = write_failure(e, path, consequence)
+        if named is None:
+            raise
+        raise named from None
+
+
 def temporary_path(path: str) -> str:
     """A hidden sibling of `path` (same directory, so the final rename is atomic)."""
     directory, name = os.path.split(path)
@@ -118,11 +155,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             raise
         return
     try:
-        with open(tmp, mode, encoding=None if binary else encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with naming_write_failures(path):
+            with open(tmp, mode, encoding=None if binary else encoding) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -139,11 +177,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     tmp = temporary_path(path)
     fs = _remote_fs(path) if _is_remote(path) else None
     try:
-        yield tmp
-        if fs is not None:
-            fs.rename(tmp, path, overwrite=True)
-        else:
-            commit(tmp, path)
+        with naming_write_failures(path):
+            yield tmp
+            if fs is not None:
+                fs.rename(tmp, path, overwrite=True)
+            else:
+                commit(tmp, path)
     except BaseException:
         with contextlib.suppress(Exception):
             if fs is not None:
@@ -203,10 +242,11 @@ def staged_directory(final_path: str | os.PathLike, mode: int = 0o755) -> Iterat
     os.makedirs(os.path.dirname(final_path), exist_ok=True)
     staging = temporary_path(final_path)
     try:
-        os.mkdir(staging, mode)
-        os.chmod(staging, mode)  # not the umask's: a server may run as another user
-        yield staging
-        _rename_new(staging, final_path)
+        with naming_write_failures(final_path):
+            os.mkdir(staging, mode)
+            os.chmod(staging, mode)  # not the umask's: a server may run as another user
+            yield staging
+            _rename_new(staging, final_path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for directory in reversed(created):
@@ -490,7 +530,7 @@ def claimed(path: str | os.PathLike) -> Iterator[str]:
     created = missing_parents(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
-        with _claim(path):
+        with _claim(path), naming_write_failures(path, "what was complete before it is kept"):
             yield path
     except BaseException:
         for directory in reversed(created):
@@ -553,11 +593,24 @@ def claimed_directory(path: str | os.PathLike, replace: bool = False,
             # not the umask's: a server may run as another user; a replaced directory's own
             os.chmod(staging, (os.stat(path).st_mode & 0o7777) if exists else mode)
             try:
-                yield staging
-                if replace and os.path.isdir(path) and os.listdir(path):
-                    replace_directory(staging, path)
-                else:
-                    _rename_new(staging, path, allow_empty=True)
+                with naming_write_failures(path):  # a full disk: the output, not the staging
+                    yield staging
+                    if replace and os.path.isdir(path) and os.listdir(path):
+                        replace_directory(staging, path)
+                    else:
+                        _rename_new(staging, path, allow_empty=True)
+            except UserError as e:
+                shutil.rmtree(staging, ignore_errors=True)
+                if staging not in str(e):
+                    raise
+                # A writer inside (save_checkpoint into the staging directory) named it:
+                # the user knows the output by its own name.
+                message = str(e).replace(staging, path)
+                try:
+                    renamed = type(e)(message)
+                except TypeError:  # an error class with other arguments
+                    renamed = UserError(message)
+                raise renamed from None
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise

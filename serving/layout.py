@@ -86,6 +86,18 @@ def resolve_version(model_dir: str, version: int | None = None) -> tuple[int, st
     return version, path
 
 
+def remove_stale_staging(model_dir: str) -> list[str]:
+    """Removes what killed exports left in BASE/NAME: staging directories ".VERSION.tmp-PID-…"
+    whose process is gone (`atomic.remove_stale_temporaries`); a running export's are kept.
+    Returns the names removed."""
+    if not os.path.isdir(model_dir):
+        return []
+    versions = {name[1:].split(atomic.TMP_MARK)[0] for name in os.listdir(model_dir)
+                if atomic.is_temporary(name)}
+    return [removed for version in sorted(versions) if version.isdigit()
+            for removed in atomic.remove_stale_temporaries(os.path.join(model_dir, version))]
+
+
 @contextlib.contextmanager
 def staged_directory(final_path: str) -> Iterator[str]:
     """Yields an empty staging directory that becomes `final_path` when the block succeeds.
@@ -94,7 +106,11 @@ def staged_directory(final_path: str) -> Iterator[str]:
     is atomic) under a dot-name TF Serving ignores; it is removed if the block fails.
     """
     # 0755, not mkdtemp's 0700, which would hide it from a server run as another user.
-    # A failure also removes BASE/NAME when this export created it.
+    # A failure also removes BASE/NAME when this export created it; what killed exports
+    # left beside the versions goes first.
+    removed = remove_stale_staging(os.path.dirname(os.path.abspath(final_path)))
+    if removed:
+        logger.info("removed what killed exports left: %s", ", ".join(removed))
     with atomic.staged_directory(final_path, mode=0o755) as staging:
         yield staging
     logger.info("wrote %s", final_path)

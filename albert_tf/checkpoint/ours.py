@@ -114,8 +114,10 @@ def _save_model_weights(model, path: str) -> None:
     from albert_tf import keras_compat
 
     optimizer = getattr(model, "optimizer", None)
-    keras_compat.save_weights_only(model, path,
-                                   objects_to_skip=[optimizer] if optimizer is not None else None)
+    data = keras_compat.weights_h5_bytes(
+        model, objects_to_skip=[optimizer] if optimizer is not None else None)
+    with open(path, "wb") as f:  # a full disk fails here, the HDF5 file long closed
+        f.write(data)
 
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,

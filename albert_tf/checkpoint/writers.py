@@ -28,6 +28,7 @@ reads back as none.
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import logging
 import os
@@ -176,7 +177,7 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     [out, in] Linear weights), and spiece.model + tokenizer_config.json when the model
     has a SentencePiece model."""
     # Deferred: only this target needs safetensors.
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     check_target("hf", model.config, record, encoder_only, dst)
     rows = list(table_rows(model, format_rows("hf")))
@@ -196,7 +197,10 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
         with open(os.path.join(staging, HF_CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
             f.write("\n")
-        save_file(tensors, os.path.join(staging, HF_SAFETENSORS), metadata={"format": "pt"})
+        # Made in memory and written by open(): the file gets the umask's mode like the
+        # others (safetensors' own writer makes it 0600, unreadable to a server's user).
+        _write_bytes(os.path.join(staging, HF_SAFETENSORS),
+                     save(tensors, metadata={"format": "pt"}))
         if tokenizer.spm_model is not None:
             shutil.copyfile(tokenizer.spm_model, os.path.join(staging, SPM_FILE))
             with open(os.path.join(staging, HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
@@ -206,6 +210,12 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     logger.info("wrote %s for transformers' %s (%d tensors)", dst, config["architectures"][0],
                 len(tensors))
     return dst
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    """`data` to a new file of the staging directory, by a plain open() (the umask's mode)."""
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def hf_config(model, record: TaskRecord, encoder_only: bool = False) -> dict[str, Any]:
@@ -288,13 +298,15 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
         for prefix, file in (("backbone/", kh.MODEL_WEIGHTS), ("task/", kh.TASK_WEIGHTS)):
             chosen = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
             if chosen:
-                with h5py.File(os.path.join(staging, file), "w") as f:
+                buffer = io.BytesIO()  # closed before the disk is touched (a full disk)
+                with h5py.File(buffer, "w") as f:
                     for name, value in sorted(chosen.items()):
                         f.create_dataset(name, data=value)
                     if prefix == "task/":  # the optimizer's iterations and learning rate
                         f.create_dataset("optimizer/vars/0", data=np.int64(0))
                         f.create_dataset("optimizer/vars/1", data=np.float32(
                             KERAS_HUB_TASK_LEARNING_RATE[task]))
+                _write_bytes(os.path.join(staging, file), buffer.getvalue())
         tokenizer_config = None
         if tokenizer.spm_model is not None:
             tokenizer_config = _tokenizer_config()

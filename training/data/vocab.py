@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import errno
 import glob
 import gzip
 import io
@@ -164,7 +165,7 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
     try:
         _run_trainer(itertools.chain([first], sentences), tmp_prefix, vocab_size,
                      character_coverage, input_sentence_size, num_threads)
-        _check_conventions(tmp_prefix + ".model")
+        _check_written(tmp_prefix, output_prefix)
         # The .model appears last, so an existing .model always has its .vocab.
         atomic.commit(tmp_prefix + ".vocab", output_prefix + ".vocab")
         atomic.commit(tmp_prefix + ".model", output_prefix + ".model")
@@ -203,6 +204,20 @@ def _run_trainer(sentences: Iterator[str], model_prefix: str, vocab_size: int,
             minloglevel=0 if logger.isEnabledFor(logging.INFO) else 1)
     except RuntimeError as err:  # e.g. "Vocabulary size is too high (1000). ... <= 532."
         raise VocabError(f"SentencePiece training failed: {str(err).strip()}") from None
+
+
+def _check_written(tmp_prefix: str, output_prefix: str) -> None:
+    """The trained model reads back with ALBERT's conventions. SentencePiece's trainer
+    reports no failed write (a full disk leaves a truncated file), so a model that does
+    not read back is named as the output it was to become, never its hidden name."""
+    try:
+        _check_conventions(tmp_prefix + ".model")
+    except UserError as e:
+        free = os.statvfs(os.path.dirname(os.path.abspath(tmp_prefix))).f_bavail
+        reason = (os.strerror(errno.ENOSPC) if free == 0 else
+                  str(e).replace(tmp_prefix, output_prefix).splitlines()[0])
+        raise VocabError(f"cannot write {output_prefix}.model: {reason}; nothing was "
+                         "written") from None
 
 
 def _check_conventions(model_path: str) -> None:

@@ -26,6 +26,7 @@ from its last pretraining checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -165,12 +166,24 @@ def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: 
 OUTPUT_ENTRIES = ("data", "runs", ablate_report.RESULTS_JSON, ablate_report.RESULTS_MD, "*.png")
 
 
-def _prepare_output(opts: AblateOptions) -> None:
+def _has_work(output: str) -> bool:
+    """Whether an ablation directory holds data or runs made under its ablation.json."""
+    return any(os.path.isdir(os.path.join(output, name)) and os.listdir(os.path.join(output, name))
+               for name in ("data", "runs"))
+
+
+def _prepare_output(opts: AblateOptions) -> list[str]:
+    """Checks (or writes) ablation.json; returns the directories this call created.
+
+    ablation.json binds a directory only once data or a run was made under it: a run that
+    failed before (a corpus that does not exist) does not block the corrected rerun."""
     atomic.check_resumable(opts.output, OUTPUT_ENTRIES, (CONFIG_FILE,), "--output", "ablate")
-    os.makedirs(os.path.join(opts.output, "runs"), exist_ok=True)
+    runs = os.path.join(opts.output, "runs")
+    created = atomic.missing_parents(runs) + ([] if os.path.isdir(runs) else [runs])
+    os.makedirs(runs, exist_ok=True)
     path = os.path.join(opts.output, CONFIG_FILE)
     budget = json.loads(json.dumps(opts.budget()))  # tuples as lists, as they read back
-    if os.path.exists(path):
+    if os.path.exists(path) and _has_work(opts.output):
         previous = _read_json(path)
         changed = sorted(k for k in set(budget) | set(previous)
                          if budget.get(k) != previous.get(k))
@@ -179,6 +192,19 @@ def _prepare_output(opts: AblateOptions) -> None:
                              f"({', '.join(changed)} differ, see {path}); use another --output")
     else:
         atomic.atomic_write_json(path, budget)
+    return created
+
+
+def _undo_unstarted(opts: AblateOptions, created: list[str]) -> None:
+    """After a run that failed before making any data or run: removes its ablation.json
+    and the directories it created (if empty), so nothing of it stays behind."""
+    if _has_work(opts.output):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(opts.output, CONFIG_FILE))
+    for directory in reversed(created):
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)  # only if empty
 
 
 # -------------------------------------------------------- one configuration
@@ -279,13 +305,17 @@ def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
 
     if report_only and not os.path.exists(os.path.join(opts.output, CONFIG_FILE)):
         raise ValueError(f"{opts.output} holds no ablation run ({CONFIG_FILE} is missing)")
-    _prepare_output(opts)
+    created = _prepare_output(opts)
     sizes = embedding_sizes(opts)
     settings = ablate_grid.grid_settings(opts.grid, base_setting(opts), sizes)
     data_opts = DataOptions(opts.corpus, opts.vocab_size, opts.seq_length,
                             math.ceil(opts.seq_length * 0.15), opts.dupe_factor,
                             HELDOUT_DUPE_FACTOR, opts.seed)
-    data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))
+    try:
+        data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))
+    except BaseException:
+        _undo_unstarted(opts, created)
+        raise
 
     def report():
         return ablate_report.write_report(opts.output, opts.grid, settings, results, data,
