@@ -156,14 +156,11 @@ def _check_keras_hub(config, record, encoder_only, refuse) -> None:
 
 
 def target_files(target: str) -> tuple[str, ...]:
-    """The entries the `target` writer writes into its directory."""
-    return HF_FILES if target == "hf" else KERAS_HUB_FILES
+    return HF_FILES if target == "hf" else KERAS_HUB_FILES  # what its writer writes
 
 
 def check_destination(target: str, dst: str, force: bool) -> None:
-    """Refuses, before any work, a DST that is not new or empty, unless `force` is given
-    and DST holds only files the `target` writer writes, naming the others (the one
-    rule, `atomic.check_replaceable`)."""
+    """`atomic.check_replaceable` for `target`'s files, `force` the --force flag."""
     atomic.check_replaceable(dst, target_files(target), replace=force, flag="--force",
                              product=f"a {target} checkpoint",
                              writer=f"a {target} checkpoint", error=CheckpointError)
@@ -212,8 +209,7 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     return dst
 
 
-def _write_bytes(path: str, data: bytes) -> None:
-    """`data` to a new file of the staging directory, by a plain open() (the umask's mode)."""
+def _write_bytes(path: str, data: bytes) -> None:  # by open(): the umask's mode
     with open(path, "wb") as f:
         f.write(data)
 

@@ -226,7 +226,6 @@ def _undo_unfinished(output_dir: str, created: list[str], empty_shards: bool = F
 
 
 def _file_sha256(path: str) -> str:
-
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
@@ -289,7 +288,6 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
     Raises:
       ValueError: the output directory holds data made with other settings.
     """
-
     start = time.time()
     processes = processes or os.cpu_count() or 1
     load_vocabulary(spm_model, do_lower_case)  # here, before any worker starts or file is written
@@ -297,14 +295,13 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
               "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
               **dataclasses.asdict(options)}
     with atomic.claimed(output_dir):  # one writer per --output-dir at a time
-        return _create(corpus, output_dir, spm_model, options, config, documents_per_shard,
-                       processes, start)
+        return _create(corpus, output_dir, spm_model, options, config,
+                       documents_per_shard, processes, start)
 
 
 def _create(corpus: Corpus, output_dir: str, spm_model: str, options: sop.GenerationOptions,
             config: dict, documents_per_shard: int, processes: int, start: float) -> dict:
-    """`create_pretraining_data` once `output_dir` is claimed."""
-    do_lower_case = config["do_lower_case"]
+    do_lower_case = config["do_lower_case"]  # `create_pretraining_data`, claimed
     created = _prepare_output(output_dir, config)
     report = CorpusReport()
     bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)

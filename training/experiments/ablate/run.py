@@ -100,30 +100,12 @@ class AblateOptions:
         sop.check_pair_seq_length(self.seq_length, _base_model(self)["max_position_embeddings"],
                                   where="--seq-length")
         if self.embedding_sizes is not None:
-            check_embedding_sizes(self.embedding_sizes, _base_model(self)["hidden_size"])
+            ablate_grid.check_embedding_sizes(self.embedding_sizes,
+                                              _base_model(self)["hidden_size"])
 
     def budget(self) -> dict[str, Any]:
         """What every configuration's result depends on besides its setting."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("output", "grid")}
-
-
-def check_embedding_sizes(sizes: tuple[int, ...], hidden_size: int) -> None:
-    """The rule for --embedding-sizes, before any data is made: at least one, each an
-    integer from 1 to the base model's hidden_size (ALBERT factorizes E <= H), none twice.
-
-    Raises:
-      UsageError: naming the size and the rule.
-    """
-    if not sizes:
-        raise UsageError("--embedding-sizes: give at least one size")
-    for size in sizes:
-        arguments.check_number("--embedding-sizes", size, int,
-                               {arguments.MINIMUM: 1, arguments.MAXIMUM: hidden_size},
-                               f" (E of the embedding table, at most the base model's "
-                               f"hidden_size={hidden_size})")
-    twice = sorted({size for size in sizes if sizes.count(size) > 1})
-    if twice:
-        raise UsageError(f"--embedding-sizes names {', '.join(map(str, twice))} twice")
 
 
 # ------------------------------------------------------------------ helpers
@@ -166,10 +148,9 @@ def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: 
 OUTPUT_ENTRIES = ("data", "runs", ablate_report.RESULTS_JSON, ablate_report.RESULTS_MD, "*.png")
 
 
-def _has_work(output: str) -> bool:
-    """Whether an ablation directory holds data or runs made under its ablation.json."""
-    return any(os.path.isdir(os.path.join(output, name)) and os.listdir(os.path.join(output, name))
-               for name in ("data", "runs"))
+def _has_work(output: str) -> bool:  # data or runs made under its ablation.json
+    return any(os.path.isdir(os.path.join(output, n)) and os.listdir(os.path.join(output, n))
+               for n in ("data", "runs"))
 
 
 def _prepare_output(opts: AblateOptions) -> list[str]:
