@@ -87,8 +87,8 @@ def resolve_version(model_dir: str, version: int | None = None) -> tuple[int, st
 
 
 def remove_stale_staging(model_dir: str) -> list[str]:
-    """Removes what killed exports left in BASE/NAME: staging directories ".VERSION.tmp-PID-…"
-    whose process is gone (`atomic.remove_stale_temporaries`); a running export's are kept.
+    """Removes what killed exports left in BASE/NAME: the hidden staging directories of
+    versions whose process is gone (`atomic.remove_stale_temporaries`); a running export's are kept.
     Returns the names removed."""
     if not os.path.isdir(model_dir):
         return []

@@ -386,12 +386,13 @@ def test_an_atomic_write_that_hits_a_full_disk_leaves_the_old_file(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device", str(target))
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(OSError) as caught:
+    with pytest.raises(errors.UserError) as caught:
         atomic.atomic_write_json(target, {"new": True})
     assert target.read_text() == '{"old": true}\n' and hidden_temporaries(tmp_path) == []
     assert cli.report_error("create-data", caught.value) == 2
     line = capsys.readouterr().err.strip()
-    assert line == f"albert-tf create-data: {target}: No space left on device"
+    assert line == (f"albert-tf create-data: cannot write {target}: No space left on device; "
+                    "nothing was written")
 
 
 def test_remote_atomic_writes_go_through_the_registered_file_system(tmp_path, monkeypatch):

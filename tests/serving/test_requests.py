@@ -187,7 +187,7 @@ def test_versions_count_up_and_are_never_overwritten(tmp_path):
     assert layout.resolve_version(model_dir, 2)[0] == 2
     with pytest.raises(layout.LayoutError, match="already exists.*next free version: 4"):
         layout.resolve_version(model_dir, 3)
-    with pytest.raises(layout.LayoutError, match="non-negative"):
+    with pytest.raises(layout.LayoutError, match="must be an integer from 0 to"):
         layout.resolve_version(model_dir, -1)
 
 
