@@ -10,12 +10,18 @@ writers that cannot write through a file object. Every output of every command i
 written by this module: no other module renames an output into place.
 `check_writable_directory` refuses an unwritable output before any work is done.
 
-`claimed_directory` writes a whole output directory for one writer at a time: it
-holds a lock beside the target (".NAME.tmp-lock"; a second writer of the same
-target fails at once), removes what killed writers left beside it (hidden
+`check_replaceable` is the one rule for an output that exists already: a command
+replaces only what it writes, and only when asked (`--overwrite`, `--force`); a
+directory holding anything else is refused, naming it. `check_resumable` is its
+form for directories a command writes into and resumes (create-data, pretrain,
+ablate). `claimed_directory` writes a whole output directory for one writer at a
+time: it holds a lock beside the target (".NAME.tmp-lock"; a second writer of the
+same target fails at once), removes what killed writers left beside it (hidden
 temporaries whose process is gone), stages the directory and renames it into
-place, replacing an existing one only when asked. `check_not_input` refuses an
-output that is, contains or lies inside one of the command's inputs.
+place, replacing an existing one only when asked and the rule allows it; `claimed`
+holds the same lock for a command that writes into its directory in place
+(pretrain, demo). `check_not_input` refuses an output that is, contains or lies
+inside one of the command's inputs.
 
 Long because every rule about how an output reaches the disk (temporary names,
 renames, claims, clean-up after killed writers) has this one home.
@@ -29,13 +35,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import json
 import logging
 import os
 import re
 import shutil
 import uuid
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from albert_tf.errors import UserError
 
@@ -72,6 +79,43 @@ def _remote_fs(path: str):
         raise UserError(f"{path}: writing to a remote path needs TensorFlow's file systems "
                         "(import albert_tf.training or albert_tf.serving first)")
     return _remote_filesystem
+
+
+# A write the disk refused: the output cannot be written, whatever the input.
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def write_failure(error: BaseException, path: str | os.PathLike,
+                  consequence: str = "nothing was written") -> UserError | None:
+    """`error` as one line naming the output `path` (never its hidden temporary name) when
+    it is a refused write: a full disk, a quota, a read-only file system (an OSError, or
+    TensorFlow's, h5py's or safetensors' error carrying the same reason); else None."""
+    reason = None
+    if isinstance(error, UserError):  # named already (an inner output's own line)
+        return None
+    if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+        reason = error.strerror or os.strerror(error.errno)
+    else:
+        text = str(getattr(error, "message", error))
+        reason = next((os.strerror(code) for code in _WRITE_ERRNOS
+                       if os.strerror(code) in text), None)
+    if reason is None:
+        return None
+    return UserError(f"cannot write {os.fspath(path)}: {reason}; {consequence}")
+
+
+@contextlib.contextmanager
+def naming_write_failures(path: str | os.PathLike,
+                          consequence: str = "nothing was written") -> Iterator[None]:
+    """Re-raises a refused write inside the block as one line naming `path`
+    (`write_failure`); other errors pass unchanged."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - only refused writes are translated
+        named = write_failure(e, path, consequence)
+        if named is None:
+            raise
+        raise named from None
 
 
 def temporary_path(path: str) -> str:
@@ -111,11 +155,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             raise
         return
     try:
-        with open(tmp, mode, encoding=None if binary else encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with naming_write_failures(path):
+            with open(tmp, mode, encoding=None if binary else encoding) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -132,11 +177,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     tmp = temporary_path(path)
     fs = _remote_fs(path) if _is_remote(path) else None
     try:
-        yield tmp
-        if fs is not None:
-            fs.rename(tmp, path, overwrite=True)
-        else:
-            commit(tmp, path)
+        with naming_write_failures(path):
+            yield tmp
+            if fs is not None:
+                fs.rename(tmp, path, overwrite=True)
+            else:
+                commit(tmp, path)
     except BaseException:
         with contextlib.suppress(Exception):
             if fs is not None:
@@ -196,10 +242,11 @@ def staged_directory(final_path: str | os.PathLike, mode: int = 0o755) -> Iterat
     os.makedirs(os.path.dirname(final_path), exist_ok=True)
     staging = temporary_path(final_path)
     try:
-        os.mkdir(staging, mode)
-        os.chmod(staging, mode)  # not the umask's: a server may run as another user
-        yield staging
-        _rename_new(staging, final_path)
+        with naming_write_failures(final_path):
+            os.mkdir(staging, mode)
+            os.chmod(staging, mode)  # not the umask's: a server may run as another user
+            yield staging
+            _rename_new(staging, final_path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for directory in reversed(created):
@@ -270,6 +317,101 @@ def _rename_new(staging: str, final_path: str, allow_empty: bool = False) -> Non
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
             raise appeared from None
         raise
+
+
+# ------------------------------------------------------- replacing an output
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _entries(directory: str) -> list[str]:
+    """The entries of `directory`, hidden temporaries (ours, killed writers') aside."""
+    return sorted(name for name in os.listdir(directory) if not is_temporary(name))
+
+
+def _is_written(name: str, writes: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in writes)
+
+
+def check_replaceable(path: str | os.PathLike, writes: Sequence[str] | None = None, *,
+                      replace: bool = False, option: str = "", flag: str | None = None,
+                      product: str = "an output", writer: str = "this command",
+                      keep_others: bool = False, error: type[UserError] = UserError
+                      ) -> list[str]:
+    """The one rule for an output that exists: replaced only when asked, and then only
+    what the command writes. Every command runs it before any work.
+
+    A missing `path` may be written; so may an empty directory (hidden temporaries
+    aside). A file output (`writes` None) that exists is refused unless `replace`. A
+    directory output that holds entries the command does not write (`writes`: names or
+    glob patterns) is refused naming them, `replace` or not, unless `keep_others` (they
+    are carried over); one holding only what it writes is refused unless `replace`.
+
+    Args:
+      path: the output as the user gave it.
+      writes: the entries the command writes into the directory; None: `path` is a file.
+      replace: the user asked to replace it (`flag`).
+      option: how the output is named on the command line ("--output", "DST").
+      flag: the option that asks to replace it ("--overwrite"); None: the command
+        never replaces (a new name is the answer).
+      product: what the command writes, for the message ("a checkpoint").
+      writer: who writes it, for the message ("fine-tuning").
+      keep_others: other entries are allowed (returned, for the caller to carry over).
+      error: the UserError subclass to raise.
+
+    Returns:
+      The entries of the directory the command does not write (only with `keep_others`).
+
+    Raises:
+      `error`: "OPTION PATH holds files WRITER does not write (a, b); not replacing it",
+        "OPTION PATH already holds PRODUCT; pass FLAG to replace it", "... exists", or
+        a file where a directory is expected and the reverse.
+    """
+    path = os.fspath(path)
+    if _is_remote(path) or not os.path.lexists(path):
+        return []
+    label = f"{option} {path}".strip()
+    if writes is None:
+        if os.path.isdir(path):
+            raise error(f"{label} is a directory; give a file name")
+        if not replace:
+            asked = f"pass {flag} to replace it" if flag else "choose another name"
+            raise error(f"{label} exists; {asked}")
+        return []
+    if not os.path.isdir(path):
+        raise error(f"{label} exists and is not a directory")
+    entries = _entries(path)
+    others = [name for name in entries if not _is_written(name, writes)]
+    if others and not keep_others:
+        raise error(f"{label} holds files {writer} does not write ({_listed(others)}); "
+                    "not replacing it: move them away or choose another directory")
+    if len(entries) > len(others) and not replace:
+        asked = f"pass {flag} to replace it" if flag else "choose another directory"
+        raise error(f"{label} already holds {product}; {asked}")
+    return others
+
+
+def check_resumable(path: str | os.PathLike, writes: Sequence[str], markers: Sequence[str],
+                    option: str, writer: str) -> None:
+    """The rule for a directory a command writes into and resumes (create-data's shards,
+    pretrain's checkpoints, ablate's runs): its own earlier run, recognised by one of
+    `markers`, is continued; entries it writes (`writes`, names or glob patterns) in a
+    directory without a marker are someone else's, and are refused, naming them. Other
+    entries are left alone: such a command deletes nothing it did not write.
+
+    Raises:
+      UserError: "OPTION PATH holds a, b, which WRITER did not write; not overwriting them".
+    """
+    path = os.fspath(path)
+    if _is_remote(path) or not os.path.isdir(path):
+        return
+    entries = _entries(path)
+    if any(_is_written(name, markers) for name in entries):
+        return
+    clashes = [name for name in entries if _is_written(name, writes)]
+    if clashes:
+        raise UserError(f"{option} {path} holds {_listed(clashes)}, which {writer} did not "
+                        "write; not overwriting them: choose another directory")
 
 
 # ------------------------------------------------------------------ claims
@@ -372,8 +514,36 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
 
 
 @contextlib.contextmanager
+def claimed(path: str | os.PathLike) -> Iterator[str]:
+    """Holds the claim on the directory `path` while a command writes into it in place
+    (pretrain's checkpoints, the demo's stages): a second run into the same `path` fails
+    at once with a UserError naming the first one's process id. Yields the resolved path;
+    the lock is released (and its file removed) at the end, by the kernel if the process
+    dies. Remote paths take no claim (no lock across machines).
+    """
+    path = os.fspath(path)
+    if _is_remote(path):
+        yield path
+        return
+    path = os.path.realpath(os.path.abspath(path))
+    check_writable_directory(os.path.dirname(path), f"{path}: its directory")
+    created = missing_parents(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        with _claim(path), naming_write_failures(path, "what was complete before it is kept"):
+            yield path
+    except BaseException:
+        for directory in reversed(created):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)  # only if still empty
+        raise
+
+
+@contextlib.contextmanager
 def claimed_directory(path: str | os.PathLike, replace: bool = False,
-                      mode: int = 0o755) -> Iterator[str]:
+                      mode: int = 0o755, *, writes: Sequence[str] | None = None,
+                      keep_others: bool = False, error: type[UserError] = UserError,
+                      ) -> Iterator[str]:
     """Yields an empty hidden staging directory that becomes the whole of `path` on success.
 
     One writer at a time: `path` is claimed first (a lock beside it, held until the
@@ -381,7 +551,9 @@ def claimed_directory(path: str | os.PathLike, replace: bool = False,
     killed writers of `path` left beside it is cleaned up (`remove_stale_temporaries`).
     On success the staging directory is renamed to `path`: a new `path` (or an empty
     directory) is simply replaced; an existing non-empty one only with `replace`,
-    as a whole (`replace_directory`: a reader sees the old or the new directory, never a
+    and only when it holds nothing but `writes` (`check_replaceable`, checked again
+    under the claim; `keep_others`: the caller carries the other entries over), as a
+    whole (`replace_directory`: a reader sees the old or the new directory, never a
     mixture). On any failure or interrupt the staging directory, the lock and the
     parent directories this call created are removed: `path` is as it was.
 
@@ -391,12 +563,15 @@ def claimed_directory(path: str | os.PathLike, replace: bool = False,
     Raises:
       UserError: another process holds the claim; `path` is not a directory or cannot
         be written; without `replace`, `path` is (or became while writing) a non-empty
-        directory.
+        directory; it holds entries the writer does not write.
 
     Example:
-        >>> with claimed_directory("runs/mrpc", replace=args.overwrite) as staging:
+        >>> with claimed_directory("runs/mrpc", replace=args.overwrite,
+        ...                        writes=RUN_ENTRIES) as staging:
         ...     train(output_dir=staging)
     """
+    if replace and writes is None:
+        raise TypeError("claimed_directory(replace=True) needs `writes`: what may be replaced")
     path = os.path.realpath(os.path.abspath(os.fspath(path)))
     # The staging directory and the lock go beside `path`: checked before anything is created.
     check_writable_directory(os.path.dirname(path), f"{path}: its directory")
@@ -406,20 +581,36 @@ def claimed_directory(path: str | os.PathLike, replace: bool = False,
         with _claim(path):
             remove_stale_temporaries(path)
             if os.path.lexists(path) and not os.path.isdir(path):
-                raise UserError(f"{path} exists and is not a directory")
+                raise error(f"{path} exists and is not a directory")
             exists = os.path.isdir(path)
+            if exists and writes is not None:
+                check_replaceable(path, writes, replace=True, keep_others=keep_others,
+                                  error=error)
             if exists and not replace and os.listdir(path):
-                raise UserError(f"{path} exists and is not empty; not overwriting it")
+                raise error(f"{path} exists and is not empty; not overwriting it")
             staging = temporary_path(path)
             os.mkdir(staging, mode)
             # not the umask's: a server may run as another user; a replaced directory's own
             os.chmod(staging, (os.stat(path).st_mode & 0o7777) if exists else mode)
             try:
-                yield staging
-                if replace and os.path.isdir(path) and os.listdir(path):
-                    replace_directory(staging, path)
-                else:
-                    _rename_new(staging, path, allow_empty=True)
+                with naming_write_failures(path):  # a full disk: the output, not the staging
+                    yield staging
+                    if replace and os.path.isdir(path) and os.listdir(path):
+                        replace_directory(staging, path)
+                    else:
+                        _rename_new(staging, path, allow_empty=True)
+            except UserError as e:
+                shutil.rmtree(staging, ignore_errors=True)
+                if staging not in str(e):
+                    raise
+                # A writer inside (save_checkpoint into the staging directory) named it:
+                # the user knows the output by its own name.
+                message = str(e).replace(staging, path)
+                try:
+                    renamed = type(e)(message)
+                except TypeError:  # an error class with other arguments
+                    renamed = UserError(message)
+                raise renamed from None
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise

@@ -10,12 +10,15 @@ and exit status 2; anything else status 1 with a hint to rerun with `--debug`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from typing import Callable
 
@@ -76,17 +79,49 @@ def _user_facing(e: BaseException) -> str | None:
     return None
 
 
+# Control characters in a message (a path holding a newline, an escape sequence) are
+# printed escaped, so the error stays one line and cannot rewrite the terminal.
+_ESCAPES = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), 0x7f)}
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (a newline in a path prints as \\n)."""
+    return text.translate(_ESCAPES)
+
+
 def report_error(name: str, e: BaseException) -> int:
     """Prints one line for `e` on stderr; returns the exit status (2: user error, 1: bug)."""
     message = _user_facing(e)
     if message is not None:
-        print(f"albert-tf {name}: {message}", file=sys.stderr)
+        print(f"albert-tf {name}: {one_line(message)}", file=sys.stderr)
         return getattr(e, "exit_status", 2)
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     print(f"albert-tf {name}: unexpected error: {type(e).__name__}"
-          f"{': ' + first if first else ''} (rerun with --debug for the traceback)",
+          f"{': ' + one_line(first) if first else ''} (rerun with --debug for the traceback)",
           file=sys.stderr)
     return 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread between two Python steps (never inside a file
+    write or a checkpoint save), so that clean-ups run as on Ctrl-C."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception():
+    """SIGTERM raises `Terminated` in the main thread while a command runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def command(name: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
@@ -100,7 +135,11 @@ def command(name: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
         @functools.wraps(main)
         def run(*args, **kwargs) -> int:
             try:
-                return int(main(*args, **kwargs) or 0)
+                with _sigterm_as_exception():
+                    return int(main(*args, **kwargs) or 0)
+            except Terminated:  # what was complete (files, checkpoints) is kept
+                print(f"albert-tf {name}: terminated (SIGTERM)", file=sys.stderr)
+                return 128 + signal.SIGTERM
             except KeyboardInterrupt:
                 print(f"albert-tf {name}: interrupted", file=sys.stderr)
                 return 130

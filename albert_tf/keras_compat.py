@@ -9,9 +9,12 @@ here, each with the reason no public API serves:
   losses do internally) and exports no function for that division.
   `AlbertPretrainer.compute_loss` scales; the strategy-safe train step
   in `albert_tf.training.runtime.distribute` unscales for its loss tracker.
-* `save_weights_only` (keras.src.saving.saving_lib): `Model.save_weights` writes
-  the optimizer's variables too and has no way to skip them; a checkpoint holds
-  the model only (`objects_to_skip`).
+* `H5IOStore`, `_save_state` (keras.src.saving.saving_lib, what `save_weights_only`
+  runs): `Model.save_weights` writes the optimizer's variables too and has no way to
+  skip them; a checkpoint holds the model only. `weights_h5_bytes` builds the
+  `.weights.h5` file in memory, so that a write the disk refuses is a plain OSError of
+  our own `open()`, never an HDF5 file left open (h5py flushes it at interpreter exit
+  and crashes the process on a full disk).
 
 `albert_tf.training.runtime.distribute` also overrides private `keras.Model` members
 (`make_train_function`, `make_test_function`, `_maybe_symbolic_build`, and reads
@@ -28,6 +31,7 @@ ALBERT_TF_ALLOW_ANY_KERAS=1 to try an untested Keras anyway.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 
@@ -79,8 +83,23 @@ from keras.src.losses.loss import (
     scale_loss_for_distribution,  # noqa: E402
     unscale_loss_for_distribution,  # noqa: E402
 )
-from keras.src.saving.saving_lib import save_weights_only  # noqa: E402
+from keras.src.saving.saving_lib import H5IOStore, _save_state  # noqa: E402
+
+
+def weights_h5_bytes(model, objects_to_skip=None) -> bytes:
+    """The bytes `save_weights_only(model, path, objects_to_skip=...)` writes to a
+    `.weights.h5` file, made in memory (the HDF5 file is closed before anything reaches
+    the disk)."""
+    if not model.built:
+        raise ValueError("the model is not built: call it on data or build() it first")
+    buffer = io.BytesIO()
+    store = H5IOStore(buffer, mode="w")
+    try:
+        _save_state(model, store, None, "", {id(o) for o in objects_to_skip or ()})
+    finally:
+        store.close()
+    return buffer.getvalue()
 
 __all__ = ["KERAS_REQUIREMENT", "UnsupportedKerasError", "check_keras_version",
            "scale_loss_for_distribution", "unscale_loss_for_distribution",
-           "save_weights_only", "PRIVATE_MODEL_MEMBERS"]
+           "weights_h5_bytes", "PRIVATE_MODEL_MEMBERS"]

@@ -6,10 +6,14 @@ All take a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` ([B,T]
 
 from __future__ import annotations
 
+import numbers
+
 import keras
 from keras import ops
 
-from albert_tf.config import AlbertConfig
+from albert_tf import arguments
+from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.errors import UserError
 from albert_tf.encoder import AlbertEncoder, as_config
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
 from albert_tf.inputs import INPUT_NAMES
@@ -19,6 +23,18 @@ from albert_tf.numerics import LAYER_NORM_EPSILON
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1
 
+
+
+def _count(name: str, value, model: str) -> int:
+    """A head's size (num_classes, beam sizes): an integer >= 1, else ConfigError naming it
+    (before a layer is built: Keras would answer with a message about `units`)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)  # NumPy integers too
+    try:
+        arguments.check_number(name, value, int, {arguments.MINIMUM: 1}, f" ({model})")
+    except UserError as e:
+        raise ConfigError(str(e)) from None
+    return value
 
 class _AlbertTaskModel(keras.Model):
     """Holds the encoder and the shared (de)serialisation of config-built models."""
@@ -130,6 +146,7 @@ class AlbertSequenceClassifier(_AlbertTaskModel):
     task = "classification"
 
     def __init__(self, config, num_classes: int, encoder=None, **kwargs):
+        num_classes = _count("num_classes", num_classes, type(self).__name__)
         super().__init__(config, encoder, **kwargs)
         self.num_classes = num_classes
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
@@ -177,6 +194,7 @@ class AlbertTokenClassifier(_AlbertTaskModel):
     uses_pooled_output = False
 
     def __init__(self, config, num_classes: int, encoder=None, **kwargs):
+        num_classes = _count("num_classes", num_classes, type(self).__name__)
         super().__init__(config, encoder, **kwargs)
         self.num_classes = num_classes
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
@@ -319,6 +337,8 @@ class AlbertSpanBeamExtractor(_AlbertTaskModel):
     uses_pooled_output = False
 
     def __init__(self, config, start_n_top: int, end_n_top: int, encoder=None, **kwargs):
+        start_n_top = _count("start_n_top", start_n_top, type(self).__name__)
+        end_n_top = _count("end_n_top", end_n_top, type(self).__name__)
         super().__init__(config, encoder, **kwargs)
         self.start_n_top = start_n_top
         self.end_n_top = end_n_top

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 BATCHING_FILE = "batching_parameters.txt"
+MAX_VERSION = 2**63 - 1  # TF Serving reads a version directory's name as an int64
 # TF Serving's BatchingParameters (text protobuf). Every signature takes a batch of rows
 # and pads each length group only to its own longest text, so any batch size runs
 # without padding rows: no allowed_batch_sizes (padded rows, copies of a request's first
@@ -75,13 +76,26 @@ def resolve_version(model_dir: str, version: int | None = None) -> tuple[int, st
     """
     if version is None:
         version = next_version(model_dir)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise LayoutError(f"version {version!r} must be a non-negative integer")
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
+        raise LayoutError(f"--version={version!r} must be an integer from 0 to {MAX_VERSION} "
+                          "(TF Serving's versions are int64)")
     path = os.path.join(model_dir, str(version))
     if os.path.exists(path):
         raise LayoutError(f"{path} already exists; pick another --version or remove it "
                           f"(next free version: {next_version(model_dir)})")
     return version, path
+
+
+def remove_stale_staging(model_dir: str) -> list[str]:
+    """Removes what killed exports left in BASE/NAME: the hidden staging directories of
+    versions whose process is gone (`atomic.remove_stale_temporaries`); a running export's are kept.
+    Returns the names removed."""
+    if not os.path.isdir(model_dir):
+        return []
+    versions = {name[1:].split(atomic.TMP_MARK)[0] for name in os.listdir(model_dir)
+                if atomic.is_temporary(name)}
+    return [removed for version in sorted(versions) if version.isdigit()
+            for removed in atomic.remove_stale_temporaries(os.path.join(model_dir, version))]
 
 
 @contextlib.contextmanager
@@ -92,7 +106,11 @@ def staged_directory(final_path: str) -> Iterator[str]:
     is atomic) under a dot-name TF Serving ignores; it is removed if the block fails.
     """
     # 0755, not mkdtemp's 0700, which would hide it from a server run as another user.
-    # A failure also removes BASE/NAME when this export created it.
+    # A failure also removes BASE/NAME when this export created it; what killed exports
+    # left beside the versions goes first.
+    removed = remove_stale_staging(os.path.dirname(os.path.abspath(final_path)))
+    if removed:
+        logger.info("removed what killed exports left: %s", ", ".join(removed))
     with atomic.staged_directory(final_path, mode=0o755) as staging:
         yield staging
     logger.info("wrote %s", final_path)

@@ -39,6 +39,13 @@ class RequestError(UserError):
     """A request or response that does not fit the signature or the API's format."""
 
 
+class ReplyError(UserError):
+    """A server's reply that is not what the API or the signature promises (exit 1:
+    the server's fault, not the input's)."""
+
+    exit_status = 1
+
+
 # A signature's refusal of a request (`signatures.base.checked_inputs`), in TensorFlow's
 # error text (in-process, gRPC details, REST "error"), among node and stack lines.
 _ASSERTION = re.compile(r"assertion failed: \[(.*)\]\s*$", re.MULTILINE)
@@ -251,12 +258,21 @@ def rest_response(outputs: Mapping[str, np.ndarray], fmt: str) -> dict[str, Any]
 
 
 def rows_from_rest_response(response: Mapping[str, Any],
-                            output_names: Sequence[str]) -> list[dict[str, Any]]:
-    """Rows of named outputs from a Predict REST response in either form."""
+                            output_names: Sequence[str]) -> list[Any]:
+    """Rows of named outputs from a Predict REST response in either form (each row a
+    {name: value} dict when the reply has that shape; `client.replies` checks the rest).
+
+    Raises:
+      RequestError: the server refused the request ({"error": ...}).
+      ReplyError: the reply is neither form (a string, null or a number where the rows
+        or columns belong, columns of different lengths).
+    """
     if "error" in response:
         raise RequestError(f"server error: {response['error']}")
     if "predictions" in response:
         rows = response["predictions"]
+        if not isinstance(rows, list):
+            raise ReplyError(f'"predictions" is a JSON {_json_type(rows)}, not a list of rows')
         if len(output_names) == 1 and not (rows and isinstance(rows[0], dict)):
             rows = [{output_names[0]: row} for row in rows]
         return list(rows)
@@ -264,21 +280,60 @@ def rows_from_rest_response(response: Mapping[str, Any],
         columns = response["outputs"]
         if len(output_names) == 1 and not isinstance(columns, dict):
             columns = {output_names[0]: columns}
-        batch = len(next(iter(columns.values())))
+        if not isinstance(columns, dict) or not all(isinstance(c, list)
+                                                    for c in columns.values()):
+            raise ReplyError('"outputs" is not an object of one list of values per output')
+        sizes = {len(c) for c in columns.values()}
+        if len(sizes) > 1:
+            raise ReplyError(f'the "outputs" columns have different lengths {sorted(sizes)}')
+        batch = sizes.pop() if sizes else 0
         return [{name: value[i] for name, value in columns.items()} for i in range(batch)]
-    raise RequestError('a Predict response has neither "predictions" nor "outputs"')
+    raise ReplyError('a Predict response has neither "predictions" nor "outputs"')
+
+
+def _json_type(value: Any) -> str:
+    return {type(None): "null", str: "string", bool: "boolean", int: "number",
+            float: "number", dict: "object", list: "array"}.get(type(value), type(value).__name__)
+
+
+def _json_spec(info: Any) -> tuple[Any, int | None]:
+    """(NumPy dtype or None, rank or None) of a TensorInfo in REST metadata JSON."""
+    if not isinstance(info, dict):
+        return None, None
+    shape = info.get("tensor_shape")
+    rank = None
+    if isinstance(shape, dict) and not shape.get("unknown_rank") and isinstance(
+            shape.get("dim", []), list):
+        rank = len(shape.get("dim", []))
+    return _DTYPES.get(info.get("dtype")), rank
 
 
 def signatures_from_rest_metadata(metadata: Mapping[str, Any]) -> dict[str, dict]:
-    """{signature: {"inputs": {name: dtype}, "outputs": [names]}} from /metadata JSON."""
+    """{signature: {"inputs": {name: dtype}, "outputs": [names], "output_specs": {name:
+    (dtype or None, rank or None)}}} from /metadata JSON.
+
+    Raises:
+      ReplyError: metadata of another shape, naming what is missing or malformed.
+    """
     try:
         defs = metadata["metadata"]["signature_def"]["signature_def"]
-        return {sig: {"inputs": {n: _DTYPES.get(t["dtype"], object)
-                                 for n, t in d.get("inputs", {}).items()},
-                      "outputs": sorted(d.get("outputs", {}))}
-                for sig, d in defs.items()}
-    except (KeyError, TypeError, AttributeError) as e:
-        raise RequestError(f"unexpected model metadata (missing {e})") from None
+    except (KeyError, TypeError) as e:
+        raise ReplyError(f"unexpected model metadata (missing {e})") from None
+    if not isinstance(defs, dict):
+        raise ReplyError("unexpected model metadata (signature_def is not an object)")
+    result = {}
+    for sig, d in defs.items():
+        inputs, outputs = (d.get("inputs", {}), d.get("outputs", {})) if isinstance(
+            d, dict) else (None, None)
+        if not isinstance(inputs, dict) or not isinstance(outputs, dict) or not all(
+                isinstance(t, dict) for t in inputs.values()):
+            raise ReplyError(f"unexpected model metadata: signature {sig!r} has no objects "
+                             "of inputs and outputs")
+        result[sig] = {"inputs": {n: _DTYPES.get(t.get("dtype"), object)
+                                  for n, t in inputs.items()},
+                       "outputs": sorted(outputs),
+                       "output_specs": {n: _json_spec(t) for n, t in outputs.items()}}
+    return result
 
 
 # ------------------------------------------------------------------------ gRPC
@@ -315,7 +370,13 @@ def rows_from_predict_response(response) -> list[dict[str, Any]]:
 def signatures_from_signature_defs(signature_defs: Mapping[str, Any]) -> dict[str, dict]:
     """Like `signatures_from_rest_metadata`, from SignatureDef protos (gRPC metadata)."""
 
+    def spec(info):
+        shape = info.tensor_shape
+        return (_DTYPES.get(types_pb2.DataType.Name(info.dtype)),
+                None if shape.unknown_rank else len(shape.dim))
+
     return {sig: {"inputs": {n: _DTYPES.get(types_pb2.DataType.Name(t.dtype), object)
                              for n, t in d.inputs.items()},
-                  "outputs": sorted(d.outputs)}
+                  "outputs": sorted(d.outputs),
+                  "output_specs": {n: spec(t) for n, t in d.outputs.items()}}
             for sig, d in signature_defs.items()}

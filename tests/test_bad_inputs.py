@@ -235,6 +235,85 @@ def test_pretrain_refuses_data_longer_than_the_position_table(capsys, tmp_path, 
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def _damaged_copy(source, target, damage, records=None):
+    """`source` (a TFRecord shard) rewritten to `target` with `damage` done to the records
+    at the indices `records` (None: all of them)."""
+    import tensorflow as tf
+
+    feature, index, value = damage
+    with tf.io.TFRecordWriter(str(target)) as writer:
+        for i, raw in enumerate(tf.data.TFRecordDataset(str(source))):
+            example = tf.train.Example.FromString(raw.numpy())
+            if records is None or i in records:
+                values = example.features.feature[feature]
+                kind = "float_list" if feature == "masked_lm_weights" else "int64_list"
+                getattr(values, kind).value[index] = value
+            writer.write(example.SerializeToString())
+
+
+# (feature, index in the record, value): what the parser accepts and the model cannot use.
+RECORD_DAMAGE = {
+    "nan weight": ("masked_lm_weights", 0, math.nan),
+    "id past the vocabulary": ("input_ids", 1, 30000),  # albert-base: 30,000 pieces
+    "masked label past the vocabulary": ("masked_lm_ids", 0, 40000),
+    "position past the sequence": ("masked_lm_positions", 0, 70),
+    "sentence-order label 7": ("next_sentence_labels", 0, 7),
+    "segment past type_vocab_size": ("segment_ids", 1, 9),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_DAMAGE))
+def test_pretrain_refuses_records_the_model_cannot_use(capsys, tmp_path, shards, case):
+    """Every record of the shard damaged: refused at the first batch naming the file,
+    the record, the feature and the value; nothing trained, nothing exported."""
+    data = tmp_path / "data"
+    data.mkdir()
+    bad = data / "pretrain-00000.tfrecord"
+    _damaged_copy(shards / "len32" / "pretrain-00000.tfrecord", bad, RECORD_DAMAGE[case])
+    feature, _, value = RECORD_DAMAGE[case]
+    before = snapshot(data)
+    code, line = _pretrain(capsys, bad, tmp_path / "run")
+    shown = "nan" if feature == "masked_lm_weights" else str(value)
+    assert_one_line_error(code, line, f"{bad}: record ", "(counting from 0)",
+                          f"{feature} holds {shown}, not ")
+    assert snapshot(data) == before
+    assert not (tmp_path / "run" / "model").exists()
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_evaluation_names_the_exact_bad_record(tmp_path, shards, spm_model_path):
+    """Read in order, the one damaged record is named by its index in its file."""
+    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+    from albert_tf.training.pretrain.evaluation import evaluate_pretraining
+
+    model = AlbertPretrainer(AlbertConfig(
+        vocab_size=AlbertTokenizer(spm_model_path).vocab_size, embedding_size=8, hidden_size=12,
+        num_hidden_layers=1, num_attention_heads=3, intermediate_size=20,
+        max_position_embeddings=32))
+
+    bad = tmp_path / "pretrain-00000.tfrecord"
+    _damaged_copy(shards / "len32" / "pretrain-00000.tfrecord", bad,
+                  RECORD_DAMAGE["position past the sequence"], records={5})
+    with pytest.raises(errors.UserError, match=rf"{bad}: record 5 \(counting from 0\): "
+                                               r"masked_lm_positions holds 70, not a position "
+                                               r"in the sequence \(0 to 31\)"):
+        evaluate_pretraining(model, str(bad), batch_size=2)
+
+
+def test_pretrain_stops_on_a_loss_that_is_not_finite_without_exporting(capsys, tmp_path,
+                                                                       shards):
+    code, line = _pretrain(capsys, shards / "len32" / "pretrain-00000.tfrecord",
+                           tmp_path / "run", "optimizer=adamw", "learning_rate=1e30",
+                           "clipnorm=0", "warmup_steps=0")
+    assert_one_line_error(code, line, "pretraining stopped at step", "the loss is nan",
+                          "nothing was exported", status=1)
+    assert not (tmp_path / "run" / "model").exists()
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert not checkpoints.exists() or not [n for n in os.listdir(checkpoints)
+                                            if n.startswith("ckpt-2")]  # none after the NaN
+
+
 def test_demo_refuses_a_sequence_longer_than_its_model(capsys, tmp_path):
     # The demo's own model sizes its position table from --seq-length; a preset's table
     # (512 entries) bounds it, checked before any stage runs.
@@ -307,12 +386,13 @@ def test_an_atomic_write_that_hits_a_full_disk_leaves_the_old_file(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device", str(target))
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(OSError) as caught:
+    with pytest.raises(errors.UserError) as caught:
         atomic.atomic_write_json(target, {"new": True})
     assert target.read_text() == '{"old": true}\n' and hidden_temporaries(tmp_path) == []
     assert cli.report_error("create-data", caught.value) == 2
     line = capsys.readouterr().err.strip()
-    assert line == f"albert-tf create-data: {target}: No space left on device"
+    assert line == (f"albert-tf create-data: cannot write {target}: No space left on device; "
+                    "nothing was written")
 
 
 def test_remote_atomic_writes_go_through_the_registered_file_system(tmp_path, monkeypatch):
@@ -386,6 +466,62 @@ def test_config_from_dict_none_and_acceptances():
         config.check_sequence_length(0)
 
 
+# --------------------------------------------------- numbers outside their rule
+def test_save_checkpoint_refuses_a_seq_length_past_the_position_table(tmp_path):
+    from albert_tf import AlbertConfig, AlbertPretrainer, ConfigError, save_checkpoint
+
+    model = AlbertPretrainer(AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12,
+                                          num_hidden_layers=1, num_attention_heads=3,
+                                          intermediate_size=20, max_position_embeddings=64))
+    with pytest.raises(ConfigError, match=r"seq_length=1000000 must be an integer from 3 .* "
+                                          r"to max_position_embeddings=64 \(seq_length of "
+                                          rf"the model saved to {tmp_path / 'ckpt'}"):
+        save_checkpoint(model, tmp_path / "ckpt", seq_length=10**6)
+    assert os.listdir(tmp_path) == []
+    save_checkpoint(model, tmp_path / "ckpt", seq_length=64)  # acceptance: the whole table
+
+
+@pytest.mark.parametrize("model, argument", [("AlbertSequenceClassifier", 0),
+                                             ("AlbertTokenClassifier", -2),
+                                             ("AlbertSequenceClassifier", 2.0)])
+def test_a_head_of_no_classes_is_refused_naming_the_argument(model, argument):
+    import albert_tf
+    from albert_tf import AlbertConfig, ConfigError
+
+    with pytest.raises(ConfigError, match=rf"num_classes={argument!r} must be a positive "
+                                          rf"integer \({model}\)"):
+        getattr(albert_tf, model)(AlbertConfig(vocab_size=37, hidden_size=12,
+                                               num_attention_heads=3, num_hidden_layers=1),
+                                  num_classes=argument)
+
+
+def test_export_refuses_a_version_past_int64_before_loading(capsys, tmp_path, tiny_checkpoint):
+    code, line = run_cli(capsys, "export", "--checkpoint", tiny_checkpoint, "--output",
+                         tmp_path / "models" / "m", "--version", str(2**63))
+    assert_one_line_error(code, line, "--version=9223372036854775808 must be an integer from 0 "
+                                      "to 9223372036854775807")
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize("sizes, names", [
+    ("100000000", ["--embedding-sizes=100000000", "hidden_size=128"]),
+    ("64,0", ["--embedding-sizes=0"]),
+    ("64,32,64", ["--embedding-sizes names 64 twice"]),
+])
+def test_ablate_checks_embedding_sizes_before_the_data_stage(capsys, tmp_path, sizes, names):
+    code, line = run_cli(capsys, "ablate", "--output", tmp_path / "ablation",
+                         "--embedding-sizes", sizes)
+    assert_one_line_error(code, line, *names)
+    assert os.listdir(tmp_path) == []  # no data stage, no directory
+
+
+@pytest.mark.parametrize("minutes", ["1e9", "inf", "-3"])
+def test_demo_budget_has_its_rule(capsys, tmp_path, minutes):
+    code, line = run_cli(capsys, "demo", "--output", tmp_path / "demo", "--minutes", minutes)
+    assert_one_line_error(code, line, f"--minutes={float(minutes)!r}", "in (0, 10080]")
+    assert os.listdir(tmp_path) == []
+
+
 # --------------------------------------------------------- export and convert
 def test_export_of_a_non_checkpoint_names_the_directory_first(capsys, tmp_path):
     (tmp_path / "notes").mkdir()
@@ -439,9 +575,10 @@ def test_convert_refuses_a_vocabulary_of_another_size(capsys, tmp_path, spm_mode
 class _Server:
     """A REST endpoint with one text signature that answers `reply(rows)` to predict."""
 
-    def __init__(self, reply):
-        metadata = {"metadata": {"signature_def": {"signature_def": {"serving_default": {
-            "inputs": {"text": {"dtype": "DT_STRING"}}, "outputs": {"label": {}}}}}}}
+    def __init__(self, reply, metadata=None):
+        metadata = metadata if metadata is not None else {"metadata": {"signature_def": {
+            "signature_def": {"serving_default": {"inputs": {"text": {"dtype": "DT_STRING"}},
+                                                  "outputs": {"label": {}}}}}}}
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -491,6 +628,91 @@ def test_predict_against_a_server_that_misbehaves(capsys, tmp_path, reply, statu
     if status == 1:
         assert server.url in line
     assert not out.exists() and hidden_temporaries(tmp_path) == []
+
+
+def _two_outputs(dtype="DT_FLOAT", rank=2):
+    """Metadata of a signature with a string label and [B, 2] probabilities."""
+    return {"metadata": {"signature_def": {"signature_def": {"serving_default": {
+        "inputs": {"text": {"dtype": "DT_STRING"}},
+        "outputs": {"label": {"dtype": "DT_STRING", "tensor_shape": {"dim": [{"size": "-1"}]}},
+                    "probabilities": {"dtype": dtype, "tensor_shape": {
+                        "dim": [{"size": "-1"}] * rank}}}}}}}}
+
+
+def _rows(n, probabilities):
+    return json.dumps({"predictions": [{"label": "pos", "probabilities": probabilities}] * n},
+                      allow_nan=True).encode()
+
+
+@pytest.mark.parametrize("reply, metadata, names", [
+    (lambda n: json.dumps({"predictions": "abc"}).encode(), None,
+     ['"predictions" is a JSON string, not a list of rows']),
+    (lambda n: json.dumps({"predictions": None}).encode(), None, ["JSON null"]),
+    (lambda n: json.dumps({"predictions": 5}).encode(), None, ["JSON number"]),
+    (lambda n: json.dumps({"predictions": [None] * n}).encode(), None,
+     ["row 1: output 'label' holds null"]),
+    (lambda n: json.dumps({"predictions": [float("nan")] * n}).encode(), None,
+     ["row 1: output 'label' holds NaN"]),
+    (lambda n: _rows(n, [0.5, float("inf")]), _two_outputs(),
+     ["row 1: output 'probabilities' holds Infinity, not a finite number"]),
+    (lambda n: _rows(n, 0.5), _two_outputs(),
+     ["row 1: output 'probabilities' holds 0.5 where the signature has a list"]),
+    (lambda n: json.dumps({"predictions": [{"label": "pos"}] * n}).encode(), _two_outputs(),
+     ["row 1: expected the outputs ['label', 'probabilities'], got ['label']"]),
+    (lambda n: json.dumps({"outputs": {"label": ["a"] * n, "probabilities": [[1, 0]]}}).encode(),
+     _two_outputs(), ['"outputs" columns have different lengths']),
+    (lambda n: b"{}", {"metadata": {"signature_def": {"signature_def": ["x"]}}},
+     ["unexpected model metadata"]),
+    (lambda n: b"{}", {"metadata": {"signature_def": {"signature_def": {
+        "serving_default": {"inputs": ["text"], "outputs": {}}}}}},
+     ["unexpected model metadata: signature 'serving_default'"]),
+], ids=["string", "null", "number", "null_rows", "nan", "infinity", "scalar_for_a_list",
+        "missing_output", "ragged_columns", "metadata_list", "metadata_inputs_list"])
+def test_predict_checks_a_reply_against_the_signature_and_the_rows(capsys, tmp_path, reply,
+                                                                   metadata, names):
+    """Nonsense from a server is one line, exit 1, naming the server, rows and output;
+    no output file is written (not "a", "b", "c" for three rows)."""
+    source = tmp_path / "texts.txt"
+    source.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    before = snapshot(tmp_path)
+    with _Server(reply, metadata) as server:
+        code, line = run_cli(capsys, "predict", "--server", server.url, "--model", "m",
+                             "--input", source, "--output", out)
+    assert_one_line_error(code, line, server.url, *names, status=1)
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_predict_accepts_a_reply_that_fits(capsys, tmp_path):
+    source = tmp_path / "texts.txt"
+    source.write_text("one\ntwo\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with _Server(lambda n: _rows(n, [0.25, 0.75]), _two_outputs()) as server:
+        code, line = run_cli(capsys, "predict", "--server", server.url, "--model", "m",
+                             "--input", source, "--output", out)
+    assert code == 0, line
+    assert [json.loads(r) for r in out.read_text().splitlines()] == [
+        {"label": "pos", "probabilities": [0.25, 0.75]}] * 2
+
+
+@pytest.mark.parametrize("route, names", [
+    (["--server", "http://127.0.0.1:9", "--timeout", "0"], ["--timeout=0.0", "in (0, 86400]"]),
+    (["--server", "http://127.0.0.1:9", "--timeout", "-1"], ["--timeout=-1.0"]),
+    (["--server", "http://127.0.0.1:9", "--timeout", "nan"], ["--timeout=nan"]),
+    (["--server", "http://127.0.0.1:9", "--timeout", "1e300"], ["--timeout=1e+300", "in (0, 86400]"]),
+    (["--server", "ftp://127.0.0.1:9"], ["--server 'ftp://127.0.0.1:9'", "http://HOST:PORT"]),
+    (["--server", "localhost:8501"], ["--server 'localhost:8501'", "http://HOST:PORT"]),
+    (["--grpc", "http://localhost:8500"], ["--grpc 'http://localhost:8500'", "HOST:PORT"]),
+    (["--server", "http://127.0.0.1:9", "--version", str(2**63)], ["--version=9223372036854775808"]),
+])
+def test_predict_checks_timeouts_addresses_and_versions_before_any_request(capsys, tmp_path,
+                                                                          route, names):
+    source = tmp_path / "texts.txt"
+    source.write_text("one\n", encoding="utf-8")
+    start = time.monotonic()
+    code, line = run_cli(capsys, "predict", *route, "--input", source)
+    assert_one_line_error(code, line, *names)
+    assert time.monotonic() - start < 30  # no wait for a server
 
 
 # ------------------------------------------------------------- Keras versions

@@ -23,8 +23,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -487,3 +489,304 @@ def test_resume_continues_with_allowed_changes_only(capsys, tmp_path, pretrained
     assert sorted(n for n in os.listdir(run / "checkpoints") if n.endswith(".index")) == [
         "ckpt-1.index", "ckpt-2.index", "ckpt-3.index"]
     assert not hidden_temporaries(run)
+
+
+def test_resume_on_other_data_under_the_same_name_is_refused(capsys, tmp_path, shard,
+                                                            spm_model_path):
+    """run_config.json records each training file's size and a hash of its ends: the same
+    glob over rewritten data is named, and continues only when allowed."""
+    import tensorflow as tf
+
+    data = shutil.copytree(os.path.dirname(shard), tmp_path / "data")
+    pattern, run = str(data / "pretrain-*.tfrecord"), tmp_path / "run"
+    base = ["pretrain", "--train-data", pattern, "--output-dir", run, "--spm-model",
+            spm_model_path]
+    assert cli.main([*map(str, base), *_tiny_pretrain()]) == 0
+    recorded = json.loads((run / "run_config.json").read_text())["resolved"]["train_files"]
+    path = data / "pretrain-00000.tfrecord"
+    assert list(recorded) == [str(path)]
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+    with tf.io.TFRecordWriter(str(path)) as writer:  # the same records, in another order
+        for record in reversed(records):
+            writer.write(record)
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, *base, *_tiny_pretrain(train_steps=3))
+    assert_one_line_error(code, line, f"{run} holds a run with other settings",
+                          f"train_files ({path} {recorded[str(path)]} -> ",
+                          "--allow-change train_files")
+    assert snapshot(tmp_path) == before
+    assert cli.main([*map(str, base), *_tiny_pretrain(train_steps=3),
+                     "--allow-change", "train_files"]) == 0
+
+
+# ------------------------------------------- 6. one rule for replacing an output
+def _user_directory(root):
+    """A directory the user owns: a note and a file in a subfolder."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "notes.txt").write_text("mine\n")
+    (root / "sub").mkdir(exist_ok=True)
+    (root / "sub" / "data.bin").write_bytes(bytes(range(256)))
+    return root
+
+
+def test_finetune_overwrite_refuses_a_directory_that_was_never_a_run(capsys, tmp_path,
+                                                                     train_csv):
+    """--overwrite replaces a run, never the user's files: refused before the checkpoint
+    is even opened (it does not exist here), naming what is not a run's."""
+    output = _user_directory(tmp_path / "userdir")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, *_finetune_args(tmp_path / "ckpts" / "none", output, train_csv,
+                                                 "--overwrite"))
+    assert_one_line_error(code, line, f"--output {output}", "notes.txt, sub",
+                          "fine-tuning does not write", "not replacing it")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("existing", [".model", ".vocab"])
+def test_vocab_refuses_existing_files_unless_overwrite(capsys, tmp_path, existing):
+    (tmp_path / "t.txt").write_text("\n".join(" ".join(random.Random(i).choices(WORDS, k=8))
+                                              for i in range(300)) + "\n")
+    (tmp_path / f"v{existing}").write_bytes(b"a vocabulary a dataset was made with")
+    before = snapshot(tmp_path)
+    argv = ["vocab", "--input", tmp_path / "t.txt", "--output", tmp_path / "v",
+            "--vocab-size", "30", "--input-sentence-size", "0", "--num-threads", "1"]
+    code, line = run_cli(capsys, *argv)
+    assert_one_line_error(code, line, f"--output {tmp_path / 'v'}{existing} exists",
+                          "pass --overwrite to replace it")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+    code, line = run_cli(capsys, *argv, "--overwrite")  # asked: replaced
+    assert code == 0, line
+    assert (tmp_path / f"v{existing}").read_bytes() != b"a vocabulary a dataset was made with"
+
+
+def test_create_data_refuses_shards_it_did_not_write(capsys, tmp_path, spm_model_path,
+                                                     corpus_documents):
+    from albert_tf.training.data.corpus import write_corpus_file
+
+    write_corpus_file(str(tmp_path / "corpus.txt"), iter(corpus_documents[:4]))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "pretrain-00000.tfrecord").write_bytes(b"records made by another tool")
+    (data / "readme.txt").write_text("mine\n")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, "create-data", "--input", tmp_path / "corpus.txt",
+                         "--output-dir", data, "--spm-model", spm_model_path,
+                         "--processes", "1")
+    assert_one_line_error(code, line, f"--output-dir {data}", "pretrain-00000.tfrecord",
+                          "create-data did not write")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_pretrain_refuses_a_directory_holding_a_model_of_no_run(capsys, tmp_path, shard,
+                                                                spm_model_path, checkpoint41):
+    out = tmp_path / "out"
+    shutil.copytree(checkpoint41, out / "model")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, "pretrain", "--train-data", shard, "--output-dir", out,
+                         "--spm-model", spm_model_path, *_tiny_pretrain())
+    assert_one_line_error(code, line, f"output_dir {out} holds model", "pretrain did not write")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_convert_to_a_foreign_format_force_keeps_the_users_files(capsys, tmp_path,
+                                                                 checkpoint41):
+    target = "hf"
+    dst = _user_directory(tmp_path / "dst")
+    (dst / "config.json").write_text("{}")
+    before = snapshot(tmp_path)
+    code, line = run_cli(capsys, "convert", checkpoint41, dst, "--to", target, "--force")
+    assert_one_line_error(code, line, str(dst), f"a {target} checkpoint does not write",
+                          "notes.txt, sub")
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+
+
+def test_the_rule_for_a_file_output(tmp_path):
+    """Missing: written; existing: refused unless asked; a directory: never a file."""
+    path = tmp_path / "out.jsonl"
+    assert atomic.check_replaceable(path, replace=False, option="--output") == []
+    path.write_text("x")
+    with pytest.raises(errors.UserError, match="--output .*out.jsonl exists; choose another"):
+        atomic.check_replaceable(path, option="--output")
+    assert atomic.check_replaceable(path, replace=True) == []
+    with pytest.raises(errors.UserError, match="is a directory"):
+        atomic.check_replaceable(tmp_path, replace=True)
+    with pytest.raises(TypeError, match="needs `writes`"):
+        with atomic.claimed_directory(tmp_path / "new", replace=True):
+            pass
+
+
+# --------------------------------------------- 7. one pretraining per output_dir
+@pytest.mark.parametrize("command", ["pretrain", "demo"])
+def test_a_second_run_into_a_claimed_directory_is_refused_at_once(capsys, tmp_path, shard,
+                                                                  spm_model_path, command):
+    """While another writer holds the directory (here this process), pretrain and demo are
+    refused before any work, naming its pid; the directory is left as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run_config.json").write_text("{}")
+    before = snapshot(tmp_path)
+    argv = (["pretrain", "--train-data", shard, "--output-dir", out, "--spm-model",
+             spm_model_path, *_tiny_pretrain()] if command == "pretrain"
+            else ["demo", "--output", out, "--steps", "2"])
+    with atomic.claimed(out):
+        code, line = run_cli(capsys, *argv)
+    assert_one_line_error(code, line, f"{out} is being written by another process "
+                                      f"(pid {os.getpid()})")
+    assert snapshot(tmp_path) == before and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+@pytest.mark.slow
+def test_two_pretrains_into_one_output_dir_the_second_is_refused(tmp_path, shard,
+                                                                 spm_model_path):
+    out = tmp_path / "run"
+    first = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
+                         "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=2000))
+    try:
+        for _ in range(600):  # the first one has written its run_config.json: it is training
+            if (out / "run_config.json").exists() or first.poll() is not None:
+                break
+            time.sleep(0.1)
+        second = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
+                              "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=2000))
+        code, lines = second.wait(timeout=120), second.stderr.read().strip().splitlines()
+        assert code == 2 and lines[-1] == (
+            f"albert-tf pretrain: {out} is being written by another process (pid "
+            f"{first.pid}); wait for it to finish, or choose another output"), lines[-3:]
+        assert first.poll() is None  # the first one trains on
+    finally:
+        first.kill()
+        first.wait()
+
+
+# ------------------------------------------------------------ 8. a full disk
+def _limited_process(limit_bytes: int, *argv) -> subprocess.CompletedProcess:
+    """`albert-tf ARGV` in a process whose files may not grow past `limit_bytes`
+    (RLIMIT_FSIZE: a write past it fails with EFBIG, as a full disk fails with ENOSPC)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, "-m", "albert_tf.cli", *map(str, argv)],
+                          capture_output=True, text=True, env=env, preexec_fn=limit,
+                          timeout=600)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
+@pytest.mark.parametrize("command", ["convert", "convert --to hf", "create-data", "vocab"])
+def test_a_write_the_disk_refuses_is_one_line_naming_the_output(tmp_path, checkpoint41,
+                                                                spm_41_path, corpus_documents,
+                                                                command):
+    """No segfault at interpreter exit (an HDF5 file left open), no unexpected error, no
+    hidden temporary name: one line naming the output, status 2, nothing left behind."""
+    from albert_tf.training.data.corpus import write_corpus_file
+
+    work = tmp_path / "work"
+    work.mkdir()
+    corpus = tmp_path / "corpus.txt"
+    write_corpus_file(str(corpus), iter(corpus_documents[:40]))
+    output = work / "out"
+    argv = {"convert": ["convert", checkpoint41, output],
+            "convert --to hf": ["convert", checkpoint41, output, "--to", "hf"],
+            "create-data": ["create-data", "--input", corpus, "--output-dir", output,
+                            "--spm-model", spm_41_path, "--processes", "1"],
+            "vocab": ["vocab", "--input", corpus, "--output", output, "--vocab-size", "200",
+                      "--input-sentence-size", "0", "--num-threads", "1"]}[command]
+    before = snapshot(tmp_path)
+    result = _limited_process(8_000, *argv)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, lines[-5:])
+    named = f"{output}.model" if command == "vocab" else str(output)
+    assert lines[-1].startswith(f"albert-tf {command.split()[0]}: cannot write {named}"), lines[-3:]
+    # SentencePiece's trainer reports no failed write: its truncated model does not load.
+    assert ("File too large" in lines[-1] or command == "vocab") and ".tmp-" not in lines[-1]
+    assert "Traceback" not in result.stderr
+    assert snapshot(tmp_path) == before and hidden_temporaries(tmp_path) == []
+    assert os.listdir(work) == [] or command == "create-data" and not os.listdir(output)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
+def test_finetune_into_a_full_disk_is_one_line_and_no_crash(tmp_path, checkpoint41, train_csv):
+    output = tmp_path / "out"
+    result = _limited_process(8_000, *_finetune_args(checkpoint41, output, train_csv))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, lines[-5:])
+    assert lines[-1].startswith(f"albert-tf finetune: cannot write {output}: File too large")
+    assert not output.exists() and sorted(os.listdir(tmp_path)) == []
+
+
+# --------------------------------------------------- 9. leftovers and messages
+def test_the_next_export_removes_what_a_killed_one_left(capsys, tmp_path, checkpoint41):
+    base = tmp_path / "models" / "tiny"
+    stale = base / f".1.tmp-{_dead_pid()}-0badc0de"
+    (stale / "variables").mkdir(parents=True)
+    (stale / "saved_model.pb").write_bytes(b"half written")
+    running = base / f".7.tmp-{os.getpid()}-12345678"  # a live export's: kept
+    running.mkdir()
+    code, line = run_cli(capsys, "export", "--checkpoint", checkpoint41, "--output", base)
+    assert code == 0, line
+    assert sorted(os.listdir(base)) == sorted(["1", "batching_parameters.txt", running.name])
+
+
+def test_a_failed_ablate_leaves_nothing_that_blocks_the_corrected_rerun(capsys, tmp_path):
+    from albert_tf.training.experiments.ablate import run as ablate
+
+    output = tmp_path / "ablation"
+    code, line = run_cli(capsys, "ablate", "--output", output, "--corpus",
+                         tmp_path / "missing.txt", "--steps", "2")
+    assert_one_line_error(code, line, "missing.txt")
+    assert os.listdir(tmp_path) == []
+    # An ablation.json no data or run was made under binds nothing.
+    output.mkdir()
+    (output / ablate.CONFIG_FILE).write_text(json.dumps({"steps": 99}))
+    ablate._prepare_output(ablate.AblateOptions(output=str(output), steps=2))
+    assert json.loads((output / ablate.CONFIG_FILE).read_text())["steps"] == 2
+
+
+def test_a_path_with_a_newline_stays_one_line(capsys, tmp_path):
+    prefix = tmp_path / "v\nx"
+    (tmp_path / "v\nx.model").write_bytes(b"an existing vocabulary")
+    code = cli.main(["vocab", "--input", str(tmp_path / "in.txt"), "--output", str(prefix),
+                     "--vocab-size", "30"])
+    errors_ = [line for line in capsys.readouterr().err.splitlines()
+               if line.startswith("albert-tf") or "x.model" in line]
+    assert code == 2 and errors_ == [
+        f"albert-tf vocab: --output {tmp_path}/v\\nx.model exists; pass --overwrite to "
+        "replace it"], errors_
+
+
+def test_convert_to_hf_files_have_the_modes_of_the_umask(tmp_path, checkpoint41):
+    old = os.umask(0o022)
+    try:
+        convert.convert(str(checkpoint41), str(tmp_path / "hf"), to="hf")
+    finally:
+        os.umask(old)
+    modes = {name: oct(os.stat(tmp_path / "hf" / name).st_mode & 0o777)
+             for name in os.listdir(tmp_path / "hf")}
+    assert set(modes.values()) == {"0o644"}, modes
+    assert "model.safetensors" in modes
+
+
+@pytest.mark.slow
+def test_sigterm_mid_pretraining_leaves_whole_checkpoints(tmp_path, shard, spm_model_path):
+    out = tmp_path / "run"
+    proc = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
+                        "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=100000))
+    checkpoints = out / "checkpoints"
+    for _ in range(1200):
+        if len(list(checkpoints.glob("ckpt-*.index"))) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    code, lines = proc.wait(timeout=120), proc.stderr.read().strip().splitlines()
+    assert code == 128 + signal.SIGTERM, lines[-3:]
+    assert lines[-1] == "albert-tf pretrain: terminated (SIGTERM)"
+    names = os.listdir(checkpoints)
+    data = {n.split(".data-")[0] for n in names if ".data-" in n}
+    index = {n[:-len(".index")] for n in names if n.endswith(".index")}
+    assert data == index and data, names  # every data file has its index
+    assert not [n for n in names if "_temp" in n], names
+    assert not [n for n in os.listdir(tmp_path) if "lock" in n]

@@ -80,6 +80,9 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
     atomic.check_not_input(dst, [("checkpoint directory", source.directory)], "DST",
                            "converting would overwrite the checkpoint it reads")
     check_target(to, source.config, source.task_record, encoder_only, src)
+    if source.task_record.seq_length is not None:  # the length rule, before any weight is read
+        source.config.check_sequence_length(source.task_record.seq_length,
+                                            where=f"the task record of {src}")
     if to == "albert-tf":
         _check_destination(dst, force)
     else:
@@ -106,12 +109,9 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
 
 def _check_destination(dst: str, force: bool) -> None:
     """Refuses, before any work, a DST that is not new or empty, unless --force is
-    given and DST holds only what a checkpoint writes."""
-    check_replaceable(dst)  # a file, or files a checkpoint does not write: even with --force
-    if not force and os.path.isdir(dst) and not all(map(atomic.is_temporary, os.listdir(dst))):
-        what = ("already holds a checkpoint" if os.path.isfile(os.path.join(dst, WEIGHTS_FILE))
-                else "holds checkpoint files")
-        raise errors.UserError(f"{dst} {what}; pass --force to replace it")
+    given and DST holds only what a checkpoint writes (the one rule,
+    `atomic.check_replaceable`)."""
+    check_replaceable(dst, replace=force, flag="--force")
 
 
 @cli.command("convert")

@@ -131,8 +131,10 @@ def _save_model_weights(model, path: str) -> None:
     from albert_tf import keras_compat
 
     optimizer = getattr(model, "optimizer", None)
-    keras_compat.save_weights_only(model, path,
-                                   objects_to_skip=[optimizer] if optimizer is not None else None)
+    data = keras_compat.weights_h5_bytes(
+        model, objects_to_skip=[optimizer] if optimizer is not None else None)
+    with open(path, "wb") as f:  # a full disk fails here, the HDF5 file long closed
+        f.write(data)
 
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
@@ -183,8 +185,10 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
         if not os.path.isfile(spm_model):
             raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
         check_vocab_size(spm_model, model.config.vocab_size, f"the model saved to {directory}")
-    check_replaceable(directory, keep_other_files)
-    with atomic.claimed_directory(directory, replace=overwrite) as staging:
+    others = check_replaceable(directory, keep_other_files, replace=overwrite)
+    with atomic.claimed_directory(directory, replace=overwrite, writes=CHECKPOINT_FILES,
+                                  keep_others=keep_other_files,
+                                  error=CheckpointError) as staging:
         others = check_replaceable(directory, keep_other_files)  # again, under the claim
         model.config.to_json_file(os.path.join(staging, CONFIG_FILE))
         _ensure_built(model)
@@ -196,25 +200,19 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
     return directory
 
 
-def check_replaceable(directory: str, keep_other_files: bool = False) -> list[str]:
-    """The entries of an existing `directory` that a checkpoint does not write
-    (`CHECKPOINT_FILES`; hidden temporaries aside), which replacing it would drop.
+def check_replaceable(directory: str, keep_other_files: bool = False, replace: bool = True,
+                      option: str = "", flag: str | None = None) -> list[str]:
+    """`atomic.check_replaceable` for a checkpoint directory: the entries of an existing
+    `directory` that a checkpoint does not write (`CHECKPOINT_FILES`), which replacing
+    it would drop.
 
     Raises:
       CheckpointError: there are some and `keep_other_files` is False (naming them),
-        or `directory` is a file.
+        `directory` is a file, or it holds a checkpoint and `replace` is False.
     """
-    if not os.path.lexists(directory):
-        return []
-    if not os.path.isdir(directory):
-        raise CheckpointError(f"{directory} exists and is not a directory")
-    others = sorted(name for name in os.listdir(directory)
-                    if name not in CHECKPOINT_FILES and not atomic.is_temporary(name))
-    if others and not keep_other_files:
-        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-        raise CheckpointError(f"{directory} holds files a checkpoint does not write ({shown}); "
-                              "not replacing it: move them away or choose another directory")
-    return others
+    return atomic.check_replaceable(directory, CHECKPOINT_FILES, replace=replace, option=option,
+                                    flag=flag, product="a checkpoint", writer="a checkpoint",
+                                    keep_others=keep_other_files, error=CheckpointError)
 
 
 def task_record_of(model, label_names: list[str] | None = None, do_lower_case: bool = True,
@@ -227,6 +225,9 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
       TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
         field the model or the other arguments decide.
     """
+    if seq_length is not None:  # the length rule against this model's position table
+        model.config.check_sequence_length(seq_length, where=f"seq_length of the model saved "
+                                                             f"to {source}" if source else "")
     decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
                "precision": model.dtype_policy.name}
     if model.task in ("classification", "token_classification"):

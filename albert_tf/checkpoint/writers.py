@@ -28,6 +28,7 @@ reads back as none.
 from __future__ import annotations
 
 import datetime
+import io
 import json
 import logging
 import os
@@ -154,23 +155,15 @@ def _check_keras_hub(config, record, encoder_only, refuse) -> None:
                      "--encoder-only to write the backbone alone")
 
 
+def target_files(target: str) -> tuple[str, ...]:
+    return HF_FILES if target == "hf" else KERAS_HUB_FILES  # what its writer writes
+
+
 def check_destination(target: str, dst: str, force: bool) -> None:
-    """Refuses, before any work, a DST that is not new or empty, unless `force` is given
-    and DST holds only files the `target` writer writes (naming the others)."""
-    if not os.path.lexists(dst):
-        return
-    if not os.path.isdir(dst):
-        raise CheckpointError(f"{dst} exists and is not a directory")
-    entries = [n for n in os.listdir(dst) if not atomic.is_temporary(n)]
-    if not entries:
-        return
-    if not force:
-        raise CheckpointError(f"{dst} is not empty; pass --force to replace it")
-    known = HF_FILES if target == "hf" else KERAS_HUB_FILES
-    others = sorted(n for n in entries if n not in known)
-    if others:
-        raise CheckpointError(f"{dst} holds files a {target} checkpoint does not write "
-                              f"({', '.join(others[:5])}); not replacing it")
+    """`atomic.check_replaceable` for `target`'s files, `force` the --force flag."""
+    atomic.check_replaceable(dst, target_files(target), replace=force, flag="--force",
+                             product=f"a {target} checkpoint",
+                             writer=f"a {target} checkpoint", error=CheckpointError)
 
 
 # ----------------------------------------------------------------------- Hugging Face
@@ -181,7 +174,7 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     [out, in] Linear weights), and spiece.model + tokenizer_config.json when the model
     has a SentencePiece model."""
     # Deferred: only this target needs safetensors.
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     check_target("hf", model.config, record, encoder_only, dst)
     rows = list(table_rows(model, format_rows("hf")))
@@ -196,11 +189,15 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     if encoder_only:  # an AlbertModel saved on its own: no "albert." prefix
         tensors = {k[len("albert."):]: v for k, v in tensors.items()}
     config = hf_config(model, record, encoder_only)
-    with atomic.claimed_directory(dst, replace=force) as staging:
+    with atomic.claimed_directory(dst, replace=force, writes=target_files("hf"),
+                                  error=CheckpointError) as staging:
         with open(os.path.join(staging, HF_CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
             f.write("\n")
-        save_file(tensors, os.path.join(staging, HF_SAFETENSORS), metadata={"format": "pt"})
+        # Made in memory and written by open(): the file gets the umask's mode like the
+        # others (safetensors' own writer makes it 0600, unreadable to a server's user).
+        _write_bytes(os.path.join(staging, HF_SAFETENSORS),
+                     save(tensors, metadata={"format": "pt"}))
         if tokenizer.spm_model is not None:
             shutil.copyfile(tokenizer.spm_model, os.path.join(staging, SPM_FILE))
             with open(os.path.join(staging, HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
@@ -210,6 +207,11 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     logger.info("wrote %s for transformers' %s (%d tensors)", dst, config["architectures"][0],
                 len(tensors))
     return dst
+
+
+def _write_bytes(path: str, data: bytes) -> None:  # by open(): the umask's mode
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def hf_config(model, record: TaskRecord, encoder_only: bool = False) -> dict[str, Any]:
@@ -284,19 +286,23 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
     check_covered(model, rows, dst, "kerashub", dropped)
     tensors = stored_tensors(model, rows)
     backbone = keras_hub_backbone_config(config)
-    with atomic.claimed_directory(dst, replace=force) as staging:
+    with atomic.claimed_directory(dst, replace=force,
+                                  writes=target_files("kerashub"),
+                                  error=CheckpointError) as staging:
         _write_json(os.path.join(staging, kh.CONFIG_FILE), backbone)
         _write_json(os.path.join(staging, kh.METADATA_FILE), _metadata(tensors))
         for prefix, file in (("backbone/", kh.MODEL_WEIGHTS), ("task/", kh.TASK_WEIGHTS)):
             chosen = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
             if chosen:
-                with h5py.File(os.path.join(staging, file), "w") as f:
+                buffer = io.BytesIO()  # closed before the disk is touched (a full disk)
+                with h5py.File(buffer, "w") as f:
                     for name, value in sorted(chosen.items()):
                         f.create_dataset(name, data=value)
                     if prefix == "task/":  # the optimizer's iterations and learning rate
                         f.create_dataset("optimizer/vars/0", data=np.int64(0))
                         f.create_dataset("optimizer/vars/1", data=np.float32(
                             KERAS_HUB_TASK_LEARNING_RATE[task]))
+                _write_bytes(os.path.join(staging, file), buffer.getvalue())
         tokenizer_config = None
         if tokenizer.spm_model is not None:
             tokenizer_config = _tokenizer_config()

@@ -1,8 +1,9 @@
 """The three routes `albert-tf predict` takes to a signature: REST, gRPC, local SavedModel.
 
 Each backend offers `signatures()` -> {name: {"inputs": {input: dtype}, "outputs":
-[names]}} and `predict(signature, inputs)` -> one JSON-ready dict per row, so the
-client treats them alike and the tests can check that they agree.
+[names], "output_specs": {output: (dtype, rank)}}}, `predict(signature, inputs)` -> one
+JSON-ready dict per row, and `where` (its address, for messages), so the client treats
+them alike and the tests can check that they agree.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class RestBackend:
             raise ValueError(f"REST format {fmt!r} is not one of {rq.REST_FORMATS}")
         self.server, self.model, self.version = server, model, version
         self.fmt, self.timeout = fmt, timeout
+        self.where = server  # what a message names
         self._signatures: dict | None = None
 
     def _call(self, url: str, body: dict | None = None) -> dict:
@@ -69,7 +71,10 @@ class RestBackend:
     def signatures(self) -> dict[str, dict]:
         if self._signatures is None:
             url = rq.rest_url(self.server, self.model, self.version, verb="metadata")
-            self._signatures = rq.signatures_from_rest_metadata(self._call(url))
+            try:
+                self._signatures = rq.signatures_from_rest_metadata(self._call(url))
+            except rq.ReplyError as e:
+                raise ServerError(f"{url}: {e}") from None
         return self._signatures
 
     def predict(self, signature: str, inputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -85,6 +90,7 @@ class GrpcBackend:
                  timeout: float = 60.0):
 
         self.model, self.version, self.timeout = model, version, timeout
+        self.where = target
         self._grpc = grpc
         # Long contexts and [B, T, H] outputs exceed gRPC's 4 MB default message size.
         options = [("grpc.max_send_message_length", 1 << 30),
@@ -128,15 +134,21 @@ class LocalBackend:
         except (OSError, ValueError) as e:
             raise ServerError(f"cannot load a SavedModel from {path}: {e}") from None
         self._tf = tf
+        self.where = path
 
     def signatures(self) -> dict[str, dict]:
         result = {}
         for name, fn in self._model.signatures.items():
             specs = fn.structured_input_signature[1]
-            result[name] = {"inputs": {n: object if s.dtype == self._tf.string
-                                       else s.dtype.as_numpy_dtype for n, s in specs.items()},
-                            "outputs": sorted(fn.structured_outputs)}
+            outputs = fn.structured_outputs
+            result[name] = {"inputs": {n: self._dtype(s) for n, s in specs.items()},
+                            "outputs": sorted(outputs),
+                            "output_specs": {n: (self._dtype(s), s.shape.rank)
+                                             for n, s in outputs.items()}}
         return result
+
+    def _dtype(self, spec):
+        return object if spec.dtype == self._tf.string else spec.dtype.as_numpy_dtype
 
     def predict(self, signature: str, inputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
         """Raises RequestError (one line) when the signature refuses the inputs."""

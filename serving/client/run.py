@@ -27,8 +27,14 @@ from albert_tf import arguments, atomic, cli, textio
 from albert_tf.errors import UserError
 
 from ..layout import existing_versions
-from ..requests import DEFAULT_SIGNATURE, REST_FORMATS, RequestError, columns_from_rows
-from . import backends
+from ..requests import (
+    DEFAULT_SIGNATURE,
+    REST_FORMATS,
+    ReplyError,
+    RequestError,
+    columns_from_rows,
+)
+from . import backends, replies
 
 logger = logging.getLogger(__name__)
 
@@ -137,18 +143,25 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
         raise ClientError(f"the model has no signature {signature!r}; it has "
                           f"{', '.join(sorted(signatures))}")
     inputs = signatures[signature]["inputs"]
+    specs = signatures[signature].get("output_specs") or {
+        name: (None, None) for name in signatures[signature]["outputs"]}
     count = 0
     with tqdm(unit=" rows", disable=None, file=sys.stderr) as progress:
         for batch in batches(read_rows(input_path, inputs, jsonl), batch_size):
+            where = f"{input_path}: rows {count + 1}-{count + len(batch)}"
             try:
                 rows = backend.predict(signature, columns_from_rows(batch, inputs))
+                if isinstance(rows, list) and len(rows) != len(batch):
+                    # a short reply must not pass as complete output
+                    raise ClientError(f"{where}: the server returned {len(rows)} predictions "
+                                      f"for {len(batch)} inputs; no output was kept")
+                rows = replies.check_rows(rows, specs, len(batch))  # before any is written
             except RequestError as e:
-                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: {e}") \
-                    from None
-            if len(rows) != len(batch):  # a short reply must not pass as complete output
-                raise ClientError(f"{input_path}: rows {count + 1}-{count + len(batch)}: the "
-                                  f"server returned {len(rows)} predictions for {len(batch)} "
-                                  "inputs; no output was kept")
+                raise ClientError(f"{where}: {e}") from None
+            except ReplyError as e:
+                raise backends.ServerError(f"{backend.where}: {where}: the server's reply does "
+                                           f"not fit signature {signature!r}: {e}; no output "
+                                           "was kept") from None
             for row in rows:
                 output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += len(batch)
@@ -167,9 +180,10 @@ def _open_output(path: str):
 
 
 # ----------------------------------------------------------------------- CLI
-def check_paths(input_path: str, output: str) -> None:
+def check_paths(input_path: str, output: str, overwrite: bool = False) -> None:
     """Refuses, before any model is loaded or called, an input that is not a UTF-8 text
-    file and an output that cannot be written or is the input itself.
+    file and an output that cannot be written, is the input itself, or exists (unless
+    `overwrite`).
 
     Raises:
       ClientError / EncodingError / UserError: one line naming the option and the path.
@@ -195,6 +209,8 @@ def check_paths(input_path: str, output: str) -> None:
     if input_path != "-":
         atomic.check_not_input(output, [("--input file", input_path)], "--output",
                                "writing the predictions would replace it")
+    atomic.check_replaceable(output, replace=overwrite, option="--output", flag="--overwrite",
+                             error=ClientError)  # the one rule for an existing output
 
 
 def _saved_model_path(path: str) -> str:
@@ -234,6 +250,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-format", choices=("text", "jsonl"),
                    help="one text per line, or JSON Lines (default: by extension .jsonl/.json)")
     p.add_argument("--output", default="-", help="JSONL output file (default: stdout)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
     p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
                    help="REST body form: row 'instances' or columnar 'inputs'")
@@ -246,11 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     arguments.require_positive("--batch-size", args.batch_size)
+    replies.check_route(args.server, args.grpc, args.timeout, args.version)
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
     if args.saved_model:
         args.saved_model = _saved_model_path(args.saved_model)
-    check_paths(args.input, args.output)
+    check_paths(args.input, args.output, args.overwrite)
     cli.setup_logging()
     backend = make_backend(args)
     with _open_output(args.output) as stream:

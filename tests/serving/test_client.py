@@ -218,7 +218,7 @@ def test_predict_reads_jsonl_for_two_input_signatures(models, servers, tmp_path)
     source.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
     outputs = []
     for route in (["--server", rest], ["--grpc", grpc_target]):
-        out = tmp_path / "qa_out.jsonl"
+        out = tmp_path / f"qa_out_{route[0].lstrip('-')}.jsonl"
         assert client.main([*route, "--model", "albert_qa", "--input", str(source),
                             "--output", str(out)]) == 0
         outputs.append(_read_jsonl(out))

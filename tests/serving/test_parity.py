@@ -298,7 +298,7 @@ def test_overwrite_replaces_a_run_only_when_asked(runs, capsys):
             "--seq-length", "32", "--set", "train_steps=1", "seed=3", *FAST]
     assert finetune_main(argv) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert error == [f"albert-tf finetune: --output {out} holds a fine-tuned model; "
+    assert error == [f"albert-tf finetune: --output {out} already holds a fine-tuned model; "
                      "pass --overwrite to replace it"]
     assert _digest(out) == before
     with open(os.path.join(out, "model.weights.h5"), "rb") as f:

@@ -119,10 +119,11 @@ def test_rest_metadata_is_read_into_input_dtypes_and_output_names():
         "token_ids": {"inputs": {"input_word_ids": {"dtype": "DT_INT32"}},
                       "outputs": {"score": {"dtype": "DT_FLOAT"}}}}}}}
     signatures = rq.signatures_from_rest_metadata(metadata)
-    assert signatures["serving_default"] == {"inputs": {"text": object},
-                                             "outputs": ["label", "score"]}
+    assert signatures["serving_default"] == {
+        "inputs": {"text": object}, "outputs": ["label", "score"],
+        "output_specs": {"label": (object, None), "score": (np.float32, None)}}
     assert signatures["token_ids"]["inputs"] == {"input_word_ids": np.int32}
-    with pytest.raises(rq.RequestError, match="unexpected model metadata"):
+    with pytest.raises(rq.ReplyError, match="unexpected model metadata"):
         rq.signatures_from_rest_metadata({"metadata": {}})
 
 
@@ -186,7 +187,7 @@ def test_versions_count_up_and_are_never_overwritten(tmp_path):
     assert layout.resolve_version(model_dir, 2)[0] == 2
     with pytest.raises(layout.LayoutError, match="already exists.*next free version: 4"):
         layout.resolve_version(model_dir, 3)
-    with pytest.raises(layout.LayoutError, match="non-negative"):
+    with pytest.raises(layout.LayoutError, match="must be an integer from 0 to"):
         layout.resolve_version(model_dir, -1)
 
 

@@ -175,6 +175,9 @@ def _prepare_output(output_dir: str, config: dict) -> list[str]:
     corrected rerun. Returns what this run created (`_undo_unfinished` removes it).
     """
     atomic.check_writable_directory(output_dir, "--output-dir")
+    # Shards and statistics beside no create_data_config.json / summary.json are not ours.
+    atomic.check_resumable(output_dir, (SHARD_GLOB, STATS_DIR), (CONFIG_FILE, SUMMARY_FILE),
+                           "--output-dir", "create-data")
     stats = os.path.join(output_dir, STATS_DIR)
     path = os.path.join(output_dir, CONFIG_FILE)
     created = atomic.missing_parents(stats) + ([] if os.path.isdir(stats) else [stats])
@@ -223,7 +226,6 @@ def _undo_unfinished(output_dir: str, created: list[str], empty_shards: bool = F
 
 
 def _file_sha256(path: str) -> str:
-
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
@@ -286,13 +288,20 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
     Raises:
       ValueError: the output directory holds data made with other settings.
     """
-
     start = time.time()
     processes = processes or os.cpu_count() or 1
     load_vocabulary(spm_model, do_lower_case)  # here, before any worker starts or file is written
     config = {"corpus": corpus.name, "input": corpus.identity, "spm_model_sha256": _file_sha256(spm_model),
               "do_lower_case": do_lower_case, "documents_per_shard": documents_per_shard,
               **dataclasses.asdict(options)}
+    with atomic.claimed(output_dir):  # one writer per --output-dir at a time
+        return _create(corpus, output_dir, spm_model, options, config,
+                       documents_per_shard, processes, start)
+
+
+def _create(corpus: Corpus, output_dir: str, spm_model: str, options: sop.GenerationOptions,
+            config: dict, documents_per_shard: int, processes: int, start: float) -> dict:
+    do_lower_case = config["do_lower_case"]  # `create_pretraining_data`, claimed
     created = _prepare_output(output_dir, config)
     report = CorpusReport()
     bar = tqdm(total=corpus.total, unit="doc", desc="create-data", dynamic_ncols=True, smoothing=0.1)

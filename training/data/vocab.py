@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import errno
 import glob
 import gzip
 import io
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_CHARACTER_COVERAGE = 0.99995
 DEFAULT_INPUT_SENTENCE_SIZE = 10_000_000
 _NUM_META_PIECES = 2 + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
+OUTPUT_SUFFIXES = (".model", ".vocab")  # PREFIX.model, PREFIX.vocab
 
 
 class VocabError(UserError):
@@ -127,8 +129,11 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
                 do_lower_case: bool = True, keep_accents: bool = False,
                 character_coverage: float = DEFAULT_CHARACTER_COVERAGE,
                 input_sentence_size: int = DEFAULT_INPUT_SENTENCE_SIZE,
-                num_threads: int | None = None) -> tuple[str, str]:
+                num_threads: int | None = None, overwrite: bool = False) -> tuple[str, str]:
     """Trains an ALBERT SentencePiece model; writes `{output_prefix}.model` and `.vocab` atomically.
+
+    Existing `.model` / `.vocab` files are replaced only with `overwrite` (checked before
+    the corpus is read: every dataset and checkpoint made with a vocabulary needs it).
 
     Args:
       inputs: text files or globs (plain or .gz), one sentence per line.
@@ -138,11 +143,15 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
       character_coverage: fraction of characters covered by the vocabulary.
       input_sentence_size: sample at most this many lines (0: all of them).
       num_threads: trainer threads (default: all CPUs).
+      overwrite: replace existing output files (`--overwrite`).
 
     Returns:
       (model_path, vocab_path).
     """
     _check_options(vocab_size, character_coverage, input_sentence_size)
+    for suffix in OUTPUT_SUFFIXES:  # the one rule for an existing output
+        atomic.check_replaceable(output_prefix + suffix, replace=overwrite, option="--output",
+                                 flag="--overwrite", error=VocabError)
     files = expand_inputs(inputs)
     stats: dict = {}
     sentences = read_sentences(files, do_lower_case, keep_accents, stats)
@@ -156,7 +165,7 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
     try:
         _run_trainer(itertools.chain([first], sentences), tmp_prefix, vocab_size,
                      character_coverage, input_sentence_size, num_threads)
-        _check_conventions(tmp_prefix + ".model")
+        _check_written(tmp_prefix, output_prefix)
         # The .model appears last, so an existing .model always has its .vocab.
         atomic.commit(tmp_prefix + ".vocab", output_prefix + ".vocab")
         atomic.commit(tmp_prefix + ".model", output_prefix + ".model")
@@ -197,6 +206,20 @@ def _run_trainer(sentences: Iterator[str], model_prefix: str, vocab_size: int,
         raise VocabError(f"SentencePiece training failed: {str(err).strip()}") from None
 
 
+def _check_written(tmp_prefix: str, output_prefix: str) -> None:
+    """The trained model reads back with ALBERT's conventions. SentencePiece's trainer
+    reports no failed write (a full disk leaves a truncated file), so a model that does
+    not read back is named as the output it was to become, never its hidden name."""
+    try:
+        _check_conventions(tmp_prefix + ".model")
+    except UserError as e:
+        free = os.statvfs(os.path.dirname(os.path.abspath(tmp_prefix))).f_bavail
+        reason = (os.strerror(errno.ENOSPC) if free == 0 else
+                  str(e).replace(tmp_prefix, output_prefix).splitlines()[0])
+        raise VocabError(f"cannot write {output_prefix}.model: {reason}; nothing was "
+                         "written") from None
+
+
 def _check_conventions(model_path: str) -> None:
     tokenizer = AlbertTokenizer(model_path)
     got = [tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id,
@@ -221,6 +244,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-sentence-size", type=int, default=DEFAULT_INPUT_SENTENCE_SIZE,
                    help="sample at most this many lines; 0: all (default: %(default)s)")
     p.add_argument("--num-threads", type=int, default=None, help="default: all CPUs")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing PREFIX.model / PREFIX.vocab")
     return p
 
 
@@ -236,6 +261,7 @@ def main(argv: list[str]) -> int:
     model_path, vocab_path = train_vocab(
         args.input, args.output, args.vocab_size, do_lower_case=args.do_lower_case,
         keep_accents=args.keep_accents, character_coverage=args.character_coverage,
-        input_sentence_size=args.input_sentence_size, num_threads=args.num_threads)
+        input_sentence_size=args.input_sentence_size, num_threads=args.num_threads,
+        overwrite=args.overwrite)
     logger.info("wrote %s and %s", model_path, vocab_path)
     return 0

@@ -97,6 +97,10 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in (
 )}
 
 
+# The submission files a GLUE run may write (`write_submission`), over every task.
+SUBMISSION_FILES = tuple(f"{stem}.tsv" for task in GLUE_TASKS.values() for stem in task.test_splits)
+
+
 def get_task(name: str) -> GlueTask:
     """The task for "cola", "glue/cola", "SST-2", "sts-b", ... (case and dashes ignored)."""
     key = name.lower().removeprefix("glue/").replace("-", "")

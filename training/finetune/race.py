@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 LEVELS = ("middle", "high")
 CHOICES = "ABCD"
+# What `RaceTask.write_predictions` writes into a run directory.
+PREDICTION_FILES = ("predictions_dev.tsv", "race_test.json")
 # run_race.py / README: 12000 steps, 1000 warmup, batch 32, lr 1e-5 (the v2 value),
 # 512 tokens (of which at most max_qa_length for question + option: albert_tf.checkpoint.task_record).
 DEFAULTS = {"train_steps": 12000, "warmup_steps": 1000, "batch_size": 32, "learning_rate": 1e-5,
@@ -207,7 +209,7 @@ class RaceTask:
         if self.evals:
             data = self.evals["dev"]
             _, predicted = self._accuracies(predict, data, self.levels["dev"])
-            paths.append(os.path.join(output_dir, "predictions_dev.tsv"))
+            paths.append(os.path.join(output_dir, PREDICTION_FILES[0]))
             write_tsv(paths[-1], ("id", "level", "label", "prediction"),
                       zip(self.dev_ids, self.levels["dev"], (CHOICES[i] for i in data.labels["logits"]),
                           (CHOICES[i] for i in predicted)))
@@ -215,7 +217,7 @@ class RaceTask:
             return paths
         result, predicted = self._accuracies(predict, self.test, self.levels["test"])
         logger.info("RACE test: %s", ", ".join(f"{k}={v:.4f}" for k, v in result.items()))
-        path = os.path.join(output_dir, "race_test.json")
+        path = os.path.join(output_dir, PREDICTION_FILES[1])
         atomic.atomic_write_json(path, {"results": result, "predictions": dict(zip(
             self.test_ids, (CHOICES[i] for i in predicted)))}, indent=1)
         return [*paths, path]

@@ -30,7 +30,8 @@ range (TrainConfig) before any data is read. The settings used are saved in OUTP
 (the task record), which `albert-tf export` reads.
 
 --output must not be, contain or lie inside --checkpoint or a --data path. An existing,
-non-empty --output is refused unless --overwrite is given. Every run is written to a
+non-empty --output is refused unless --overwrite is given, and a directory holding
+anything a fine-tuning run does not write is refused even then. Every run is written to a
 hidden directory beside --output that becomes --output only when the run is complete
 (replacing an existing one, with --overwrite, as a whole): a failed or interrupted run
 leaves --output as it was, and of two runs started into the same --output one fails
@@ -59,7 +60,7 @@ from ..runtime import distribute
 from . import glue, race, sequence, squad, squad_data
 from .bucketing import check_buckets
 from .examples import DataError, check_label_name
-from .train import TrainConfig, finetune
+from .train import RUN_FILES, TrainConfig, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -74,6 +75,9 @@ FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning
 # --set keys that are task record fields (TaskRecord holds their types and defaults).
 TASK_KEYS = ("doc_stride", "max_query_length", "n_best", "max_answer_length",
              "no_answer_threshold", "max_qa_length")
+# What a fine-tuning run may hold: what --overwrite replaces (anything else is refused).
+RUN_ENTRIES = (*RUN_FILES, *sequence.PREDICTION_FILES, *squad.PREDICTION_FILES,
+               *race.PREDICTION_FILES)
 # --set keys that are TrainConfig fields the tokenizer set-up reads, not the training loop.
 RUN_KEYS = ("spm_model", "do_lower_case", "keep_accents")
 
@@ -284,17 +288,14 @@ def check_output(checkpoint: str, output: str, overwrite: bool, data: list[str] 
         output, [(f"--data {'directory' if os.path.isdir(path) else 'file'}", path)
                  for path in data or ()],
         "--output", "fine-tuning would overwrite the data it reads")
-    if not os.path.lexists(output):
+    if os.path.isdir(output) and not os.listdir(output):
         return False
-    if not os.path.isdir(output):
-        raise UsageError(f"--output {output} exists and is not a directory")
-    if not os.listdir(output):
-        return False
-    if not overwrite:
-        what = ("holds a fine-tuned model" if os.path.exists(os.path.join(output, TASK_FILE))
-                else "exists and is not empty")
-        raise UsageError(f"--output {output} {what}; pass --overwrite to replace it")
-    return True
+    # The one rule (atomic.check_replaceable): a run is replaced only with --overwrite,
+    # and a directory holding anything a run does not write never is.
+    atomic.check_replaceable(output, RUN_ENTRIES, replace=overwrite, option="--output",
+                             flag="--overwrite", product="a fine-tuned model",
+                             writer="fine-tuning", error=UsageError)
+    return os.path.lexists(output)
 
 
 def run(args) -> dict:
@@ -339,7 +340,8 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
     if not chief:
         with tempfile.TemporaryDirectory(prefix="albert-tf-finetune-worker-") as scratch:
             return train(scratch)
-    with atomic.claimed_directory(output, replace=replace) as staging:
+    with atomic.claimed_directory(output, replace=replace, writes=RUN_ENTRIES,
+                                  error=UsageError) as staging:
         logger.info("writing the run to %s, which becomes %s when complete", staging, output)
         summary = train(staging)
     summary["checkpoint"] = output

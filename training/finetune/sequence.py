@@ -32,6 +32,8 @@ METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
 # Evaluation predictions go to <output>/predictions_<set>.tsv (id, label, prediction).
 EVAL_PREDICTIONS = "predictions"
+# What `SequenceTask.write_predictions` writes into a run directory (names or patterns).
+PREDICTION_FILES = (f"{EVAL_PREDICTIONS}_*.tsv", *glue.SUBMISSION_FILES)
 
 
 class SequenceTask:

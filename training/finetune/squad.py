@@ -29,6 +29,8 @@ from .bucketing import Encoded
 from .squad_data import ContextPieces, SquadExample, Window, build_windows
 
 logger = logging.getLogger(__name__)
+# What `SquadTask.write_predictions` writes into a run directory.
+PREDICTION_FILES = ("predictions.json", "nbest_predictions.json", "null_odds.json")
 
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
 
@@ -232,12 +234,14 @@ class SquadTask:
         if not self.eval_examples:
             return []
         best, nbest, no_answer = self._decode(predict)
-        files = {"predictions.json": best, "nbest_predictions.json": nbest}
+        predictions, nbest_name, null_odds = PREDICTION_FILES
+        files = {predictions: best, nbest_name: nbest}
         if self.answerability:
             if self.tune_threshold:  # the threshold of these (the best) weights
                 self.threshold = self._best_threshold(best, no_answer)[1]
-            files["predictions.json"] = metrics.apply_no_answer_threshold(best, no_answer, self.threshold)
-            files["null_odds.json"] = no_answer
+            files[predictions] = metrics.apply_no_answer_threshold(best, no_answer,
+                                                                   self.threshold)
+            files[null_odds] = no_answer
         paths = []
         for name, content in files.items():
             paths.append(os.path.join(output_dir, name))

@@ -25,6 +25,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
 from albert_tf.arguments import number_field
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
+from albert_tf.checkpoint.ours import CHECKPOINT_FILES
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 
@@ -35,6 +36,11 @@ from ..runtime.tensorboard import ScalarLogger, write_scalars
 from .bucketing import Encoded, check_buckets, default_buckets, make_dataset
 
 logger = logging.getLogger(__name__)
+
+TENSORBOARD_DIR = "tensorboard"
+RESULTS_FILE = "eval_results.json"
+# What every fine-tuning run writes into its directory; each task adds its prediction files.
+RUN_FILES = (*CHECKPOINT_FILES, TENSORBOARD_DIR, RESULTS_FILE)
 
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
 
@@ -155,7 +161,7 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
         self.task, self.predict, self.config, self.save = task, predict, config, save
         self.best, self.best_weights, self.best_results = None, None, None
         self.wait, self.history = 0, []
-        self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard", "eval"))
+        self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, TENSORBOARD_DIR, "eval"))
 
     def on_epoch_end(self, epoch, logs=None):
         start = time.time()
@@ -211,7 +217,7 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
                 task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
                 config.optimizer, config.learning_rate)
-    callbacks = [ScalarLogger(os.path.join(config.output_dir, "tensorboard"),
+    callbacks = [ScalarLogger(os.path.join(config.output_dir, TENSORBOARD_DIR),
                               every=max(1, min(100, per_epoch // 10)))]
     evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
     callbacks += [evaluation] if evaluation else []
@@ -228,7 +234,7 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
                "checkpoint": config.output_dir, "predictions": []}
     if save.chief:
         summary["predictions"] = task.write_predictions(predict, config.output_dir)
-        atomic.atomic_write_json(os.path.join(config.output_dir, "eval_results.json"),
+        atomic.atomic_write_json(os.path.join(config.output_dir, RESULTS_FILE),
                                  {"best": summary["best"], "history": history}, indent=1)
     return summary
 

@@ -34,7 +34,7 @@ import tensorflow as tf
 from albert_tf.checkpoint import open_checkpoint
 
 from ..data import records as tfrecords
-from .pipeline import list_files, pretraining_dataset
+from .pipeline import list_files, pretraining_dataset, record_error
 from .run import data_shapes
 
 TOP_K = 5  # fill-mask: a hit when the masked piece is among the head's TOP_K best
@@ -123,14 +123,15 @@ def evaluate_pretraining(model, data: str, batch_size: int = 64,
         raise ValueError(f"batch_size={batch_size} must be >= 1")
     seq_length, max_predictions = data_shapes(data)
     dataset = pretraining_dataset(data, batch_size, seq_length, max_predictions,
-                                  is_training=False)
+                                  is_training=False, vocab_size=model.config.vocab_size,
+                                  type_vocab_size=model.config.type_vocab_size)
     if max_batches is not None:
         dataset = dataset.take(max_batches)
     forward = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
     totals = np.zeros(7, np.float64)
     vocab_size = model.config.vocab_size
     label_counts = np.zeros(vocab_size, np.int64)  # the masked pieces evaluated
-    for inputs, labels in dataset:
+    for inputs, labels in _refusing(dataset):
         outputs = forward(inputs)
         labels = {k: v.numpy() for k, v in labels.items()}
         totals += _batch_sums({k: v.numpy() for k, v in outputs.items()}, labels)
@@ -154,3 +155,18 @@ def evaluate_pretraining(model, data: str, batch_size: int = 64,
             result[f"unigram_top{k}_accuracy"] = float(
                 label_counts[ranked[:k]].sum() / max(masked, 1.0))
     return result
+
+
+def _refusing(dataset):
+    """Iterates `dataset`; a record the model cannot use is one line (`record_error`)."""
+    iterator = iter(dataset)
+    while True:
+        try:
+            yield next(iterator)
+        except StopIteration:
+            return
+        except tf.errors.InvalidArgumentError as e:
+            refused = record_error(e)
+            if refused is None:
+                raise
+            raise refused from None

@@ -8,14 +8,20 @@ labels; optionally it re-masks every batch (`dynamic_masking.py`).
 
 Each file's readable bytes are checked against its size, so that a corrupt or
 truncated file raises an error naming it (TFRecordDataset's own error only
-gives a byte offset); records carry their file name into
+gives a byte offset); records carry their file name and index into
 `tf.io.parse_example`, so a record that does not match the expected features
-(for example data made with another max_seq_length) names its file too.
+(for example data made with another max_seq_length) names its file too, and
+every parsed record is checked against what the model can use (`_checked`: ids
+within the vocabulary, positions within the sequence, labels in range, finite
+weights) before it reaches a step; `record_error` turns a refusal into one line
+naming the file and the record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -146,11 +152,11 @@ def _read_file(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
     def keep(record, is_end):
         return ~is_end
 
-    def with_path(record, is_end):
-        return path, record
+    def with_path(index, item):
+        return path, index, item[0]
 
     checked = marked.scan(tf.constant(0, tf.int64), count)
-    return checked.filter(keep).map(with_path)
+    return checked.filter(keep).enumerate().map(with_path)  # (path, index in the file, record)
 
 
 def _to_model_inputs(features: dict) -> tuple[dict, dict]:
@@ -170,7 +176,7 @@ def _to_model_inputs(features: dict) -> tuple[dict, dict]:
 
 def _records(files: list[str], input_context, is_training: bool, cycle_length: int,
              seed: int | None) -> tf.data.Dataset:
-    """(path, record) pairs of this host's share of the files, interleaved (repeated when training)."""
+    """(path, index, record) triples of this host's share of the files, interleaved (repeated when training)."""
     sizes = [tf.io.gfile.stat(f).length for f in files]
     dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     hosts = input_context.num_input_pipelines if input_context is not None else 1
@@ -192,7 +198,9 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
                         max_predictions: int, *, is_training: bool = True,
                         input_context: tf.distribute.InputContext | None = None,
                         dynamic_masking: DynamicMasking | None = None, shuffle_buffer: int = 10_000,
-                        cycle_length: int = 8, seed: int | None = None) -> tf.data.Dataset:
+                        cycle_length: int = 8, seed: int | None = None,
+                        vocab_size: int | None = None,
+                        type_vocab_size: int | None = None) -> tf.data.Dataset:
     """The pretraining input pipeline.
 
     Args:
@@ -211,6 +219,9 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
         the examples is reproducible (parallel reads keep their order), without
         one training reads whichever file is ready first. Dynamic masks are
         drawn afresh either way.
+      vocab_size, type_vocab_size: the model's; token ids and segment ids at or past
+        them are refused (None: not checked). Positions are checked against
+        `seq_length`, labels and weights always.
 
     Returns:
       A dataset of `(features, labels)` with static shapes (B = per-replica batch):
@@ -220,6 +231,8 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
 
     Raises:
       ValueError: no files, or the first file's records do not match T and P.
+      tf.errors.InvalidArgumentError while iterating: a record the model cannot use
+        (`record_error` makes it one line naming the file and the record).
     """
     files = list_files(file_pattern)
     check_file(files[0], seq_length, max_predictions)
@@ -231,8 +244,9 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
     dataset = dataset.batch(batch_size, drop_remainder=True)
     spec = tfrecords.feature_spec(seq_length, max_predictions)
 
-    def parse(paths, records):
+    def parse(paths, indices, records):
         parsed = tf.io.parse_example(records, spec, example_names=paths)
+        parsed = _checked(parsed, paths, indices, seq_length, vocab_size, type_vocab_size)
         features = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
                     for name, value in parsed.items()}
         if dynamic_masking is not None:
@@ -248,6 +262,89 @@ def pretraining_dataset(file_pattern: str | Sequence[str], batch_size: int, seq_
     if not is_training:
         dataset = dataset.with_options(_eval_options())
     return dataset
+
+
+# ------------------------------------------------------- records the model can use
+_RECORD_REFUSED = "record the model cannot use: "  # marks the check's message in TF's error
+
+
+def _id_range(size: int | None, what: str):
+    if size is None:
+        return None
+    return lambda v: (v < 0) | (v >= size), f"{what} (0 to {size - 1})"
+
+
+def _checks(seq_length: int, vocab_size: int | None, type_vocab_size: int | None) -> list:
+    """(feature, bad(values) -> bool tensor, what it must be) for every checked feature."""
+    vocabulary = f"an id of the {vocab_size}-piece vocabulary"
+    checks = [
+        ("input_ids", _id_range(vocab_size, vocabulary)),
+        ("segment_ids", _id_range(type_vocab_size, f"a segment of type_vocab_size="
+                                                   f"{type_vocab_size}")),
+        ("input_mask", (lambda v: (v != 0) & (v != 1), "0 or 1")),
+        ("masked_lm_positions", (lambda v: (v < 0) | (v >= seq_length),
+                                 f"a position in the sequence (0 to {seq_length - 1})")),
+        ("masked_lm_ids", _id_range(vocab_size, vocabulary)),
+        ("masked_lm_weights", (lambda v: ~tf.math.is_finite(v) | (v < 0),
+                               "a finite weight >= 0")),
+        ("next_sentence_labels", (lambda v: (v != 0) & (v != 1),
+                                  "0 or 1 (the sentence-pair label)")),
+    ]
+    return [(name, *check) for name, check in checks if check is not None]
+
+
+def _checked(parsed: dict, paths, indices, seq_length: int, vocab_size: int | None,
+             type_vocab_size: int | None) -> dict:
+    """`parsed` ([B, N] features of B records), once every record is one the model can
+    use; else the batch fails with an InvalidArgumentError naming the first bad record's
+    file, index, feature and value (`record_error` reads it). An id past the vocabulary
+    or a position past the sequence would fail a gather mid-step on a CPU and read zeros
+    silently on a GPU; a NaN weight would train a NaN model."""
+    message = tf.constant("")
+    problems = []
+    for name, bad, expected in reversed(_checks(seq_length, vocab_size, type_vocab_size)):
+        values = parsed[name]
+        wrong = bad(values)                                      # [B, N]
+        rows = tf.reduce_any(wrong, axis=1)                      # [B]
+        row = tf.argmax(tf.cast(rows, tf.int32), output_type=tf.int32)
+        column = tf.argmax(tf.cast(wrong[row], tf.int32), output_type=tf.int32)
+        text = tf.strings.join([
+            paths[row], ": record ", tf.strings.as_string(indices[row]), " (counting from 0): ",
+            name, " holds ", tf.strings.as_string(values[row, column]), ", not ", expected])
+        found = tf.reduce_any(rows)
+        message = tf.where(found, text, message)  # reversed: the first check's wins
+        problems.append(found)
+    ok = ~tf.reduce_any(tf.stack(problems))
+    check = tf.debugging.Assert(ok, [tf.strings.join([_RECORD_REFUSED, message])],
+                                summarize=1)
+    with tf.control_dependencies([check]):
+        return {name: tf.identity(value) for name, value in parsed.items()}
+
+
+def record_error(error: Exception) -> UserError | None:
+    """The one line of a record `_checked` refused (from TensorFlow's error text), or None."""
+    found = re.search(re.escape(_RECORD_REFUSED) + r"(.*?)\]?\s*$",
+                      str(getattr(error, "message", error)), re.MULTILINE)
+    if found is None:
+        return None
+    return UserError(f"{found.group(1)}; fix the record or rewrite the file (create-data), "
+                     "or leave the file out")
+
+
+def fingerprint(files: Sequence[str]) -> dict[str, str]:
+    """{file: "SIZE:HASH"} of data files: their size and a hash of their first and last
+    64 KiB, cheap for any size, so that a resume on other data is noticed."""
+    result = {}
+    for path in files:
+        size = tf.io.gfile.stat(path).length
+        digest = hashlib.sha256(str(size).encode())
+        with tf.io.gfile.GFile(path, "rb") as f:
+            digest.update(f.read(1 << 16))
+            if size > 1 << 16:
+                f.seek(max(size - (1 << 16), 1 << 16))
+                digest.update(f.read())
+        result[path] = f"{size}:{digest.hexdigest()[:16]}"
+    return result
 
 
 def _eval_options() -> tf.data.Options:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -34,10 +35,14 @@ from ..runtime.tensorboard import write_scalars
 logger = logging.getLogger(__name__)
 
 RUN_CONFIG_FILE = "run_config.json"
+# The run's directory: RUN_CONFIG_FILE marks it; these are what the run writes beside it.
+CHECKPOINT_DIR, TENSORBOARD_DIR, MODEL_DIR = "checkpoints", "tensorboard", "model"
+RUN_ENTRIES = (CHECKPOINT_DIR, TENSORBOARD_DIR, MODEL_DIR)
 # What a resumed run must share with the run it continues, by run_config.json's names:
 # the data and its order (the offset counts batches of global_batch_size), the
 # optimizer and the shape of its schedule, and (resolved, under "resolved") the model
-# as albert.FIELD, the sequence shapes, the precision and the sentence-pair head.
+# as albert.FIELD, the sequence shapes, the precision, the sentence-pair head and the
+# training files themselves (train_files: each file's size and a hash of its ends).
 # Everything else (train_steps, checkpoint_every, keep_checkpoints, eval_data,
 # eval_steps, log_every, strategy, steps_per_execution, jit_compile, deterministic)
 # may change on resume.
@@ -45,11 +50,21 @@ RESUME_FIXED = ("train_data", "spm_model", "global_batch_size", "seed", "shuffle
                 "dynamic_masking",
                 "data_resume", "optimizer", "learning_rate", "warmup_steps", "poly_power",
                 "weight_decay", "clipnorm")
-RESUME_FIXED_RESOLVED = ("seq_length", "max_predictions", "precision", "sentence_pair_loss")
+RESUME_FIXED_RESOLVED = ("seq_length", "max_predictions", "precision", "sentence_pair_loss",
+                         "train_files")
+
+
+class DivergedError(UserError):
+    """Training reached a loss that is not finite: one line, exit status 1, nothing exported."""
+
+    exit_status = 1
 
 
 class PretrainProgress(keras.callbacks.Callback):
     """Throughput, learning rate, TensorBoard, checkpoints and the stop at `train_steps`.
+
+    A loss that is not finite (NaN, inf) stops training at once, and no checkpoint is
+    written after it: `diverged` holds (step, loss) for the run to refuse to export.
 
     `step` counts the batches trained, earlier runs included; Keras calls
     `on_train_batch_end` once per `steps_per_execution` steps.
@@ -77,6 +92,7 @@ class PretrainProgress(keras.callbacks.Callback):
                 os.path.join(tensorboard_dir, kind)) for kind in ("train", "eval")}
         self.start_time = self.last_time = time.perf_counter()
         self.first_end = None  # (time, step) after the first execution (tracing, compiling)
+        self.diverged: tuple[int, float] | None = None
 
     def on_train_begin(self, logs=None):
         self.start_time = self.last_time = time.perf_counter()
@@ -96,8 +112,16 @@ class PretrainProgress(keras.callbacks.Callback):
             write_scalars(self.writers["train"], _numbers(logs), self.step)
         if self.step >= self.train_steps:
             self.model.stop_training = True
+        loss = logs.get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.diverged = (self.step, float(loss))
+            self.model.stop_training = True
+            logger.error("step %d: the loss is %s; stopping without a checkpoint", self.step,
+                         float(loss))
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.diverged is not None:  # the weights are not finite: nothing to keep
+            return
         evaluation = {k[len("val_"):]: v for k, v in (logs or {}).items()
                       if k.startswith("val_")}
         if self.writers and evaluation:
@@ -232,11 +256,19 @@ def check_resume(output_dir: str, record: Mapping[str, Any], allow_changes: Iter
     allowed = set(allow_changes)
     refused = [name for name in changed if name not in allowed]
     if refused:
-        fields = ", ".join(f"{name} {json.dumps(old[name])} -> {json.dumps(new[name])}"
-                           for name in refused)
+        fields = ", ".join(_change(name, old[name], new[name]) for name in refused)
         raise UserError(f"{output_dir} holds a run with other settings ({path}): {fields}; "
                         f"resume it with its own settings, use a new output_dir, or pass "
                         f"--allow-change {','.join(refused)} to continue with the new ones")
     for name in changed:
-        logger.warning("resuming with %s changed: %s -> %s (--allow-change)", name,
-                       json.dumps(old[name]), json.dumps(new[name]))
+        logger.warning("resuming with %s (--allow-change)", _change(name, old[name], new[name]))
+
+
+def _change(name: str, old: Any, new: Any) -> str:
+    """"name OLD -> NEW"; for a mapping (train_files), only the entries that differ."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return f"{name} {json.dumps(old)} -> {json.dumps(new)}"
+    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    shown = "; ".join(f"{k} {old.get(k, 'absent')} -> {new.get(k, 'absent')}" for k in keys[:3])
+    more = f"; and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return f"{name} ({shown}{more})"

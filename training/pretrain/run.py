@@ -34,6 +34,7 @@ resolved configuration; split, they would pass it around in pieces.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -69,7 +70,12 @@ from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
 from .progress import (
+    CHECKPOINT_DIR,
+    DivergedError,
+    MODEL_DIR,
     RUN_CONFIG_FILE,
+    RUN_ENTRIES,
+    TENSORBOARD_DIR,
     Checkpoints,
     PretrainProgress,
     check_allowed_changes,
@@ -380,17 +386,22 @@ def _data_offset(cfg: PretrainConfig, step: int, context) -> tuple[int, int]:
 
 
 def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_predictions: int,
-                  step: int):
-    """Distributed (train, eval or None) datasets; train resumes after `step` steps."""
+                  step: int, config: AlbertConfig | None = None):
+    """Distributed (train, eval or None) datasets; train resumes after `step` steps.
+
+    `config`: the model's; records with ids past its vocabulary or segments past its
+    type_vocab_size are refused as they are read (`pipeline._checked`)."""
 
     masking = dynamic_masking(cfg)
+    sizes = {} if config is None else {"vocab_size": config.vocab_size,
+                                       "type_vocab_size": config.type_vocab_size}
 
     def train_fn(context):
         skip, seed = _data_offset(cfg, step, context)
         dataset = pretraining_dataset(
             cfg.train_data, cfg.global_batch_size, seq_length, max_predictions,
             input_context=context, dynamic_masking=masking, shuffle_buffer=cfg.shuffle_buffer,
-            seed=seed)
+            seed=seed, **sizes)
         return dataset.skip(skip) if skip else dataset
 
     def eval_fn(context):
@@ -399,8 +410,8 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
         per_pipeline = cfg.eval_steps * (context.num_replicas_in_sync
                                          // context.num_input_pipelines)
         return pretraining_dataset(cfg.eval_data, cfg.global_batch_size, seq_length,
-                                   max_predictions, is_training=False,
-                                   input_context=context).take(per_pipeline).repeat()
+                                   max_predictions, is_training=False, input_context=context,
+                                   **sizes).take(per_pipeline).repeat()
 
     train = strategy.distribute_datasets_from_function(train_fn)
     evaluation = (strategy.distribute_datasets_from_function(eval_fn)
@@ -412,7 +423,7 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
 
-    target = os.path.join(cfg.output_dir, "model")
+    target = os.path.join(cfg.output_dir, MODEL_DIR)
     spm = cfg.spm_model or None
     if "://" not in target:
         return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
@@ -452,6 +463,16 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         # input pipeline leaves free for speed when training.
         tf.config.experimental.enable_op_determinism()
     strategy = distribute.create_strategy(cfg.strategy)
+    chief = distribute.is_chief(strategy)
+    # One run per output_dir: a second one is refused at once, naming the first one's
+    # process (the other workers of a multi-worker run write no output_dir of their own).
+    with atomic.claimed(cfg.output_dir) if chief else contextlib.nullcontext():
+        return _run(cfg, allow_changes, calibration, strategy, chief, precision_choice)
+
+
+def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration | None,
+         strategy, chief: bool, precision_choice: precision.PrecisionChoice | None) -> dict:
+    """`run` once the strategy is built and output_dir claimed."""
     distribute.scale_batch(cfg.global_batch_size, strategy)
 
     shapes = data_shapes(cfg.train_data)
@@ -462,14 +483,16 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
     for pattern in filter(None, (cfg.train_data, cfg.eval_data)):
         check_files(list_files(pattern), seq_length, max_predictions)
     atomic.check_writable_directory(cfg.output_dir, "output_dir")
+    # A checkpoint or model beside no run_config.json is not a run of ours to resume.
+    atomic.check_resumable(cfg.output_dir, RUN_ENTRIES, (RUN_CONFIG_FILE,), "output_dir",
+                           "pretrain")
     vocab_size = None
     if cfg.spm_model:
         vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
-    chief = distribute.is_chief(strategy)
     resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
     config = resolved[0]
     config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
-    checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
+    checkpoint_dir = os.path.join(cfg.output_dir, CHECKPOINT_DIR)
     resuming = tf.train.latest_checkpoint(checkpoint_dir) is not None
     choice = precision_choice or resolve_precision(
         cfg, strategy, resolved, vocab_size, (seq_length, max_predictions), resuming)
@@ -480,7 +503,9 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         "xla": distribute.resolve_jit_compile(choice.jit_compile),
         "precision_candidates": choice.candidates, "replicas": strategy.num_replicas_in_sync,
         "albert_config": config.to_dict(),
-        "sentence_pair_loss": cfg.sentence_pair_loss is not False}}
+        "sentence_pair_loss": cfg.sentence_pair_loss is not False,
+        # What the run trains on: a resume on other data is refused (progress.check_resume).
+        "train_files": input_pipeline.fingerprint(list_files(cfg.train_data))}}
     if resuming:  # the same run?
         check_resume(cfg.output_dir, record, allow_changes)
     rate = None
@@ -500,12 +525,12 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
                                      sort_keys=True)
 
     write_record()
-    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start)
+    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start, config)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,
         examples_per_step=cfg.global_batch_size,
         tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
-        tensorboard_dir=os.path.join(cfg.output_dir, "tensorboard") if chief else None,
+        tensorboard_dir=os.path.join(cfg.output_dir, TENSORBOARD_DIR) if chief else None,
         save=checkpoints.save)
     callbacks = [progress]
     scheduled = None
@@ -539,6 +564,14 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         logger.info("checkpoint is at step %d >= train_steps=%d: nothing to train",
                     start, cfg.train_steps)
     checkpoints.close()
+    if progress.diverged is not None:  # nothing exported: the checkpoints before it stay
+        step, loss = progress.diverged
+        latest = tf.train.latest_checkpoint(checkpoint_dir)
+        kept = (f"{latest} is kept: rerun with a lower learning_rate and --allow-change "
+                "learning_rate to resume from it" if latest else "no checkpoint was written: "
+                "rerun with a lower learning_rate (or clipnorm)")
+        raise DivergedError(f"pretraining stopped at step {step}: the loss is {loss}; nothing "
+                            f"was exported; {kept}")
     exported = _export(model, cfg, seq_length) if chief else None
     return {"start_step": start, "step": progress.step, "exported": exported,
             "precision": policy, "jit_compile": bool(model.jit_compile),
@@ -551,8 +584,12 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
 
 
 def _data_error(e) -> Exception:
-    """The input pipeline's "corrupt or truncated TFRecord file" assertion as one line."""
+    """The input pipeline's refusals (a corrupt or truncated TFRecord file, a record the
+    model cannot use) as one line."""
 
+    refused = input_pipeline.record_error(e)
+    if refused is not None:
+        return refused
     match = re.search(r"corrupt or truncated TFRecord file\]\s*\[([^\]]+)\]", e.message)
     if match is None:
         return e

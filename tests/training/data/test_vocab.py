@@ -103,7 +103,7 @@ def test_failed_training_leaves_previous_output_untouched(tmp_path, sentences):
     (tmp_path / "t.txt").write_text("\n".join(sentences[:50]), encoding="utf-8")
     (tmp_path / "v.model").write_bytes(b"previous model")
     with pytest.raises(VocabError, match=r"Vocabulary size too high \(5000\)"):
-        train_vocab([str(tmp_path / "t.txt")], str(tmp_path / "v"), 5000)
+        train_vocab([str(tmp_path / "t.txt")], str(tmp_path / "v"), 5000, overwrite=True)
     assert (tmp_path / "v.model").read_bytes() == b"previous model"
     assert not (tmp_path / "v.vocab").exists() and not _leftovers(tmp_path)
     with pytest.raises(VocabError, match="vocab_size=13 must exceed"):

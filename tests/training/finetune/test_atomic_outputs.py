@@ -12,7 +12,7 @@ import pathlib
 
 import pytest
 
-from albert_tf import atomic
+from albert_tf import atomic, errors
 from albert_tf.training.finetune import run as finetune_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -27,7 +27,7 @@ def test_a_failed_write_leaves_no_temporary_and_keeps_the_old_file(tmp_path, mon
     atomic.atomic_write_json(path, {"best": {"accuracy": 0.5}}, indent=1)
     before = path.read_bytes()
     monkeypatch.setattr(os, "fsync", _disk_full)  # the disk fills while the new file is written
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(errors.UserError, match=f"cannot write {path}: No space left on device"):
         atomic.atomic_write_json(path, {"best": {"accuracy": 0.9}, "history": [1] * 1000})
     assert os.listdir(tmp_path) == ["eval_results.json"]  # no temporary, visible or hidden
     assert path.read_bytes() == before
@@ -35,7 +35,7 @@ def test_a_failed_write_leaves_no_temporary_and_keeps_the_old_file(tmp_path, mon
 
 def test_a_failed_first_write_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", _disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(errors.UserError, match="predictions.json: No space left"):
         atomic.atomic_write_json(tmp_path / "predictions.json", {"q1": "an answer"})
     with pytest.raises(TypeError):  # not JSON: refused before any file is opened
         atomic.atomic_write_json(tmp_path / "null_odds.json", {"q1": {0.5}})

@@ -70,8 +70,9 @@ def test_checkpoint_prefix_and_symlinked_output_are_seen_through(checkpoint, tmp
 
 @pytest.mark.parametrize("content, message", [
     ({"albert_task.json": '{"task": "classification", "num_classes": 2}'},
-     "holds a fine-tuned model; pass --overwrite to replace it"),
-    ({"notes.txt": "mine"}, "exists and is not empty; pass --overwrite to replace it"),
+     "already holds a fine-tuned model; pass --overwrite to replace it"),
+    ({"notes.txt": "mine"}, "holds files fine-tuning does not write (notes.txt); not replacing "
+                            "it: move them away or choose another directory"),
 ])
 def test_existing_output_is_refused_without_overwrite(checkpoint, tmp_path, capsys, content,
                                                       message):

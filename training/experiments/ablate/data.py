@@ -77,8 +77,10 @@ def _vocab(opts: DataOptions, train_text: str, out: str) -> str:
     if not os.path.exists(prefix + ".model"):
         logger.info("data: training a %d-piece vocabulary on %s", opts.vocab_size, train_text)
         os.makedirs(out, exist_ok=True)
-        # One thread and all lines: the same vocabulary on every run.
-        train_vocab([train_text], prefix, opts.vocab_size, input_sentence_size=0, num_threads=1)
+        # One thread and all lines: the same vocabulary on every run. The stage's own
+        # files: a .vocab without its .model is what a killed run left.
+        train_vocab([train_text], prefix, opts.vocab_size, input_sentence_size=0, num_threads=1,
+                    overwrite=True)
     return prefix + ".model"
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from albert_tf import arguments
 from albert_tf.config import SHARING_MODES
+from albert_tf.errors import UsageError
 
 from ...data import pairs
 
@@ -104,3 +106,22 @@ def grid_settings(grid: str, base: Setting = Setting(),
         if setting not in ordered:
             ordered.append(setting)
     return ordered
+
+
+def check_embedding_sizes(sizes: tuple[int, ...], hidden_size: int) -> None:
+    """The rule for --embedding-sizes, before any data is made: at least one, each an
+    integer from 1 to the base model's hidden_size (ALBERT factorizes E <= H), none twice.
+
+    Raises:
+      UsageError: naming the size and the rule.
+    """
+    if not sizes:
+        raise UsageError("--embedding-sizes: give at least one size")
+    for size in sizes:
+        arguments.check_number("--embedding-sizes", size, int,
+                               {arguments.MINIMUM: 1, arguments.MAXIMUM: hidden_size},
+                               f" (E of the embedding table, at most the base model's "
+                               f"hidden_size={hidden_size})")
+    twice = sorted({size for size in sizes if sizes.count(size) > 1})
+    if twice:
+        raise UsageError(f"--embedding-sizes names {', '.join(map(str, twice))} twice")

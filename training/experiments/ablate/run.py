@@ -26,6 +26,7 @@ from its last pretraining checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -98,9 +99,9 @@ class AblateOptions:
         # Before any data is made: the base model's position table bounds it.
         sop.check_pair_seq_length(self.seq_length, _base_model(self)["max_position_embeddings"],
                                   where="--seq-length")
-        if self.embedding_sizes is not None and (not self.embedding_sizes
-                                                 or min(self.embedding_sizes) < 1):
-            raise ValueError(f"--embedding-sizes={self.embedding_sizes} must be positive sizes")
+        if self.embedding_sizes is not None:
+            ablate_grid.check_embedding_sizes(self.embedding_sizes,
+                                              _base_model(self)["hidden_size"])
 
     def budget(self) -> dict[str, Any]:
         """What every configuration's result depends on besides its setting."""
@@ -143,11 +144,27 @@ def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: 
                                    "vocab_size": vocab_size})
 
 
-def _prepare_output(opts: AblateOptions) -> None:
-    os.makedirs(os.path.join(opts.output, "runs"), exist_ok=True)
+# What ablate writes into --output besides CONFIG_FILE (which marks its run).
+OUTPUT_ENTRIES = ("data", "runs", ablate_report.RESULTS_JSON, ablate_report.RESULTS_MD, "*.png")
+
+
+def _has_work(output: str) -> bool:  # data or runs made under its ablation.json
+    return any(os.path.isdir(os.path.join(output, n)) and os.listdir(os.path.join(output, n))
+               for n in ("data", "runs"))
+
+
+def _prepare_output(opts: AblateOptions) -> list[str]:
+    """Checks (or writes) ablation.json; returns the directories this call created.
+
+    ablation.json binds a directory only once data or a run was made under it: a run that
+    failed before (a corpus that does not exist) does not block the corrected rerun."""
+    atomic.check_resumable(opts.output, OUTPUT_ENTRIES, (CONFIG_FILE,), "--output", "ablate")
+    runs = os.path.join(opts.output, "runs")
+    created = atomic.missing_parents(runs) + ([] if os.path.isdir(runs) else [runs])
+    os.makedirs(runs, exist_ok=True)
     path = os.path.join(opts.output, CONFIG_FILE)
     budget = json.loads(json.dumps(opts.budget()))  # tuples as lists, as they read back
-    if os.path.exists(path):
+    if os.path.exists(path) and _has_work(opts.output):
         previous = _read_json(path)
         changed = sorted(k for k in set(budget) | set(previous)
                          if budget.get(k) != previous.get(k))
@@ -156,6 +173,19 @@ def _prepare_output(opts: AblateOptions) -> None:
                              f"({', '.join(changed)} differ, see {path}); use another --output")
     else:
         atomic.atomic_write_json(path, budget)
+    return created
+
+
+def _undo_unstarted(opts: AblateOptions, created: list[str]) -> None:
+    """After a run that failed before making any data or run: removes its ablation.json
+    and the directories it created (if empty), so nothing of it stays behind."""
+    if _has_work(opts.output):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(opts.output, CONFIG_FILE))
+    for directory in reversed(created):
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)  # only if empty
 
 
 # -------------------------------------------------------- one configuration
@@ -256,13 +286,17 @@ def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
 
     if report_only and not os.path.exists(os.path.join(opts.output, CONFIG_FILE)):
         raise ValueError(f"{opts.output} holds no ablation run ({CONFIG_FILE} is missing)")
-    _prepare_output(opts)
+    created = _prepare_output(opts)
     sizes = embedding_sizes(opts)
     settings = ablate_grid.grid_settings(opts.grid, base_setting(opts), sizes)
     data_opts = DataOptions(opts.corpus, opts.vocab_size, opts.seq_length,
                             math.ceil(opts.seq_length * 0.15), opts.dupe_factor,
                             HELDOUT_DUPE_FACTOR, opts.seed)
-    data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))
+    try:
+        data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))
+    except BaseException:
+        _undo_unstarted(opts, created)
+        raise
 
     def report():
         return ablate_report.write_report(opts.output, opts.grid, settings, results, data,
@@ -356,7 +390,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         opts, report_only = parse_args(argv)
-        report = run_ablation(opts, report_only)
+        with atomic.claimed(opts.output):  # one ablation per --output at a time
+            report = run_ablation(opts, report_only)
     except (ValueError, FileNotFoundError) as e:  # UsageError, ConfigError: ValueErrors
         logger.debug("ablate failed", exc_info=True)
         print(f"albert-tf ablate: {e}", file=sys.stderr)

@@ -20,6 +20,7 @@ import time
 logger = logging.getLogger("albert_tf.demo")
 
 DEFAULT_MINUTES = 12.0
+MAX_MINUTES = 7 * 24 * 60.0  # a week: --minutes is a budget the run keeps, not "forever"
 # Warmup: 10% of the run, but at least 100 steps and at most a quarter of it. The post-LN
 # model at LAMB 0.01 stays on the frequent-piece solution for good when warmup is short:
 # over 400 steps, 40 warmup steps ended at held-out MLM accuracy 0.061, 100 at 0.135.

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import subprocess
 import sys
@@ -154,7 +153,8 @@ def vocab_stage(opts: DemoOptions, split: dict) -> str:
     prefix = os.path.join(opts.output, "vocab", "spiece")
     if not _stage(2, f"vocabulary ({opts.vocab_size} pieces) -> {prefix}.model",
                   os.path.exists(prefix + ".model")):
-        train_vocab([split["train_text"]], prefix, opts.vocab_size)
+        # The stage's own files: a .vocab without its .model is what a killed run left.
+        train_vocab([split["train_text"]], prefix, opts.vocab_size, overwrite=True)
     return prefix + ".model"
 
 
@@ -458,8 +458,13 @@ def parse_args(argv: list[str]) -> DemoOptions:
     for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
-    if not math.isfinite(args.minutes) or args.minutes <= 0:
-        raise DemoError(f"--minutes must be a positive number of minutes, not {args.minutes}")
+    try:  # the budget's rule, before any stage runs
+        arguments.check_number("--minutes", args.minutes, float,
+                               {arguments.EXCLUSIVE_MINIMUM: 0.0,
+                                arguments.MAXIMUM: demo_budget.MAX_MINUTES},
+                               " (the time budget in minutes; --steps for a fixed count)")
+    except UserError as e:
+        raise DemoError(str(e)) from None
     # Before any stage runs: the sequences must fit the position table of the preset
     # (without one, the demo's model is albert-base resized, its table sized from
     # --seq-length up to the preset's) and hold a pretraining pair.
@@ -485,5 +490,7 @@ def main(argv: list[str]) -> int:
     cli.setup_logging()
     opts = parse_args(argv)
     _check_output(opts.output)
-    run_demo(opts)
+    # One demo per --output: a second one is refused at once, naming the first one's pid.
+    with atomic.claimed(opts.output):
+        run_demo(opts)
     return 0
