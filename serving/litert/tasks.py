@@ -1,0 +1,173 @@
+"""What a .tflite file serves per task: one table, keyed by the model's `task`.
+
+Each entry is a `LiteModule` subclass: its signatures take raw text (`serving_default`,
+`text_pair` where the SavedModel has it, `fill_mask`) and token ids (`token_ids`, LiteRT
+builtins only), and return the SavedModel's output names (`serving/signatures/`), each
+through the module's one `readout` of the Keras model's outputs. `REFUSED` names the
+tasks whose outputs a LiteRT graph cannot give, with the reason.
+
+| task | signatures | outputs |
+|---|---|---|
+| encoder (any checkpoint), pretraining, masked_lm | serving_default, text_pair, token_ids | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
+| pretraining, masked_lm | fill_mask | top_k_tokens, top_k_ids, top_k_scores [B,M,5], mask_positions [B,M] |
+| classification | serving_default, text_pair, token_ids | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
+| regression | serving_default, text_pair, token_ids | score [B] |
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from albert_tf.inputs import INPUT_NAMES
+
+from .text_graph import LiteText, trim_ids
+
+TEXT_SPEC = tf.TensorSpec([None], tf.string)
+IDS_SPEC = tf.TensorSpec([None, None], tf.int32)
+TOP_K = 5  # fill_mask candidates per [MASK], as the SavedModel
+
+
+class LiteModule:
+    """A Keras model, its `LiteText`, and the signatures of one task's .tflite file.
+
+    Args:
+      model: the Keras model (`albert_tf.models`).
+      text: `LiteText` with the checkpoint's tokenizer and the export's seq_length.
+      record: the checkpoint's `TaskRecord` (label names, problem type).
+    """
+
+    pair = True  # whether the SavedModel has text_pair
+
+    def __init__(self, model, text: LiteText, record):
+        self.model = model
+        self.text = text
+        self.record = record
+
+    def readout(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The signature's outputs from the model's inputs [B, T]."""
+        raise NotImplementedError
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def serve_text(self, text):
+        return self.readout(self.text.features(text))
+
+    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    def serve_pair(self, text_a, text_b):
+        return self.readout(self.text.features(text_a, text_b))
+
+    @tf.function(input_signature=[IDS_SPEC] * 3)
+    def serve_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self.readout(trim_ids(dict(zip(INPUT_NAMES, (input_word_ids, input_mask,
+                                                            input_type_ids)))))
+
+    def signatures(self) -> dict:
+        """{signature name: tf.function with an input signature}."""
+        sigs = {"serving_default": self.serve_text, "token_ids": self.serve_ids}
+        if self.pair:
+            sigs["text_pair"] = self.serve_pair
+        return sigs
+
+
+class EncoderLite(LiteModule):
+    """Encoder features, as the SavedModel's PretrainedModule."""
+
+    def readout(self, features):
+        encoder = getattr(self.model, "encoder", self.model)
+        out = encoder(features, training=False)
+        return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
+                "sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "input_mask": features["input_mask"]}
+
+
+class FillMaskLite(EncoderLite):
+    """Encoder features and `fill_mask`: the top-5 pieces for each "[MASK]" of a text.
+
+    As the SavedModel: M = most masks in a row (at least 1); rows with fewer are
+    padded with mask_positions -1, top_k_ids -1, top_k_tokens "" and top_k_scores 0.
+    """
+
+    def __init__(self, model, text, record):
+        super().__init__(model, text, record)
+        tok = text.tokenizer
+        self.pieces = tf.constant([tok.id_to_piece(i) for i in range(tok.vocab_size)])
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def serve_fill_mask(self, text):
+        return self.fill_mask(self.text.pack([self.text.mask_tokenize(text)]))
+
+    def fill_mask(self, features):
+        tok = self.text.tokenizer
+        is_mask = (features["input_word_ids"] == tok.mask_id) & (features["input_mask"] == 1)
+        rank = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1) - 1  # [B, T]: the mask's index
+        width = tf.maximum(tf.reduce_max(tf.concat([tf.reshape(rank, [-1]), [0]], 0)) + 1, 1)
+        slot = is_mask[:, :, None] & (rank[:, :, None] == tf.range(width)[None, None, :])
+        position = tf.range(tf.shape(rank)[1])[None, :, None]  # [1, T, 1]
+        positions = tf.reduce_max(tf.where(slot, position, -1), axis=1)  # [B, M]
+        has = positions >= 0
+        logits = self.model({**features, "masked_lm_positions": tf.maximum(positions, 0)},
+                            training=False)["mlm_logits"]  # [B, M, V]
+        scores, ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=TOP_K)
+        keep = has[:, :, None]
+        return {"top_k_ids": tf.where(keep, ids, -1),
+                "top_k_tokens": tf.where(keep, tf.gather(self.pieces, ids), ""),
+                "top_k_scores": tf.where(keep, scores, 0.0),
+                "mask_positions": positions}
+
+    def signatures(self):
+        return {**super().signatures(), "fill_mask": self.serve_fill_mask}
+
+
+class ClassifierLite(LiteModule):
+    """Probabilities, label id and label name, as the SavedModel's ClassifierModule."""
+
+    def __init__(self, model, text, record):
+        super().__init__(model, text, record)
+        names = list(record.label_names or [str(i) for i in range(model.num_classes)])
+        self.label_names = tf.constant(names)
+        self.multi_label = record.problem_type == "multi_label"
+
+    def readout(self, features):
+        logits = self.model(features, training=False)["logits"]
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        outputs = {"label_id": label_id, "label": tf.gather(self.label_names, label_id)}
+        if self.multi_label:
+            probabilities = tf.sigmoid(logits)
+            return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
+        return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+
+class RegressorLite(LiteModule):
+    """A score per text or pair."""
+
+    def readout(self, features):
+        return {"score": self.model(features, training=False)["score"]}
+
+
+# The one place a task picks its LiteRT outputs ("encoder": any checkpoint's features).
+LITE_TASKS = {
+    "encoder": EncoderLite,
+    "pretraining": FillMaskLite,
+    "masked_lm": FillMaskLite,
+    "classification": ClassifierLite,
+    "regression": RegressorLite,
+}
+REFUSED = {
+    "token_classification": "its outputs are per-piece character offsets in the raw text, "
+                            "and LiteRT has no kernel that gives SentencePiece's offsets",
+    "span": "its answer is a substring of the context found through SentencePiece's byte "
+            "offsets, and LiteRT has no kernel that gives them or cuts strings",
+    "span_beam": "its answer is a substring of the context found through SentencePiece's byte "
+                 "offsets, and LiteRT has no kernel that gives them or cuts strings",
+    "multiple_choice": "its signature takes a [B, K] tensor of option strings, whose packing "
+                       "(each option's last tokens, the context cut to fit) is not in the "
+                       "LiteRT graph yet",
+}
+
+
+def lite_module(model, tokenizer, seq_length: int, record, task: str) -> LiteModule:
+    """The LiteModule of `task` ("encoder" or the model's own task) for `model`."""
+    if task in REFUSED:
+        raise ValueError(f"{task}: {REFUSED[task]}")
+    module = LITE_TASKS[task]
+    text = LiteText(tokenizer, seq_length, fill_mask=module is FillMaskLite)
+    return module(model, text, record)
