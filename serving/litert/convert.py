@@ -40,7 +40,8 @@ FLOAT_TOLERANCE = 1e-4
 # What the gate asks every text signature: empty text, accents, digits with commas,
 # case, other scripts, a long text.
 PARITY_TEXTS = ["", "The quick brown fox jumps over the lazy dog.",
-                "Crème brûlée à Zürich: naïve café, São Paulo", "It costs 1,000,000, then 2,500, ok?",
+                "Crème brûlée à Zürich: naïve café, São Paulo",
+                "It costs 1,000,000, then 2,500, ok?",
                 "ÉCOLE Ünïcödé MIXED Case Words", "日本語のテキスト 😀 ΟΔΟΣ",
                 "tab\there  and   spaces\n", "A longer request, with more words. " * 30]
 FILL_MASK_TEXTS = ["The [MASK] sat on the [MASK].", "[MASK]", "no mask here", "",
@@ -90,20 +91,18 @@ def convert(module, quantize: str) -> bytes:
             raise LiteRTError(f"the LiteRT converter failed: {line.strip()[:300]}") from None
 
 
-def check_ops(flatbuffer: bytes) -> dict[str, list[str]]:
-    """Refuses an op no LiteRT runtime has (Flex or any custom op but TF-Text's
+def check_ops(flatbuffer: bytes) -> dict[str, dict[str, list[str]]]:
+    """Refuses an op no LiteRT runtime has (Flex, or any custom op but TF-Text's
     kernels), and a `token_ids` signature with any custom op; returns the ops."""
     ops = runtime.signature_ops(flatbuffer)
-    for signature, names in ops.items():
-        builtin = set(names) - {n for n in names if ">" in n or n.startswith("Flex")}
-        custom = sorted(set(names) - builtin)
-        unknown = [n for n in custom if n not in runtime.TFTEXT_KERNELS]
+    for signature, used in ops.items():
+        unknown = [name for name in used["custom"] if name not in runtime.TFTEXT_KERNELS]
         if unknown:
             raise LiteRTError(f"signature {signature} needs {', '.join(unknown)}, which no "
                               "LiteRT kernel implements (select TensorFlow ops are not shipped)")
-        if signature == "token_ids" and custom:
-            raise LiteRTError(f"signature token_ids needs {', '.join(custom)}; it must run on "
-                              "LiteRT builtins alone")
+        if signature == "token_ids" and used["custom"]:
+            raise LiteRTError(f"signature token_ids needs {', '.join(used['custom'])}; it must "
+                              "run on LiteRT builtins alone")
     return ops
 
 
@@ -193,7 +192,7 @@ def write_litert(model, tokenizer, record, output: str, task: str, seq_length: i
         with open(tmp, "wb") as f:
             f.write(flatbuffer)
         report = parity_gate(tmp, module, quantize)
-    custom = sorted({op for names in ops.values() for op in names if ">" in op})
+    custom = sorted({op for used in ops.values() for op in used["custom"]})
     logger.info("wrote %s (%s, %s, seq_length %d, %.1f MB); custom ops: %s; parity with the "
                 "Keras model: %s", output, task, quantize, seq_length,
                 os.path.getsize(output) / 1e6, ", ".join(custom) or "none", report.summary())

@@ -1,7 +1,8 @@
 """Running a .tflite file from Python: LiteRT's interpreter with TF-Text's kernels.
 
-`open_interpreter(path)` is LiteRT's interpreter (`tf.lite`'s `InterpreterWithCustomOps`) with tensorflow-text's registrar
-(`SELECT_TFTEXT_OPS`), which the text signatures need for `FastSentencepieceTokenize`;
+`open_interpreter(path)` is LiteRT's interpreter (`tf.lite`'s `InterpreterWithCustomOps`)
+with tensorflow-text's registrar (`SELECT_TFTEXT_OPS`), which the text signatures need for
+`FastSentencepieceTokenize`;
 `call(interpreter, signature, **inputs)` runs one signature on NumPy inputs (strings as
 bytes). The `token_ids` signature needs no TF-Text kernel: `ai_edge_litert`'s
 interpreter runs it without TensorFlow (docs/on-device.md).
@@ -40,11 +41,13 @@ def strings(texts) -> np.ndarray:
     return np.array([t.encode("utf-8") if isinstance(t, str) else t for t in texts], dtype=object)
 
 
-def signature_ops(flatbuffer: bytes) -> dict[str, list[str]]:
-    """{signature name: the sorted names of the ops its subgraph runs} of a .tflite file.
+def signature_ops(flatbuffer: bytes) -> dict[str, dict[str, list[str]]]:
+    """{signature name: {"builtin": [...], "custom": [...]}}: the sorted names of the ops
+    each signature's subgraph runs in a .tflite file.
 
     Builtins by their schema names (FULLY_CONNECTED, ...), custom ops by their custom
-    code (TFText>FastSentencepieceTokenize, Flex... for select TensorFlow ops).
+    code (TFText>FastSentencepieceTokenize; an op the converter could not lower keeps
+    its TensorFlow name, e.g. StridedSlice, and Flex... names select TensorFlow ops).
     """
     model = schema.Model.GetRootAs(flatbuffer, 0)
     names = {value: name for name, value in vars(schema.BuiltinOperator).items()
@@ -53,12 +56,15 @@ def signature_ops(flatbuffer: bytes) -> dict[str, list[str]]:
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
         builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        custom = code.CustomCode()
-        codes.append(custom.decode() if custom else names.get(builtin, str(builtin)))
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            codes.append(("custom", code.CustomCode().decode()))
+        else:
+            codes.append(("builtin", names.get(builtin, str(builtin))))
     ops = {}
     for i in range(model.SignatureDefsLength()):
         definition = model.SignatureDefs(i)
         graph = model.Subgraphs(definition.SubgraphIndex())
-        ops[definition.SignatureKey().decode()] = sorted(
-            {codes[graph.Operators(j).OpcodeIndex()] for j in range(graph.OperatorsLength())})
+        used = {codes[graph.Operators(j).OpcodeIndex()] for j in range(graph.OperatorsLength())}
+        ops[definition.SignatureKey().decode()] = {
+            kind: sorted(name for k, name in used if k == kind) for kind in ("builtin", "custom")}
     return ops

@@ -145,7 +145,8 @@ def _set_fields(message: bytes, values: dict[int, tuple[int, object]]) -> bytes:
 
 
 def _flag(message: bytes, number: int, default: bool) -> bool:
-    values = [value for field, wire, value in proto_fields(message) if field == number and wire == 0]
+    values = [value for field, wire, value in proto_fields(message)
+              if field == number and wire == 0]
     return bool(values[-1]) if values else default
 
 

@@ -89,7 +89,8 @@ class FillMaskLite(EncoderLite):
     def __init__(self, model, text, record):
         super().__init__(model, text, record)
         tok = text.tokenizer
-        self.pieces = tf.constant([tok.id_to_piece(i) for i in range(tok.vocab_size)])
+        # Piece strings by id, and "" at index V for the padding (LiteRT selects no strings).
+        self.pieces = tf.constant([tok.id_to_piece(i) for i in range(tok.vocab_size)] + [""])
 
     @tf.function(input_signature=[TEXT_SPEC])
     def serve_fill_mask(self, text):
@@ -97,19 +98,20 @@ class FillMaskLite(EncoderLite):
 
     def fill_mask(self, features):
         tok = self.text.tokenizer
-        is_mask = (features["input_word_ids"] == tok.mask_id) & (features["input_mask"] == 1)
-        rank = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1) - 1  # [B, T]: the mask's index
+        is_mask = tf.cast((features["input_word_ids"] == tok.mask_id)
+                          & (features["input_mask"] == 1), tf.int32)  # [B, T]
+        rank = tf.cumsum(is_mask, axis=1) * is_mask - 1  # [B, T]: the mask's index, else -1
         width = tf.maximum(tf.reduce_max(tf.concat([tf.reshape(rank, [-1]), [0]], 0)) + 1, 1)
-        slot = is_mask[:, :, None] & (rank[:, :, None] == tf.range(width)[None, None, :])
-        position = tf.range(tf.shape(rank)[1])[None, :, None]  # [1, T, 1]
+        slot = tf.expand_dims(rank, 2) == tf.reshape(tf.range(width), [1, 1, -1])  # [B, T, M]
+        position = tf.reshape(tf.range(tf.shape(rank)[1]), [1, -1, 1])  # [1, T, 1]
         positions = tf.reduce_max(tf.where(slot, position, -1), axis=1)  # [B, M]
-        has = positions >= 0
         logits = self.model({**features, "masked_lm_positions": tf.maximum(positions, 0)},
                             training=False)["mlm_logits"]  # [B, M, V]
         scores, ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=TOP_K)
-        keep = has[:, :, None]
-        return {"top_k_ids": tf.where(keep, ids, -1),
-                "top_k_tokens": tf.where(keep, tf.gather(self.pieces, ids), ""),
+        keep = tf.expand_dims(positions, 2) >= 0  # [B, M, 1]
+        ids = tf.where(keep, ids, -1)
+        return {"top_k_ids": ids,
+                "top_k_tokens": tf.gather(self.pieces, tf.where(keep, ids, tok.vocab_size)),
                 "top_k_scores": tf.where(keep, scores, 0.0),
                 "mask_positions": positions}
 
