@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
@@ -109,6 +108,7 @@ def test_character_map_is_normalize_text_then_the_models_own(request, lines, fix
     alphabet = ["Σ", "A", "'", " ", "\u00a0", "\u0301", "İ", "ß", "Ǆ", "ﬁ", "日", "\x1c", "\u200b",
                 "ᄒ", "ᅡ", "ᆫ", "하", "한", "Å", "\u030a", "ﾒ", "ﾞ", "¨", "Ａ", "1", ","]
     combos = ["".join(rng.choices(alphabet, k=rng.randint(0, 8))) for _ in range(20000)]
+
     def want(text):
         return own.normalize(normalize_text(text, lower, keep_accents))
 
