@@ -20,11 +20,9 @@ import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
 
+from ..signatures.base import IDS_SPEC, TEXT_SPEC
+from ..signatures.tasks import TOP_K
 from .text_graph import LiteText, trim_ids
-
-TEXT_SPEC = tf.TensorSpec([None], tf.string)
-IDS_SPEC = tf.TensorSpec([None, None], tf.int32)
-TOP_K = 5  # fill_mask candidates per [MASK], as the SavedModel
 
 
 class LiteModule:

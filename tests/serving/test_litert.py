@@ -4,6 +4,7 @@ fed by the Python tokenizer; the refusals (tasks, options, ops, a file that disa
 
 from __future__ import annotations
 
+import logging
 import os
 
 import keras
@@ -20,9 +21,12 @@ from albert_tf import (
     AlbertSequenceRegressor,
     AlbertSpanExtractor,
     AlbertTokenClassifier,
+    load_checkpoint,
     save_checkpoint,
 )
+from albert_tf.checkpoint import task_record_of
 from albert_tf.serving import export
+from albert_tf.serving.export import TASKS
 from albert_tf.serving.litert import convert, runtime
 from albert_tf.serving.litert.tasks import LITE_TASKS, REFUSED, TEXT_SPEC
 from albert_tf.tokenizer.spm import AlbertTokenizer
@@ -86,15 +90,11 @@ def _run(path, signature, **inputs):
 
 
 def test_every_served_task_has_one_table_entry_and_the_others_a_reason():
-    from albert_tf.serving.export import TASKS
-
     assert set(LITE_TASKS) | set(REFUSED) == set(TASKS)
     assert not set(LITE_TASKS) & set(REFUSED)
 
 
 def test_classifier_from_raw_text_equals_the_model(exported, spm_model_path):
-    from albert_tf import load_checkpoint
-
     checkpoint, path = exported["classification"]
     tok, model = AlbertTokenizer(spm_model_path), load_checkpoint(checkpoint)
     for signature, inputs, ids in (
@@ -115,8 +115,6 @@ def test_classifier_from_raw_text_equals_the_model(exported, spm_model_path):
 
 
 def test_regressor_and_encoder_features_equal_the_model(exported, spm_model_path):
-    from albert_tf import load_checkpoint
-
     tok = AlbertTokenizer(spm_model_path)
     checkpoint, path = exported["regression"]
     model = load_checkpoint(checkpoint)
@@ -135,8 +133,6 @@ def test_regressor_and_encoder_features_equal_the_model(exported, spm_model_path
 
 @pytest.mark.parametrize("task", ["pretraining", "masked_lm"])
 def test_fill_mask_equals_the_model_on_the_split_text(exported, spm_model_path, task):
-    from albert_tf import load_checkpoint
-
     tok = AlbertTokenizer(spm_model_path)
     checkpoint, path = exported[task]
     model = load_checkpoint(checkpoint)
@@ -168,8 +164,6 @@ def test_empty_batches(exported):
 
 
 def test_quantized_files_report_their_agreement(exported, tmp_path, caplog):
-    import logging
-
     checkpoint, path = exported["classification"]
     sizes = {}
     for quantize in ("float16", "int8"):
@@ -220,9 +214,6 @@ def test_bad_options_are_one_line_before_any_work(exported, tmp_path, capsys):
 
 def test_the_gate_refuses_a_float_file_that_disagrees(exported, tmp_path, spm_model_path,
                                                       monkeypatch):
-    from albert_tf import load_checkpoint
-    from albert_tf.checkpoint import task_record_of
-
     checkpoint, _ = exported["regression"]
     model = load_checkpoint(checkpoint)
     tok = AlbertTokenizer(spm_model_path)
@@ -256,3 +247,17 @@ def test_an_op_without_a_litert_kernel_is_refused(spm_model_path):
     with pytest.raises(convert.LiteRTError, match="signature serving_default needs StringLower, "
                                                   "which no LiteRT kernel implements"):
         convert.check_ops(flatbuffer)
+
+
+def test_multi_label_classifier_gives_sigmoids_and_active_classes(exported, tmp_path,
+                                                                  spm_model_path):
+    checkpoint, _ = exported["classification"]
+    model, tok = load_checkpoint(checkpoint), AlbertTokenizer(spm_model_path)
+    record = task_record_of(model, label_names=LABELS).replace(problem_type="multi_label")
+    output = str(tmp_path / "multi.tflite")
+    convert.write_litert(model, tok, record, output, "classification", SEQ)
+    got = _run(output, "serving_default", text=TEXTS)
+    want = tf.sigmoid(model(_ids(tok, TEXTS))["logits"]).numpy()
+    np.testing.assert_allclose(got["probabilities"], want, atol=ATOL, rtol=0)
+    assert got["active"].tolist() == (want > 0.5).tolist()
+    assert got["active"].any() and not got["active"].all()
