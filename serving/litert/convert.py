@@ -28,10 +28,9 @@ import tensorflow as tf
 
 from albert_tf import atomic
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.spm import MASK_PIECE
 
 from . import runtime
-from .tasks import FillMaskLite, lite_module
+from .tasks import lite_module
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +45,7 @@ PARITY_TEXTS = ["", "The quick brown fox jumps over the lazy dog.",
                 "tab\there  and   spaces\n", "A longer request, with more words. " * 30]
 FILL_MASK_TEXTS = ["The [MASK] sat on the [MASK].", "[MASK]", "no mask here", "",
                    "It costs 1,[MASK], Crème [MASK]"]
+TOP1_OUTPUTS = ("label_id", "top_k_ids", "choice")  # reported as top-1 agreement
 
 
 class LiteRTError(UserError):
@@ -106,36 +106,12 @@ def check_ops(flatbuffer: bytes) -> dict[str, dict[str, list[str]]]:
     return ops
 
 
-def _reference_ids(tokenizer, texts, seq_length, pair=False, fill_mask=False):
-    """The model's inputs for `texts` from the Python tokenizer: {name: int32 [B, T]}."""
-    rows = []
-    for i, text in enumerate(texts):
-        if fill_mask:
-            parts = [tokenizer.encode(part) for part in text.split(MASK_PIECE)]
-            ids = [i for part in parts for i in part + [tokenizer.mask_id]][:-1]
-            rows.append(tokenizer.pack(ids, None, seq_length))
-        else:
-            rows.append(tokenizer.encode_pair(text, texts[::-1][i] if pair else None, seq_length))
-    longest = max([1] + [sum(row["input_mask"]) for row in rows])
-    return {name: tf.constant([row[name][:longest] for row in rows], tf.int32)
-            for name in rows[0]}
-
-
 def parity_gate(path: str, module, quantize: str) -> ParityReport:
     """Calls the file at `path` on PARITY_TEXTS (and FILL_MASK_TEXTS) and compares it with
     the Keras model on the Python tokenizer's ids; raises LiteRTError for a float file
     that disagrees."""
     interpreter = runtime.open_interpreter(path)
-    tokenizer, seq_length = module.text.tokenizer, module.text.seq_length
-    cases = [("serving_default", {"text": PARITY_TEXTS}, _reference_ids(
-        tokenizer, PARITY_TEXTS, seq_length), module.readout)]
-    if module.pair:
-        cases.append(("text_pair", {"text_a": PARITY_TEXTS, "text_b": PARITY_TEXTS[::-1]},
-                      _reference_ids(tokenizer, PARITY_TEXTS, seq_length, pair=True),
-                      module.readout))
-    if isinstance(module, FillMaskLite):
-        cases.append(("fill_mask", {"text": FILL_MASK_TEXTS}, _reference_ids(
-            tokenizer, FILL_MASK_TEXTS, seq_length, fill_mask=True), module.fill_mask))
+    cases = module.parity_cases(PARITY_TEXTS, FILL_MASK_TEXTS)
     max_diff, agreement, wrong = {}, {}, []
     for signature, inputs, features, readout in cases:
         got = runtime.call(interpreter, signature,
@@ -148,7 +124,7 @@ def parity_gate(path: str, module, quantize: str) -> ParityReport:
                 wrong.append(f"{key} has shape {actual.shape}, the Keras model's {expected.shape}")
             elif expected.dtype.kind == "f":
                 max_diff[key] = float(np.max(np.abs(actual - expected), initial=0.0))
-            elif name in ("label_id", "top_k_ids"):
+            elif name in TOP1_OUTPUTS:
                 top = (actual[..., 0] == expected[..., 0]) if name == "top_k_ids" else (
                     actual == expected)
                 agreement[key] = float(np.mean(top)) if top.size else 1.0

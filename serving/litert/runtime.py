@@ -37,8 +37,10 @@ def call(interpreter: tf.lite.Interpreter, signature: str, **inputs) -> dict[str
 
 
 def strings(texts) -> np.ndarray:
-    """Text for a string input: a NumPy array of UTF-8 bytes."""
-    return np.array([t.encode("utf-8") if isinstance(t, str) else t for t in texts], dtype=object)
+    """Text (a list, or nested lists for [B, K] inputs) as a NumPy array of UTF-8 bytes."""
+    array = np.array(texts, dtype=object)
+    flat = [t.encode("utf-8") if isinstance(t, str) else t for t in array.reshape(-1)]
+    return np.array(flat, dtype=object).reshape(array.shape)
 
 
 def signature_ops(flatbuffer: bytes) -> dict[str, dict[str, list[str]]]:

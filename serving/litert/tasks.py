@@ -12,13 +12,16 @@ tasks whose outputs a LiteRT graph cannot give, with the reason.
 | pretraining, masked_lm | fill_mask | top_k_tokens, top_k_ids, top_k_scores [B,M,5], mask_positions [B,M] |
 | classification | serving_default, text_pair, token_ids | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
 | regression | serving_default, text_pair, token_ids | score [B] |
+| multiple_choice | serving_default(context [B], options [B,K]), token_ids [B,K,T] | probabilities [B,K], choice [B] |
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.spm import MASK_PIECE
 
 from ..signatures.base import IDS_SPEC, TEXT_SPEC
 from ..signatures.tasks import TOP_K
@@ -64,6 +67,26 @@ class LiteModule:
         if self.pair:
             sigs["text_pair"] = self.serve_pair
         return sigs
+
+    def parity_cases(self, texts: list[str], mask_texts: list[str]) -> list:
+        """What the parity gate asks each text signature: [(signature, {input: texts},
+        the model's inputs from the Python tokenizer, the read-out that gives the outputs)]."""
+        tok, length = self.text.tokenizer, self.text.seq_length
+        cases = [("serving_default", {"text": texts},
+                  reference_features([tok.encode_pair(t, None, length) for t in texts]),
+                  self.readout)]
+        if self.pair:
+            cases.append(("text_pair", {"text_a": texts, "text_b": texts[::-1]}, reference_features(
+                [tok.encode_pair(a, b, length) for a, b in zip(texts, texts[::-1])]), self.readout))
+        return cases
+
+
+def reference_features(rows: list[dict[str, list[int]]]) -> dict[str, tf.Tensor]:
+    """`AlbertTokenizer.pack` rows ([..., seq_length] lists) -> int32 tensors cut to the longest."""
+    mask = np.array([row["input_mask"] for row in rows])
+    longest = max(1, int(mask.sum(-1).max(initial=0)))
+    return {name: tf.constant(np.array([row[name] for row in rows])[..., :longest], tf.int32)
+            for name in INPUT_NAMES}
 
 
 class EncoderLite(LiteModule):
@@ -116,6 +139,16 @@ class FillMaskLite(EncoderLite):
     def signatures(self):
         return {**super().signatures(), "fill_mask": self.serve_fill_mask}
 
+    def parity_cases(self, texts, mask_texts):
+        tok = self.text.tokenizer
+        rows = []
+        for text in mask_texts:  # split at "[MASK]", as the SavedModel's fill_mask
+            parts = [tok.encode(part) for part in text.split(MASK_PIECE)]
+            ids = [i for part in parts for i in part + [tok.mask_id]][:-1]
+            rows.append(tok.pack(ids, None, self.text.seq_length))
+        return [*super().parity_cases(texts, mask_texts),
+                ("fill_mask", {"text": mask_texts}, reference_features(rows), self.fill_mask)]
+
 
 class ClassifierLite(LiteModule):
     """Probabilities, label id and label name, as the SavedModel's ClassifierModule."""
@@ -143,6 +176,60 @@ class RegressorLite(LiteModule):
         return {"score": self.model(features, training=False)["score"]}
 
 
+class MultipleChoiceLite(LiteModule):
+    """Probabilities over K options, packed as the SavedModel's MultipleChoiceModule:
+    `[CLS] context [SEP] option [SEP]`, each option keeping its last `max_qa_length`
+    tokens (the task record's) and the context cut to fill the rest."""
+
+    pair = False
+
+    def __init__(self, model, text, record):
+        super().__init__(model, text, record)
+        self.max_qa_length = min(record.max_qa_length, text.seq_length - 3)
+
+    def readout(self, features):
+        logits = self.model(features, training=False)["logits"]  # [B, K]
+        return {"probabilities": tf.nn.softmax(logits, axis=-1),
+                "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
+    def serve_choices(self, context, options):
+        shape = tf.shape(options)  # [B, K]
+        qa, qa_splits = self.text.tokenize(tf.reshape(options, [-1]))  # [B*K] rows
+        qa_lengths = qa_splits[1:] - qa_splits[:-1]
+        qa_kept = tf.minimum(qa_lengths, self.max_qa_length)  # the option's last tokens
+        ids, splits = self.text.tokenize(context)
+        row = tf.range(shape[0] * shape[1]) // shape[1]  # the context of each option
+        context_kept = tf.minimum(tf.gather(splits[1:] - splits[:-1], row),
+                                  self.text.seq_length - 3 - qa_kept)
+        flat = self.text.place([(ids, tf.gather(splits[:-1], row), context_kept),
+                                (qa, qa_splits[1:] - qa_kept, qa_kept)])  # [B*K, T]
+        return self.readout({name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
+                             for name, value in flat.items()})
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
+    def serve_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self.readout(trim_ids(dict(zip(INPUT_NAMES, (input_word_ids, input_mask,
+                                                            input_type_ids)))))
+
+    def signatures(self):
+        return {"serving_default": self.serve_choices, "token_ids": self.serve_ids}
+
+    def parity_cases(self, texts, mask_texts):
+        tok, length = self.text.tokenizer, self.text.seq_length
+        options = [[texts[(i + k) % len(texts)] for k in (1, 2, 3)] for i in range(len(texts))]
+        rows = []
+        for context, choices in zip(texts, options):
+            ids = tok.encode(context)
+            for option in choices:  # the option's last tokens, the context cut to fit
+                qa = tok.encode(option)[::-1][:self.max_qa_length][::-1]
+                rows.append(tok.pack(ids[:length - 3 - len(qa)], qa, length))
+        rows = [{name: [r[name] for r in rows[i:i + 3]] for name in INPUT_NAMES}
+                for i in range(0, len(rows), 3)]
+        return [("serving_default", {"context": texts, "options": options},
+                 reference_features(rows), self.readout)]
+
+
 # The one place a task picks its LiteRT outputs ("encoder": any checkpoint's features).
 LITE_TASKS = {
     "encoder": EncoderLite,
@@ -150,6 +237,7 @@ LITE_TASKS = {
     "masked_lm": FillMaskLite,
     "classification": ClassifierLite,
     "regression": RegressorLite,
+    "multiple_choice": MultipleChoiceLite,
 }
 REFUSED = {
     "token_classification": "its outputs are per-piece character offsets in the raw text, "
@@ -158,9 +246,6 @@ REFUSED = {
             "offsets, and LiteRT has no kernel that gives them or cuts strings",
     "span_beam": "its answer is a substring of the context found through SentencePiece's byte "
                  "offsets, and LiteRT has no kernel that gives them or cuts strings",
-    "multiple_choice": "its signature takes a [B, K] tensor of option strings, whose packing "
-                       "(each option's last tokens, the context cut to fit) is not in the "
-                       "LiteRT graph yet",
 }
 
 

@@ -103,18 +103,24 @@ class LiteText:
         Returns the three int32 [B, T] inputs, T the longest packed row (1 to
         seq_length), truncated as `AlbertTokenizer.pack` does; padding is <pad>, mask 0.
         """
-        tok = self.tokenizer
         lengths = [splits[1:] - splits[:-1] for _, splits in segments]
         kept = kept_lengths(lengths, self.seq_length - 1 - len(segments))
-        total = 1 + sum(k + 1 for k in kept)  # [B]
+        return self.place([(values, splits[:-1], count)
+                           for (values, splits), count in zip(segments, kept)])
+
+    def place(self, segments: list[tuple]) -> dict[str, tf.Tensor]:
+        """Packs segments already cut: each (ids [N], first [B], count [B]) puts
+        ids[first[b]:first[b] + count[b]] in row b; the counts must fit seq_length."""
+        tok = self.tokenizer
+        total = 1 + sum(count + 1 for _, _, count in segments)  # [B]
         width = tf.clip_by_value(tf.reduce_max(tf.concat([total, [1]], 0)), 1, self.seq_length)
         position = tf.range(width)[None, :]  # [1, T]
         word = tf.where(position == 0, tok.cls_id, tok.pad_id) + tf.zeros_like(total)[:, None]
         types = tf.zeros_like(word)
         begin = tf.ones_like(total)  # [B]: where the segment starts in the row
-        for index, ((values, splits), count) in enumerate(zip(segments, kept)):
+        for index, (values, first, count) in enumerate(segments):
             inside = (position >= begin[:, None]) & (position < (begin + count)[:, None])
-            source = splits[:-1, None] + position - begin[:, None]  # [B, T] into values
+            source = first[:, None] + position - begin[:, None]  # [B, T] into values
             padded = tf.concat([values, [tok.pad_id]], 0)  # index N: a valid dummy
             tokens = tf.gather(padded, tf.where(inside, source, tf.size(values)))
             word = tf.where(inside, tokens, word)

@@ -180,8 +180,7 @@ def test_quantized_files_report_their_agreement(exported, tmp_path, caplog):
 
 @pytest.mark.parametrize("model_class, task", [
     (lambda c: AlbertSpanExtractor(c), "span"),
-    (lambda c: AlbertTokenClassifier(c, 2), "token_classification"),
-    (lambda c: AlbertMultipleChoice(c), "multiple_choice")])
+    (lambda c: AlbertTokenClassifier(c, 2), "token_classification")])
 def test_tasks_the_format_does_not_serve_are_one_line(tmp_path, spm_model_path, capsys,
                                                       model_class, task):
     config = _config(AlbertTokenizer(spm_model_path).vocab_size)
@@ -261,3 +260,26 @@ def test_multi_label_classifier_gives_sigmoids_and_active_classes(exported, tmp_
     np.testing.assert_allclose(got["probabilities"], want, atol=ATOL, rtol=0)
     assert got["active"].tolist() == (want > 0.5).tolist()
     assert got["active"].any() and not got["active"].all()
+
+
+def test_multiple_choice_equals_the_race_packing(tmp_path, spm_model_path):
+    keras.utils.set_random_seed(5)
+    tok = AlbertTokenizer(spm_model_path)
+    model = AlbertMultipleChoice(_config(tok.vocab_size))
+    record = task_record_of(model).replace(max_qa_length=6)
+    output = str(tmp_path / "choice.tflite")
+    convert.write_litert(model, tok, record, output, "multiple_choice", 24)
+    contexts = [TEXTS[1], "", TEXTS[5]]
+    options = [[TEXTS[2], "", "a dog"], ["Über 😀", TEXTS[5], "yes"], ["no", "maybe so", TEXTS[3]]]
+    got = _run(output, "serving_default", context=contexts, options=options)
+    rows = []
+    for context, choices in zip(contexts, options):
+        for option in choices:  # RACE: the option's last 6 tokens, the context cut to fit
+            qa = tok.encode(option)[-6:] if tok.encode(option) else []
+            rows.append(tok.pack(tok.encode(context)[:24 - 3 - len(qa)], qa, 24))
+    features = {k: np.array([r[k] for r in rows], np.int32).reshape(3, 3, 24) for k in rows[0]}
+    want = tf.nn.softmax(model(features)["logits"]).numpy()
+    np.testing.assert_allclose(got["probabilities"], want, atol=ATOL, rtol=0)
+    assert got["choice"].tolist() == want.argmax(-1).tolist()
+    ids = _run(output, "token_ids", **features)
+    np.testing.assert_allclose(ids["probabilities"], want, atol=ATOL, rtol=0)
