@@ -60,6 +60,9 @@ class LiteText:
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self._sentencepiece = tf_text.FastSentencepieceTokenizer(lite_model_proto(tokenizer))
+        if fill_mask and tokenizer.piece_to_id(SPIECE_UNDERLINE) == tokenizer.unk_id:
+            raise ValueError(f"{tokenizer.spm_model_path} has no {SPIECE_UNDERLINE!r} piece, which "
+                             "fill_mask needs to tell the space before a [MASK] from the text")
         self._mask_sentencepiece = (tf_text.FastSentencepieceTokenizer(
             lite_model_proto(tokenizer, fill_mask=True)) if fill_mask else None)
         values, lengths = digit_comma_table(tokenizer)
