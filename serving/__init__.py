@@ -3,6 +3,7 @@
   export.py, layout.py, warmup.py  `albert-tf export`: BASE/NAME/VERSION/ for TF Serving
   requests.py                      TF Serving's Predict messages (REST and gRPC forms)
   signatures/                      one serving module per task, raw text in
+  litert/                          `export --format litert`: one .tflite file, raw text in
   client/                          `albert-tf predict` (REST, gRPC, local SavedModel)
 
 It never imports `albert_tf.training`. Importing it gives `albert_tf.atomic`

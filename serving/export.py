@@ -6,10 +6,15 @@ in the graph, so nothing is read from this machine at serve time), and carry
 `assets.extra/tf_serving_warmup_requests`. Versions are written atomically: a
 hidden staging directory is renamed into place when complete.
 
+With `--format litert` it writes one .tflite file instead (`litert/`): raw text in,
+LiteRT builtins plus tensorflow-text's FastSentencepieceTokenize, checked against the
+Keras model before it is kept.
+
 Example:
     albert-tf export --checkpoint runs/sst2 --output models/albert_sst2
     # -> models/albert_sst2/1/ (then 2/, 3/, ... on later exports)
     #    and models/albert_sst2/batching_parameters.txt (written once, then kept)
+    albert-tf export --checkpoint runs/sst2 --output sst2.tflite --format litert --quantize int8
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
+from .litert import convert as litert
 from .signatures import tasks as signatures
 from .signatures.base import PAD_MULTIPLE
 from .signatures.span import SpanModule
@@ -43,6 +49,7 @@ logger = logging.getLogger(__name__)
 # What export serves: every task a record names, and "encoder" (any checkpoint's features).
 TASKS = (*RECORD_TASKS, "encoder")
 EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
+FORMATS = ("savedmodel", "litert")
 
 
 class ExportError(UserError):
@@ -157,7 +164,7 @@ def custom_ops(directory: str) -> list[str]:
 def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
            seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
-           precision: str = "auto") -> str:
+           precision: str = "auto", format: str = "savedmodel", quantize: str = "none") -> str:
     """Exports our checkpoint directory to `output`/VERSION; returns that path.
 
     Args:
@@ -177,20 +184,31 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
       precision: float32, bfloat16 (variables and matmuls; inputs and outputs of the
         signatures unchanged) or auto (bfloat16 if the task record says the model was
         trained in bfloat16).
+      format: savedmodel (BASE/NAME/VERSION/ for TF Serving) or litert (`output` is the
+        .tflite file; see `litert.convert.write_litert`).
+      quantize: for litert: none (float32), float16 or int8 (dynamic range).
     """
 
+    if format not in FORMATS:
+        raise ExportError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
-    # Then the target, before anything is loaded: an existing version is refused, an
-    # unwritable BASE/NAME named as the user wrote it (not its hidden staging name).
-    version, path = layout.resolve_version(output, version)
-    atomic.check_writable_directory(output, "--output")
+    if format == "litert":  # one file, checked against the model before it is kept
+        _check_litert_options(output, version, token_ids_only, precision, quantize)
+    else:
+        # Then the target, before anything is loaded: an existing version is refused, an
+        # unwritable BASE/NAME named as the user wrote it (not its hidden staging name).
+        if quantize != "none":
+            raise ExportError("--quantize is for --format litert")
+        version, path = layout.resolve_version(output, version)
+        atomic.check_writable_directory(output, "--output")
     spm_model = source.tokenizer_files(spm_model).spm_model
     if spm_model is None:
         raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
                           "*.model); pass --spm-model")
-    warmup.require_serving_api()
+    if format == "savedmodel":
+        warmup.require_serving_api()
     record = source.task_record  # the one source of the task's settings
     dtype = serving_precision(precision, record.precision)
     model = source.load()
@@ -203,6 +221,10 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
+    if format == "litert":
+        litert.write_litert(model, preprocessor.tokenizer, record, output, task or model.task,
+                            seq_length, quantize)
+        return output
     module = build_module(cast_model(model, dtype), preprocessor, task, record, pad_multiple)
     staging = ""
     try:
@@ -230,6 +252,24 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
     return path
 
 
+def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,
+                          quantize: str) -> None:
+    """Refuses what a .tflite export cannot honour, and an output it must not overwrite."""
+    if quantize not in litert.QUANTIZE:
+        raise ExportError(f"--quantize {quantize!r}: expected one of {', '.join(litert.QUANTIZE)}")
+    for given, flag in ((version is not None, "--version"), (token_ids_only, "--token-ids-only"),
+                        (precision == "bfloat16", "--precision bfloat16")):
+        if given:
+            raise ExportError(f"{flag} is for SavedModels; a .tflite file is one version, always "
+                              "has a token_ids signature, and is made smaller by --quantize")
+    if os.path.lexists(output):
+        raise ExportError(f"--output {output} exists; a .tflite export never replaces a file")
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise ExportError(f"--output {output}: no such directory {parent}")
+    atomic.check_writable_directory(parent, "--output's directory")
+
+
 def tf_version() -> str:
 
     return tf.__version__
@@ -251,6 +291,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
                    help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
                    "AMX); auto: as the task record says the model was trained")
+    p.add_argument("--format", choices=FORMATS, default="savedmodel",
+                   help="litert: --output is one .tflite file (raw text in, for phones and "
+                   "edge devices; docs/on-device.md)")
+    p.add_argument("--quantize", choices=litert.QUANTIZE, default="none",
+                   help="litert only: float16 halves the weights, int8 (dynamic range) "
+                   "quarters them")
     return p
 
 
@@ -264,7 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ExportError(f"--checkpoint {args.checkpoint} is a file; give the checkpoint's "
                           "directory")
     path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
-                  args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision)
+                  args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
+                  format=args.format, quantize=args.quantize)
     print(path)
     return 0
 

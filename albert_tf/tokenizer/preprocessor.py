@@ -164,7 +164,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _proto_fields(data: bytes):
+def proto_fields(data: bytes):
     """Yields (field number, wire type, value) of a serialized protobuf message."""
     pos = 0
     while pos < len(data):
@@ -185,15 +185,15 @@ def _proto_fields(data: bytes):
 
 def spm_model_type(model_proto: bytes) -> str:
     """"unigram", "bpe", "word" or "char": ModelProto.trainer_spec (2) .model_type (3)."""
-    for number, wire, value in _proto_fields(model_proto):
+    for number, wire, value in proto_fields(model_proto):
         if number == 2 and wire == 2:
-            for field, field_wire, field_value in _proto_fields(value):
+            for field, field_wire, field_value in proto_fields(value):
                 if field == 3 and field_wire == 0:
                     return {1: "unigram", 2: "bpe", 3: "word", 4: "char"}.get(field_value, "?")
     return "unigram"  # the field's default
 
 
-def _digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarray]:
+def digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarray]:
     """Each vocabulary id's ids after the digit-comma rule, as ragged (values, row_lengths).
 
     The rule depends only on the piece, so it is applied once per vocabulary
@@ -259,7 +259,7 @@ class AlbertPreprocessor(keras.layers.Layer):
         # The classic op, a tracked resource, only for its byte offsets
         # (`tokenize_with_offsets`); its ids may differ on such ties.
         self.sentencepiece = tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
-        self._replacements = _digit_comma_table(self.tokenizer)
+        self._replacements = digit_comma_table(self.tokenizer)
 
     def normalize(self, texts: tf.Tensor) -> tf.Tensor:
         """`AlbertTokenizer.normalize` on `tf.string [B]`."""

@@ -1,0 +1,200 @@
+"""The SentencePiece model inside a .tflite file: ALBERT's normalisation as SentencePiece's own.
+
+LiteRT has no kernel for the ops the SavedModel's normaliser uses (UnicodeDecode,
+NormalizeUTF8, ...), but tensorflow-text's `FastSentencepieceTokenize` has one, and it
+applies the model's normaliser: a character map, rewritten by longest match, then
+SentencePiece's whitespace rules (ends stripped, runs collapsed). So the rules of
+`albert_tf.tokenizer.spm.normalize_text` are composed into that map once, at export:
+
+* each code point c maps to the model's own normalisation of `normalize_text(c)` (a
+  space for Python's whitespace: SentencePiece collapses and strips it as `str.split`
+  does); NFKD, the dropped combining marks and `str.lower` come from the Python
+  tokenizer itself, so every code point alone gives exactly its ids;
+* every sequence the model's map rewrites as a whole (compositions: Hangul jamo,
+  base + mark) keeps its rule, applied to the composed images;
+* two code points whose images meet inside such a sequence (a syllable "하" then the
+  jamo "ᆫ": NFKD, then composition, makes "한") get a rule of their own.
+
+Known differences, each from a context a longest-match map cannot see:
+* a capital sigma ending a word: `str.lower` gives "ς", the map "σ" (lower-cased
+  exports; it changes ids only where the vocabulary has Greek pieces);
+* a combining mark between two characters that compose (Hangul jamo, some Indic vowel
+  signs) when accents are stripped: Python drops the mark, then composes; the map
+  drops it in the same pass, so they stay apart;
+* invalid UTF-8: the Python tokenizer reads it as U+FFFD, which the model's map
+  removes; the LiteRT kernel reads it as an unknown character (apps on Android and
+  iOS pass valid UTF-8).
+
+`lite_model_proto(tokenizer, fill_mask=True)` also makes "[MASK]" written in the text
+the [MASK] piece (a user-defined symbol) followed by a space, as the SavedModel's
+fill_mask splits the text there.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import sentencepiece as spm
+
+from albert_tf.errors import UserError
+from albert_tf.tokenizer.preprocessor import proto_fields, spm_model_type
+from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
+
+# ModelProto fields (sentencepiece_model.proto): pieces (1), normalizer_spec (3);
+# SentencePiece: piece (1), type (3); NormalizerSpec: name (1), precompiled_charsmap (2),
+# remove_extra_whitespaces (4).
+_PIECES, _NORMALIZER = 1, 3
+_PIECE_NAME, _PIECE_TYPE = 1, 3
+_SPEC_NAME, _SPEC_CHARSMAP, _SPEC_REMOVE_EXTRA_WHITESPACES = 1, 2, 4
+_USER_DEFINED = 4
+_LITE_NORMALIZER_NAME = b"albert_tf"
+
+
+class LiteTokenizerError(UserError):
+    """A SentencePiece model whose ALBERT tokenization a LiteRT file cannot reproduce."""
+
+
+def character_image(char: str, do_lower_case: bool, keep_accents: bool) -> str:
+    """What ALBERT's normalisation makes of one code point: a space for whitespace
+    (`str.split`'s set), else `normalize_text(char)`."""
+    return " " if char.isspace() else normalize_text(char, do_lower_case, keep_accents)
+
+
+def _code_points() -> list[str]:
+    return [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+
+
+@functools.lru_cache(maxsize=4)
+def composed_rules(model_proto: bytes, do_lower_case: bool,
+                   keep_accents: bool) -> tuple[tuple[str, str], ...]:
+    """The character map: ALBERT's normalisation, then the model's own (sorted pairs).
+
+    Applied by longest match and followed by SentencePiece's whitespace rules, it
+    gives `model.normalize(normalize_text(text))` (see the module docstring for
+    the exceptions). About 250,000 rules; a few seconds.
+    """
+    model = spm.SentencePieceNormalizer(model_proto=model_proto, add_dummy_prefix=False,
+                                        escape_whitespaces=False, remove_extra_whitespaces=False)
+
+    def own(text: str) -> str:
+        return model.normalize(text) if text else ""
+
+    chars = _code_points()
+    image = {c: character_image(c, do_lower_case, keep_accents) for c in chars}
+    rules = {}
+    for c in chars:
+        out = own(image[c])
+        if out != c:
+            rules[c] = out
+    sequences = [key for key, _ in model.decompile() if len(key) > 1]
+    for key in sequences:
+        rules[key] = own("".join(image[c] for c in key))
+    rules.update(_bridging_rules(sequences, chars, image, rules, own))
+    return tuple(sorted(rules.items()))
+
+
+def _bridging_rules(sequences, chars, image, rules, own) -> dict[str, str]:
+    """Rules for pairs of code points whose images meet inside one of the model's
+    multi-character rules (e.g. "하" + "ᆫ": NFKD gives jamo that compose to "한")."""
+    splits = {(key[:i], key[i:]) for key in sequences for i in range(1, len(key))}
+    heads, tails = {u for u, _ in splits}, {v for _, v in splits}
+    ending, starting = {}, {}
+    for c in chars:
+        text = image[c]
+        for i in range(1, min(len(text), 3) + 1):
+            if text[-i:] in heads:
+                ending.setdefault(text[-i:], []).append(c)
+            if text[:i] in tails:
+                starting.setdefault(text[:i], []).append(c)
+    bridges = {}
+    for head, tail in splits:
+        for a in ending.get(head, ()):
+            for b in starting.get(tail, ()):
+                if a + b in rules:
+                    continue
+                out = own(image[a] + image[b])
+                if out != rules.get(a, a) + rules.get(b, b):
+                    bridges[a + b] = out
+    return bridges
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if not value:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+def _field(number: int, wire: int, value) -> bytes:
+    key = _varint(number << 3 | wire)
+    if wire == 0:
+        return key + _varint(value)
+    if wire == 2:
+        return key + _varint(len(value)) + value
+    return key + value  # fixed 32/64 bits, as read
+
+
+def _set_fields(message: bytes, values: dict[int, tuple[int, object]]) -> bytes:
+    """`message` with each field number of `values` set to its (wire type, value), once."""
+    kept = b"".join(_field(number, wire, value) for number, wire, value in proto_fields(message)
+                    if number not in values)
+    return kept + b"".join(_field(number, wire, value) for number, (wire, value) in values.items())
+
+
+def _flag(message: bytes, number: int, default: bool) -> bool:
+    values = [value for field, wire, value in proto_fields(message)
+              if field == number and wire == 0]
+    return bool(values[-1]) if values else default
+
+
+def check_convertible(tokenizer: AlbertTokenizer) -> None:
+    """Raises LiteTokenizerError, one line naming the file, for models the map cannot serve."""
+    path = tokenizer.spm_model_path
+    kind = spm_model_type(tokenizer.model_proto)
+    if kind != "unigram":
+        raise LiteTokenizerError(f"{path} is a {kind} SentencePiece model; LiteRT's "
+                                 "FastSentencepieceTokenize runs unigram models (ALBERT's) only")
+    spec = b"".join(value for number, _, value in proto_fields(tokenizer.model_proto)
+                    if number == _NORMALIZER)
+    if not _flag(spec, _SPEC_REMOVE_EXTRA_WHITESPACES, True):
+        raise LiteTokenizerError(f"{path} keeps extra whitespace (remove_extra_whitespaces="
+                                 "false): its character map cannot collapse whitespace runs as "
+                                 "the tokenizer does")
+
+
+def lite_model_proto(tokenizer: AlbertTokenizer, fill_mask: bool = False) -> bytes:
+    """`tokenizer`'s SentencePiece model with ALBERT's normalisation as its character map.
+
+    Args:
+      tokenizer: the checkpoint's tokenizer (its lower-casing and accents decide the map).
+      fill_mask: also make "[MASK]" in the text the [MASK] piece, followed by a space.
+    """
+    check_convertible(tokenizer)
+    rules = composed_rules(tokenizer.model_proto, tokenizer.do_lower_case, tokenizer.keep_accents)
+    if fill_mask:
+        rules = (*rules, (MASK_PIECE, MASK_PIECE + " "))
+    compiled = spm.SentencePieceNormalizer(norm_map=list(rules)).serialized_normalizer_spec()
+    charsmap = next(value for number, _, value in proto_fields(compiled)
+                    if number == _SPEC_CHARSMAP)
+    fields = list(proto_fields(tokenizer.model_proto))
+    spec = b"".join(value for number, _, value in fields if number == _NORMALIZER)
+    spec = _set_fields(spec, {_SPEC_NAME: (2, _LITE_NORMALIZER_NAME),
+                              _SPEC_CHARSMAP: (2, charsmap)})
+    out = bytearray()
+    for number, wire, value in fields:
+        if number == _PIECES and fill_mask:
+            value = _user_defined_mask(value)
+        if number != _NORMALIZER:
+            out += _field(number, wire, value)
+    return bytes(out + _field(_NORMALIZER, 2, spec))
+
+
+def _user_defined_mask(piece: bytes) -> bytes:
+    """The [MASK] piece as a user-defined symbol (matched in text); other pieces as they are."""
+    names = [value for number, _, value in proto_fields(piece) if number == _PIECE_NAME]
+    if names != [MASK_PIECE.encode()]:
+        return piece
+    return _set_fields(piece, {_PIECE_TYPE: (0, _USER_DEFINED)})
