@@ -9,6 +9,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from albert_tf import tasks
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder, as_config
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
@@ -21,7 +22,11 @@ HEAD_DROPOUT = 0.1
 
 
 class _AlbertTaskModel(keras.Model):
-    """Holds the encoder and the shared (de)serialisation of config-built models."""
+    """Holds the encoder and the shared (de)serialisation of config-built models.
+
+    `task` names the model's entry in `albert_tf.tasks` (`task_spec`): its head
+    arguments, task record fields, loss and metrics, serving module and foreign heads.
+    """
 
     task = ""
     # Whether the model reads the encoder's pooled output; checkpoints of models that
@@ -40,8 +45,14 @@ class _AlbertTaskModel(keras.Model):
     def _encode(self, inputs, training):
         return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
 
+    @property
+    def task_spec(self) -> tasks.Task:
+        """The model's entry in `albert_tf.tasks`."""
+        return tasks.TASKS[self.task]
+
     def _head_args(self) -> dict:
-        return {}
+        """The constructor arguments beyond the config: the task's head arguments."""
+        return self.task_spec.record_fields_of(self)
 
     def get_config(self):
         return {"config": self.config.to_dict(), **self._head_args(),
@@ -97,7 +108,7 @@ class AlbertPretrainer(_AlbertTaskModel):
         return {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
 
     def _head_args(self):
-        return {"sentence_pair_loss": self.sentence_pair_loss}
+        return {**super()._head_args(), "sentence_pair_loss": self.sentence_pair_loss}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         ids = ops.cast(y["masked_lm_ids"], "int32")
@@ -140,8 +151,6 @@ class AlbertSequenceClassifier(_AlbertTaskModel):
         pooled = self._encode(inputs, training)["pooled_output"]
         return {"logits": self.head(pooled, training=training)}
 
-    def _head_args(self):
-        return {"num_classes": self.num_classes}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -187,8 +196,6 @@ class AlbertTokenClassifier(_AlbertTaskModel):
         sequence = self._encode(inputs, training)["sequence_output"]
         return {"logits": self.head(sequence, training=training)}
 
-    def _head_args(self):
-        return {"num_classes": self.num_classes}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -205,8 +212,8 @@ class AlbertSpanExtractor(_AlbertTaskModel):
 
     def __init__(self, config, answerability: bool = False, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
-        self.answerability = answerability
-        self.uses_pooled_output = answerability
+        self.answerability = bool(answerability)
+        self.uses_pooled_output = self.answerability
         init = self.config.initializer_range
         self.span_head = ClassificationHead(2, 0.0, init, name="span_classifier",
                                             dtype=self.dtype_policy)
@@ -230,8 +237,6 @@ class AlbertSpanExtractor(_AlbertTaskModel):
                 self.answerable_head(encoded["pooled_output"], training=training), -1)
         return outputs
 
-    def _head_args(self):
-        return {"answerability": self.answerability}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -287,8 +292,6 @@ class AlbertMaskedLM(_AlbertTaskModel):
         self.mlm_head.build((None, None, cfg.hidden_size))
         self.built = True
 
-    def _head_args(self):
-        return {"mlm_layer_norm_epsilon": self.mlm_layer_norm_epsilon}
 
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
@@ -333,11 +336,7 @@ class AlbertSpanBeamExtractor(_AlbertTaskModel):
         p_mask = answer_candidates_mask(inputs["input_mask"], inputs["input_type_ids"])
         return self.beam_head(sequence, p_mask, training=training)
 
-    def _head_args(self):
-        return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top}
 
 
-TASK_MODELS = {cls.task: cls for cls in (AlbertPretrainer, AlbertSequenceClassifier,
-                                         AlbertSequenceRegressor, AlbertTokenClassifier,
-                                         AlbertSpanExtractor, AlbertMultipleChoice,
-                                         AlbertMaskedLM, AlbertSpanBeamExtractor)}
+# Each recorded task's model class, as its entry in albert_tf.tasks names it.
+TASK_MODELS = {name: globals()[spec.model_class] for name, spec in tasks.TASKS.items()}

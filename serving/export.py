@@ -24,9 +24,8 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from albert_tf import arguments, atomic, cli
+from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, task_record_of
-from albert_tf.checkpoint.task_record import TASKS as RECORD_TASKS
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
@@ -41,8 +40,28 @@ from .signatures.token_labels import TokenClassifierModule
 logger = logging.getLogger(__name__)
 
 # What export serves: every task a record names, and "encoder" (any checkpoint's features).
-TASKS = (*RECORD_TASKS, "encoder")
+TASKS = tuple(tasks.ALL_TASKS)
 EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
+
+
+def _span_module(model, preprocessor, record, pad_multiple):
+    if record.null_score_diff_threshold is not None:  # a foreign span head's decision rule
+        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
+    return SpanModule(model, preprocessor, record, pad_multiple)
+
+
+# The serving module of each kind a task's entry names (`Task.serving`), built from the
+# model, the preprocessor, the task record and the padding granularity.
+SERVING_MODULES = {
+    "features": lambda model, pre, record, pad: signatures.PretrainedModule(model, pre, pad),
+    "classifier": signatures.ClassifierModule,
+    "regressor": lambda model, pre, record, pad: signatures.RegressorModule(model, pre, pad),
+    "token_labels": lambda model, pre, record, pad: TokenClassifierModule(
+        model, pre, record.label_names, pad),
+    "span": _span_module,
+    "span_beam": BeamSpanModule,
+    "multiple_choice": signatures.MultipleChoiceModule,
+}
 
 
 class ExportError(UserError):
@@ -65,31 +84,18 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
         null_score_diff_threshold, the beam sizes).
     """
 
-    task = task or model.task
-    record = record if record is not None else task_record_of(model)
-    if task == "encoder":
-        return signatures.PretrainedModule(model.encoder, preprocessor, pad_multiple)
-    if task not in TASKS:
+    spec = tasks.ALL_TASKS.get(task or model.task)
+    if spec is None:
         raise ExportError(f"cannot serve task {task!r}; export one of {', '.join(TASKS)} "
                           "(--task encoder serves any checkpoint's encoder features)")
-    if task != model.task:
+    served = model
+    if not spec.recorded:  # the encoder: every model holds one
+        served = model.encoder
+    elif spec is not model.task_spec:
         raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
                           f"use --task {model.task} or --task encoder")
-    if task in ("pretraining", "masked_lm"):
-        return signatures.PretrainedModule(model, preprocessor, pad_multiple)
-    if task == "classification":
-        return signatures.ClassifierModule(model, preprocessor, record, pad_multiple)
-    if task == "token_classification":
-        return TokenClassifierModule(model, preprocessor, record.label_names, pad_multiple)
-    if task == "regression":
-        return signatures.RegressorModule(model, preprocessor, pad_multiple)
-    if task == "span_beam":
-        return BeamSpanModule(model, preprocessor, record, pad_multiple)
-    if task == "span" and record.null_score_diff_threshold is not None:  # a foreign span head
-        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
-    if task == "span":
-        return SpanModule(model, preprocessor, record, pad_multiple)
-    return signatures.MultipleChoiceModule(model, preprocessor, record, pad_multiple)
+    record = record if record is not None else task_record_of(model)
+    return SERVING_MODULES[spec.serving](served, preprocessor, record, pad_multiple)
 
 
 def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:

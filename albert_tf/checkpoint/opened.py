@@ -34,6 +34,7 @@ from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_spm_model
 from albert_tf.config import AlbertConfig
+from albert_tf import tasks
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import load_spm_model
 
@@ -133,7 +134,8 @@ class OpenedCheckpoint(abc.ABC):
           TaskRecordError: an invalid albert_task.json.
         """
         record = self._read_task_record()
-        if self._task not in (None, "encoder", record.task):
+        asked = tasks.ALL_TASKS.get(self._task) if self._task is not None else None
+        if self._task is not None and (asked is None or asked.recorded and asked is not record.spec):
             raise CheckpointError(f"{self._path}: holds a {record.task} model, not {self._task}")
         return record
 
@@ -196,16 +198,9 @@ class OpenedCheckpoint(abc.ABC):
 
 
 def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
-    """The constructor arguments a task record gives its `TASK_MODELS` class."""
-    if record.task in ("classification", "token_classification"):
-        return {"num_classes": record.num_classes}
-    if record.task == "span":
-        return {"answerability": bool(record.answerability)}
-    if record.task == "span_beam":
-        return {"start_n_top": record.start_n_top, "end_n_top": record.end_n_top}
-    if record.task == "masked_lm":
-        return {"mlm_layer_norm_epsilon": record.mlm_layer_norm_epsilon}
-    return {}
+    """The constructor arguments a task record gives its `TASK_MODELS` class (the
+    task's `head_args`, read from the record's fields of the same names)."""
+    return record.spec.model_kwargs(record)
 
 
 def build_task_model(config: AlbertConfig, record: TaskRecord):
@@ -215,9 +210,6 @@ def build_task_model(config: AlbertConfig, record: TaskRecord):
     # albert_tf.checkpoint.task_record, so a module-level import here would be a circle.
     from albert_tf.models import TASK_MODELS
 
-    if record.task not in TASK_MODELS:
-        raise CheckpointError(f"{record.source}: task={record.task!r} is not one of "
-                              f"{', '.join(TASK_MODELS)}")
     return TASK_MODELS[record.task](config, **task_model_kwargs(record))
 
 

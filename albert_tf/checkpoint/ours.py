@@ -84,10 +84,11 @@ def _ensure_built(model) -> None:
     """
     if model.built:
         return
-    shape = (1, 1, 2) if model.task == "multiple_choice" else (1, 2)
+    spec = model.task_spec
+    shape = (1, 1, 2) if spec.choices else (1, 2)
     inputs = {name: np.zeros(shape, np.int32) for name in (INPUT_WORD_IDS, INPUT_TYPE_IDS)}
     inputs[INPUT_MASK] = np.ones(shape, np.int32)
-    if model.task in ("pretraining", "masked_lm"):
+    if spec.masked_positions:
         inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
     model(inputs)
 
@@ -210,21 +211,15 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
       TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
         field the model or the other arguments decide.
     """
-    decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
-               "precision": model.dtype_policy.name}
-    if model.task in ("classification", "token_classification"):
-        decided["num_classes"] = model.num_classes
+    spec = model.task_spec
+    decided = {"task": spec.name, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
+               "precision": model.dtype_policy.name, **spec.record_fields_of(model)}
+    if spec.classes:
         decided["label_names"] = list(label_names) if label_names is not None else None
     elif label_names is not None:
-        raise TaskRecordError(f"label_names given for a {model.task} model")
-    if model.task == "span":
-        decided["answerability"] = bool(model.answerability)
-    if model.task == "span_beam":
-        decided.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
-    if model.task == "masked_lm":
-        decided["mlm_layer_norm_epsilon"] = model.mlm_layer_norm_epsilon
+        raise TaskRecordError(f"label_names given for a {spec.name} model")
     clashes = sorted(set(extra_info or {}) & (set(decided) | {"num_classes", "label_names"}))
     if clashes:
         raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")
     fields = {k: v for k, v in decided.items() if k != "task"}
-    return TaskRecord.create(model.task, source=source, **fields, **(extra_info or {}))
+    return TaskRecord.create(spec.name, source=source, **fields, **(extra_info or {}))

@@ -157,7 +157,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=
                                  name="albert_pretrainer")
         if source is not None:  # the encoder always; heads when the source has them
             model.encoder.set_weights(source.encoder.get_weights())
-            if source.task == "pretraining":
+            if isinstance(source, AlbertPretrainer):
                 model.set_weights(source.get_weights())
         optimizer = optimization.create_optimizer(
             cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
