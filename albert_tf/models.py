@@ -11,7 +11,7 @@ from keras import ops
 
 from albert_tf import tasks
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder, as_config
+from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
@@ -21,7 +21,7 @@ from albert_tf.numerics import LAYER_NORM_EPSILON
 HEAD_DROPOUT = 0.1
 
 
-class _AlbertTaskModel(keras.Model):
+class _AlbertTaskModel(ExportMixin, keras.Model):
     """Holds the encoder and the shared (de)serialisation of config-built models.
 
     `task` names the model's entry in `albert_tf.tasks` (`task_spec`): its head
