@@ -7,7 +7,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from albert_tf import tasks
+from albert_tf import presets, tasks
 from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
 from albert_tf.inputs import INPUT_NAMES, MASKED_LM_POSITIONS
@@ -177,6 +177,16 @@ class AlbertEncoder(ExportMixin, keras.Model):
         pooled = self.pooler(x[:, 0, :])  # [B,H]
         return {"sequence_output": x, "pooled_output": pooled,
                 "encoder_outputs": ops.stack(outputs, axis=0)}  # [L,B,T,H]
+
+    @classmethod
+    def from_preset(cls, path, load_weights: bool = True, **kwargs) -> "AlbertEncoder":
+        """The encoder of a checkpoint of any format `open_checkpoint` reads.
+
+        Example:
+            >>> encoder = AlbertEncoder.from_preset("albert_base_v2/")
+            >>> encoder.export("exported/encoder")  # a SavedModel, any batch and length
+        """
+        return presets.encoder_from_preset(cls, path, load_weights, **kwargs)
 
     def get_config(self):
         return {"config": self.config.to_dict(), **keras.layers.Layer.get_config(self)}

@@ -1,7 +1,9 @@
 """Models built from AlbertEncoder and heads: the pretrainer and the fine-tuning models.
 
 All take a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` ([B,T];
-[B,K,T] for multiple choice) and return a dict of float32 outputs.
+[B,K,T] for multiple choice) and return a dict of float32 outputs. What they share
+(from_preset, compile defaults, raw text in fit / predict, .keras assets, export)
+is `albert_tf.task_model.AlbertTaskModel`.
 """
 
 from __future__ import annotations
@@ -11,61 +13,19 @@ from keras import ops
 
 from albert_tf import tasks
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config
+from albert_tf.encoder import AlbertEncoder
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.task_model import AlbertTaskModel
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1
 
 
-class _AlbertTaskModel(ExportMixin, keras.Model):
-    """Holds the encoder and the shared (de)serialisation of config-built models.
-
-    `task` names the model's entry in `albert_tf.tasks` (`task_spec`): its head
-    arguments, task record fields, loss and metrics, serving module and foreign heads.
-    """
-
-    task = ""
-    # Whether the model reads the encoder's pooled output; checkpoints of models that
-    # do not (Hugging Face's QA, token-classification and masked-LM models) have no pooler.
-    uses_pooled_output = True
-
-    def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.config = as_config(config)
-        if encoder is not None and encoder.config != self.config:
-            raise ValueError("the encoder's config differs from the model's config")
-        self.encoder = encoder or AlbertEncoder(self.config, name="encoder",
-                                                dtype=self.dtype_policy)
-
-    def _encode(self, inputs, training):
-        return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training)
-
-    @property
-    def task_spec(self) -> tasks.Task:
-        """The model's entry in `albert_tf.tasks`."""
-        return tasks.TASKS[self.task]
-
-    def _head_args(self) -> dict:
-        """The constructor arguments beyond the config: the task's head arguments."""
-        return self.task_spec.record_fields_of(self)
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), **self._head_args(),
-                **keras.layers.Layer.get_config(self)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
-
-
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(_AlbertTaskModel):
+class AlbertPretrainer(AlbertTaskModel):
     """Encoder + masked-LM head (tied decoder) + sentence-order head, with ALBERT's loss.
 
     Call: the encoder's inputs plus `masked_lm_positions` int32 [B,P] ->
@@ -131,7 +91,7 @@ class AlbertPretrainer(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSequenceClassifier(_AlbertTaskModel):
+class AlbertSequenceClassifier(AlbertTaskModel):
     """Classification of one text or a text pair from the pooled output.
 
     Call: encoder inputs -> `{"logits": [B, num_classes]}`.
@@ -154,7 +114,7 @@ class AlbertSequenceClassifier(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSequenceRegressor(_AlbertTaskModel):
+class AlbertSequenceRegressor(AlbertTaskModel):
     """Regression (e.g. STS-B) from the pooled output.
 
     Call: encoder inputs -> `{"score": [B]}`.
@@ -175,7 +135,7 @@ class AlbertSequenceRegressor(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTokenClassifier(_AlbertTaskModel):
+class AlbertTokenClassifier(AlbertTaskModel):
     """Per-token classification (e.g. tagging) from the sequence output.
 
     Call: encoder inputs -> `{"logits": [B, T, num_classes]}`.
@@ -199,7 +159,7 @@ class AlbertTokenClassifier(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSpanExtractor(_AlbertTaskModel):
+class AlbertSpanExtractor(AlbertTaskModel):
     """Span extraction (SQuAD): start/end logits per token, optionally answerability.
 
     Padding positions get -10000 so they are never chosen.
@@ -240,7 +200,7 @@ class AlbertSpanExtractor(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMultipleChoice(_AlbertTaskModel):
+class AlbertMultipleChoice(AlbertTaskModel):
     """Multiple choice (RACE): each option is encoded with the context, one score each.
 
     Call: encoder inputs of shape [B,K,T] -> `{"logits": [B,K]}`.
@@ -266,7 +226,7 @@ class AlbertMultipleChoice(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMaskedLM(_AlbertTaskModel):
+class AlbertMaskedLM(AlbertTaskModel):
     """Encoder + masked-LM head (tied decoder), without pooler use or sentence order:
     Hugging Face's AlbertForMaskedLM, KerasHub's AlbertMaskedLM.
 
@@ -300,7 +260,7 @@ class AlbertMaskedLM(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSpanBeamExtractor(_AlbertTaskModel):
+class AlbertSpanBeamExtractor(AlbertTaskModel):
     """SQuAD 2.0 with the original run_squad_v2 head (`heads.BeamSpanHead`).
 
     Inputs are packed `[CLS] question [SEP] context [SEP]`; the positions the head

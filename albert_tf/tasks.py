@@ -27,6 +27,7 @@ foreign checkpoint's config needs it, not the model.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 from typing import Any, Mapping
 
@@ -121,6 +122,15 @@ class Task:
     def classes(self) -> bool:
         """Whether the task has classes (num_classes, label_names)."""
         return "num_classes" in self.fields
+
+    def model_type(self) -> type:
+        """The Keras class of `model_class`.
+
+        Entries name their class, and this imports it when a model is built, so that
+        the table and the checkpoint readers need no Keras, and the models, whose
+        `from_preset` opens checkpoints, are not imported by what they import."""
+        module = "albert_tf.encoder" if not self.recorded else "albert_tf.models"
+        return getattr(importlib.import_module(module), self.model_class)
 
     def model_kwargs(self, record) -> dict[str, Any]:
         """The constructor arguments `record` (a TaskRecord) gives `model_class`."""

@@ -18,6 +18,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 from typing import Sequence
 
 import keras
@@ -25,7 +26,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import arguments, atomic, cli, tasks
-from albert_tf.checkpoint import SPM_FILE, open_checkpoint, task_record_of
+from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
@@ -160,16 +161,18 @@ def custom_ops(directory: str) -> list[str]:
     return sorted(op for op in ops if not hasattr(tf.raw_ops, op))
 
 
-def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
-           seq_length: int | None = None, spm_model: str | None = None,
+def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
+           task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
            precision: str = "auto") -> str:
-    """Exports our checkpoint directory to `output`/VERSION; returns that path.
+    """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
       checkpoint: ours (albert_config.json + model.weights.h5 + spiece.model +
         albert_task.json), a Hugging Face ALBERT directory, or an original TF1
-        checkpoint directory: fine-tuned ones serve their heads.
+        checkpoint directory: fine-tuned ones serve their heads. Or a task model in
+        memory with its preprocessor (`from_preset`, a `.keras` file), exported
+        through a temporary checkpoint of it (`save_checkpoint`).
       output: BASE/NAME, the directory TF Serving's --model_base_path points at.
       version: the version to write (default: the next free one; never overwrites).
       task: override the checkpoint's task ("encoder" for features only); names it
@@ -185,6 +188,11 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
         trained in bfloat16).
     """
 
+    if isinstance(checkpoint, keras.Model):
+        with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
+            save_checkpoint(checkpoint, directory)
+            return export(directory, output, version, task, seq_length, spm_model,
+                          pad_multiple, token_ids_only, precision)
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)

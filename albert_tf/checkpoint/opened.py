@@ -29,12 +29,12 @@ import logging
 import os
 from typing import Any, ClassVar
 
+from albert_tf import tasks
 from albert_tf.checkpoint.names import POOLER
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_spm_model
 from albert_tf.config import AlbertConfig
-from albert_tf import tasks
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import load_spm_model
 
@@ -88,6 +88,9 @@ class OpenedCheckpoint(abc.ABC):
     def __init__(self, path: str | os.PathLike, task: str | None = None):
         self._path = os.fspath(path)
         self._task = task
+        # The optional parts (names.POOLER, a pretrainer's heads) the last `load()` found
+        # no weights for, left at their initialisation.
+        self.left_initialised: tuple[str, ...] = ()
 
     @classmethod
     @abc.abstractmethod
@@ -205,12 +208,7 @@ def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
 
 def build_task_model(config: AlbertConfig, record: TaskRecord):
     """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`."""
-    # Deferred on purpose: albert_tf.models imports Keras and its backend, which reading
-    # a config, a task record or tokenizer files must not need; and it imports
-    # albert_tf.checkpoint.task_record, so a module-level import here would be a circle.
-    from albert_tf.models import TASK_MODELS
-
-    return TASK_MODELS[record.task](config, **task_model_kwargs(record))
+    return record.spec.model_type()(config, **task_model_kwargs(record))
 
 
 class TensorIndexCheckpoint(OpenedCheckpoint):
@@ -244,7 +242,8 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         record = self.task_record
         source = self._tensors()
         model = build_task_model(config, record)
-        for part in self._place(model, source):
+        self.left_initialised = tuple(self._place(model, source))
+        for part in self.left_initialised:
             logger.warning("%s has no %s weights; %s keeps its random initialisation",
                            source.path, part, "the pooler (unused by this model)"
                            if part == POOLER else "that head")

@@ -354,8 +354,9 @@ def _tokenizer_config() -> dict[str, Any]:
 def _preprocessor_config(registered: str, tokenizer_config: dict, record: TaskRecord,
                          config: AlbertConfig) -> dict[str, Any]:
     """preprocessor.json: the KerasHub task's (`registered`) preprocessor, at the record's
-    sequence length (else KerasHub's default 512, at most the position table)."""
-    length = record.seq_length or min(512, config.max_position_embeddings)
+    sequence length (else KerasHub's default, DEFAULT_SEQ_LENGTH, at most the position
+    table)."""
+    length = record.seq_length or config.default_seq_length()
     settings = {"name": None, "trainable": True, "dtype": _policy("float32"),
                 "tokenizer": tokenizer_config, "config_file": kh.PREPROCESSOR_FILE,
                 "sequence_length": length, "truncate": "round_robin"}

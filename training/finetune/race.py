@@ -182,10 +182,6 @@ class RaceTask:
         """The record's fields beyond `save_checkpoint`'s own (its extra_info)."""
         return {"max_qa_length": self.record.max_qa_length}
 
-    def compile_args(self) -> dict:
-        return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
-                "metrics": {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}}
-
     def _accuracies(self, predict, data: Encoded, levels: list[str]) -> tuple[dict, np.ndarray]:
         predicted = np.argmax(np.stack(predict(data)["logits"]), axis=-1)
         gold, levels = data.labels["logits"], np.array(levels)

@@ -40,7 +40,8 @@ Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
 
 
 class Task(Protocol):
-    """What `finetune` needs from a task (see `SequenceTask`, `SquadTask`, `RaceTask`)."""
+    """What `finetune` needs from a task (see `SequenceTask`, `SquadTask`, `RaceTask`);
+    the model it builds brings its own loss and metrics (`compile()`)."""
 
     name: str
     main_metric: str  # key of `evaluate`'s result; higher is better
@@ -49,8 +50,6 @@ class Task(Protocol):
     evals: dict[str, Encoded]
 
     def build_model(self, config: AlbertConfig, encoder=None) -> keras.Model: ...
-
-    def compile_args(self) -> dict: ...
 
     def evaluate(self, predict: Predict) -> dict[str, float]: ...
 
@@ -246,8 +245,8 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
         model.config.check_sequence_length(config.seq_length)
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
                                      weight_decay=config.weight_decay)
-        model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
-                      **task.compile_args())
+        # The loss and metrics are the task model's own (its entry in albert_tf.tasks).
+        model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile))
         install_step_functions(model)
     return model
 
