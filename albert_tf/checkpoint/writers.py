@@ -162,7 +162,7 @@ def check_destination(target: str, dst: str, force: bool) -> None:
     if not entries:
         return
     if not force:
-        raise CheckpointError(f"{dst} is not empty; pass --force to replace it")
+        raise CheckpointError(f"{dst} is not empty; pass --overwrite to replace it")
     known = HF_FILES if target == "hf" else KERAS_HUB_FILES
     others = sorted(n for n in entries if n not in known)
     if others:

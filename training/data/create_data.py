@@ -333,10 +333,12 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         "corpus: comma-separated text files or globs (one sentence per line, blank line "
         "between documents; .gz allowed), tfds:NAME[:SPLIT[:TEXT_FIELD]], or 'embedded' "
         "(the default: the embedded stdlib-prose corpus)"))
-    parser.add_argument("--output-dir", required=True, help="where the shards and summary.json go")
+    parser.add_argument("--output", "--output-dir", dest="output_dir", required=True,
+                        help="where the shards and summary.json go")
     parser.add_argument("--spm-model", required=True, help="SentencePiece model (spiece.model)")
     parser.add_argument("--cased", action="store_true", help="do not lower-case (cased vocabularies)")
-    parser.add_argument("--max-seq-length", type=int, default=defaults.max_seq_length,
+    parser.add_argument("--seq-length", "--max-seq-length", dest="max_seq_length", type=int,
+                        default=defaults.max_seq_length,
                         help="tokens per instance incl. [CLS]/[SEP] (default %(default)s)")
     parser.add_argument("--max-predictions-per-seq", type=int, default=defaults.max_predictions_per_seq,
                         help="masked positions per instance (default %(default)s)")

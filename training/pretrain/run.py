@@ -500,7 +500,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="preset (albert-base, ...) or albert_config.json")
     parser.add_argument("--train-data", help="TFRecord glob(s) from albert-tf create-data")
     parser.add_argument("--eval-data", help="held-out TFRecord glob(s)")
-    parser.add_argument("--output-dir", help="checkpoints, TensorBoard logs and model/")
+    parser.add_argument("--output", "--output-dir", dest="output_dir",
+                        help="checkpoints, TensorBoard logs and model/")
     parser.add_argument("--spm-model", help="SentencePiece model to ship with the result")
     parser.add_argument("--init-checkpoint", help="start from these weights (TF1, HF or ours)")
     parser.add_argument("--global-batch-size", type=int)
