@@ -154,7 +154,7 @@ def cast_model(model, dtype: str):
 def custom_ops(directory: str) -> list[str]:
     """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
 
-    with open(os.path.join(directory, "saved_model.pb"), "rb") as f:
+    with open(os.path.join(directory, layout.SAVED_MODEL_FILE), "rb") as f:
         graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
     ops = {node.op for node in graph.node}
     ops.update(node.op for function in graph.library.function for node in function.node_def)

@@ -42,6 +42,7 @@ from typing import Any
 from albert_tf import tasks
 from albert_tf.checkpoint.names import place, table_rows
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
+from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
@@ -57,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 TASK_FILE = "task.json"
-MODEL_WEIGHTS = "model.weights.h5"
+MODEL_WEIGHTS = WEIGHTS_FILE  # Keras' name for a model's weights, as ours
 TASK_WEIGHTS = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 TOKENIZER_FILE = "tokenizer.json"

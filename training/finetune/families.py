@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable
 
 from albert_tf import AlbertMultipleChoice, AlbertSpanExtractor, errors
+from albert_tf.config import DEFAULT_SEQ_LENGTH, SHORT_SEQ_LENGTH
 
 from . import glue, race, sequence, squad, squad_data
 from .examples import DataError, check_label_name
@@ -26,7 +27,7 @@ SQUAD_TASKS = ("squad/v1.1", "squad/v2.0")
 SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learning_rate=5e-5,
                       batch_size=48, seq_length=384)
 FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
-                     batch_size=32, seq_length=128)
+                     batch_size=32, seq_length=SHORT_SEQ_LENGTH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +52,8 @@ class Family:
 def _glue_defaults(task: str) -> dict:
     spec = glue.get_task(task)
     return dict(train_steps=spec.train_steps, warmup_steps=spec.warmup_steps,
-                learning_rate=spec.learning_rate, batch_size=spec.batch_size, seq_length=512)
+                learning_rate=spec.learning_rate, batch_size=spec.batch_size,
+                seq_length=DEFAULT_SEQ_LENGTH)
 
 
 def family(task: str) -> Family:

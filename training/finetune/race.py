@@ -22,6 +22,7 @@ import numpy as np
 
 from albert_tf import AlbertMultipleChoice, atomic, textio
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.config import DEFAULT_SEQ_LENGTH
 from albert_tf.inputs import INPUT_NAMES
 
 from . import metrics
@@ -159,7 +160,7 @@ class RaceTask:
     main_metric = "accuracy"
 
     def __init__(self, tokenizer, train: list[RaceExample] | None, dev: list[RaceExample] | None,
-                 test: list[RaceExample] | None = None, seq_length: int = 512,
+                 test: list[RaceExample] | None = None, seq_length: int = DEFAULT_SEQ_LENGTH,
                  max_qa_length: int | None = None):
         self.name = "race"
         # Validated (and defaulted) before any encoding; saved with the model for serving.

@@ -45,6 +45,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -70,6 +71,27 @@ RUN_KEYS = ("spm_model", "do_lower_case", "keep_accents")
 
 
 UsageError = errors.UsageError
+
+
+@dataclasses.dataclass
+class FinetuneOptions:
+    """What `albert-tf finetune` is asked, as typed values (the command line's flags;
+    see the module docstring). A job that fine-tunes calls `run(FinetuneOptions(...))`."""
+
+    task: str
+    checkpoint: str
+    output: str
+    data: list[str] | None = None
+    columns: str | None = None
+    label_names: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    learning_rate: float | None = None
+    seq_length: int | None = None
+    strategy: str = "default"
+    precision: str = "auto"
+    set: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE overrides
+    overwrite: bool = False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -177,8 +199,14 @@ def check_output(checkpoint: str, output: str, overwrite: bool, data: list[str] 
     return True
 
 
-def run(args) -> dict:
-    """Builds the strategy, tokenizer, task and config from parsed `args`, then fine-tunes."""
+def run(args: FinetuneOptions) -> dict:
+    """Builds the strategy, tokenizer, task and config from `args`, then fine-tunes.
+
+    Returns:
+      {"best", "history", "checkpoint" (the output), "predictions" (files written)}.
+    Raises:
+      UserError (and its kinds): a refusal, one line naming what and where.
+    """
 
     settings = task_defaults(args.task)
     train_set, task_options, run_options = parse_overrides(args.set)
@@ -231,7 +259,8 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
 @cli.command("finetune")
 def main(argv: list[str]) -> int:
     cli.setup_logging()
-    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (cli.command)
+    # errors: one line, exit 2 (cli.command)
+    summary = run(FinetuneOptions(**vars(_parser().parse_args(argv))))
     best = summary["best"]
     if best:
         logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))

@@ -24,10 +24,12 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
 from albert_tf.arguments import number_field
+from albert_tf.config import SHORT_SEQ_LENGTH
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 
+from ..runtime import layout as run_layout
 from ..runtime.distribute import is_chief, resolve_jit_compile
 from ..runtime.fit_steps import install_step_functions
 from ..runtime.optimization import create_optimizer
@@ -83,7 +85,7 @@ class TrainConfig:
     warmup_proportion: float = number_field(0.1, minimum=0.0, maximum=1.0)
     optimizer: str = "adamw"
     weight_decay: float = number_field(0.01, minimum=0.0)
-    seq_length: int = 128
+    seq_length: int = SHORT_SEQ_LENGTH
     # --set buckets=none: [] (one padded shape); buckets=default: None.
     buckets: list[int] | None = dataclasses.field(default=None,
                                                   metadata={arguments.NONE_WORD: "default"})
@@ -154,7 +156,8 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
         self.task, self.predict, self.config, self.save = task, predict, config, save
         self.best, self.best_weights, self.best_results = None, None, None
         self.wait, self.history = 0, []
-        self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard", "eval"))
+        self.writer = tf.summary.create_file_writer(
+            run_layout.tensorboard_dir(config.output_dir, run_layout.EVAL_LOGS_DIR))
 
     def on_epoch_end(self, epoch, logs=None):
         start = time.time()
@@ -210,7 +213,7 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
                 task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
                 config.optimizer, config.learning_rate)
-    callbacks = [ScalarLogger(os.path.join(config.output_dir, "tensorboard"),
+    callbacks = [ScalarLogger(run_layout.tensorboard_dir(config.output_dir),
                               every=max(1, min(100, per_epoch // 10)))]
     evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
     callbacks += [evaluation] if evaluation else []

@@ -61,8 +61,9 @@ from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..data import pairs
-from ..data.create_data import CONFIG_FILE
+from ..data.create_data import DATA_CONFIG_FILE
 from ..runtime import distribute, fit_steps, optimization
+from ..runtime import layout as run_layout
 from . import pipeline as input_pipeline
 from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
@@ -93,7 +94,8 @@ def model_config(cfg: PretrainConfig, vocab_size: int | None):
 
 def _data_config(cfg: PretrainConfig) -> dict:
     """create_data_config.json beside the first training file ({}: data from elsewhere)."""
-    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
+    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]),
+                        DATA_CONFIG_FILE)
     if not tf.io.gfile.exists(path):
         return {}
     with tf.io.gfile.GFile(path) as f:
@@ -351,17 +353,18 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
 
-    target = os.path.join(cfg.output_dir, "model")
+    target = run_layout.model_dir(cfg.output_dir)
     spm = cfg.spm_model or None
     if "://" not in target:
         return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
     with tempfile.TemporaryDirectory() as local:
-        save_checkpoint(model, os.path.join(local, "model"), spm_model=spm,
+        save_checkpoint(model, run_layout.model_dir(local), spm_model=spm,
                         seq_length=seq_length)
         tf.io.gfile.makedirs(target)
-        for name in os.listdir(os.path.join(local, "model")):
+        for name in os.listdir(run_layout.model_dir(local)):
             with atomic.atomic_path(os.path.join(target, name)) as tmp:  # each file whole
-                tf.io.gfile.copy(os.path.join(local, "model", name), tmp, overwrite=True)
+                tf.io.gfile.copy(os.path.join(run_layout.model_dir(local), name), tmp,
+                                 overwrite=True)
     return target
 
 
@@ -411,7 +414,7 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         "precision": policy, "replicas": strategy.num_replicas_in_sync,
         "albert_config": config.to_dict(),
         "sentence_pair_loss": cfg.sentence_pair_loss is not False}}
-    checkpoint_dir = os.path.join(cfg.output_dir, "checkpoints")
+    checkpoint_dir = run_layout.checkpoints_dir(cfg.output_dir)
     if tf.train.latest_checkpoint(checkpoint_dir) is not None:  # a resume: the same run?
         check_resume(cfg.output_dir, record, allow_changes)
     rate = None
@@ -436,7 +439,7 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
         start_step=start, train_steps=cfg.train_steps,
         examples_per_step=cfg.global_batch_size,
         tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
-        tensorboard_dir=os.path.join(cfg.output_dir, "tensorboard") if chief else None,
+        tensorboard_dir=run_layout.tensorboard_dir(cfg.output_dir) if chief else None,
         save=checkpoints.save)
     callbacks = [progress]
     scheduled = None

@@ -44,6 +44,7 @@ from albert_tf.errors import UsageError
 from albert_tf.params import encoder_parameters
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
+from ...data import masking
 from ...data import pairs as sop
 from ...data.split import LABEL_COLUMN, TEXT_COLUMN
 from ...finetune.sequence import file_task
@@ -57,7 +58,7 @@ from .data import AblationData, DataOptions, prepare_data
 
 logger = logging.getLogger("albert_tf.ablate")
 
-CONFIG_FILE = "ablation.json"
+ABLATION_FILE = "ablation.json"
 EVAL_BATCH_SIZE = 64
 HELDOUT_DUPE_FACTOR = 2  # held-out documents, twice (other chunks and masks)
 RESULT_FILE = "result.json"
@@ -145,7 +146,7 @@ def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: 
 
 def _prepare_output(opts: AblateOptions) -> None:
     os.makedirs(os.path.join(opts.output, "runs"), exist_ok=True)
-    path = os.path.join(opts.output, CONFIG_FILE)
+    path = os.path.join(opts.output, ABLATION_FILE)
     budget = json.loads(json.dumps(opts.budget()))  # tuples as lists, as they read back
     if os.path.exists(path):
         previous = _read_json(path)
@@ -254,13 +255,14 @@ def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
     has finished.
     """
 
-    if report_only and not os.path.exists(os.path.join(opts.output, CONFIG_FILE)):
-        raise ValueError(f"{opts.output} holds no ablation run ({CONFIG_FILE} is missing)")
+    if report_only and not os.path.exists(os.path.join(opts.output, ABLATION_FILE)):
+        raise ValueError(f"{opts.output} holds no ablation run ({ABLATION_FILE} is missing)")
     _prepare_output(opts)
     sizes = embedding_sizes(opts)
     settings = ablate_grid.grid_settings(opts.grid, base_setting(opts), sizes)
     data_opts = DataOptions(opts.corpus, opts.vocab_size, opts.seq_length,
-                            math.ceil(opts.seq_length * 0.15), opts.dupe_factor,
+                            masking.max_predictions_for(opts.seq_length, sop.GenerationOptions.masked_lm_prob),
+                            opts.dupe_factor,
                             HELDOUT_DUPE_FACTOR, opts.seed)
     data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))
 
