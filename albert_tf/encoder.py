@@ -80,6 +80,11 @@ class AlbertEncoder(ExportMixin, keras.Model):
 
     Args:
       config: an `AlbertConfig` (or its dict).
+      remat: rematerialize each block in training: keep only its input for the
+        backward pass and recompute the rest (attention probabilities, the FFN's
+        intermediate activations), trading compute for memory
+        (`benchmarks/bench_remat.py`). Needs dropout 0 (ALBERT's default): a
+        recomputed dropout would draw other masks.
 
     Call: a dict of int32 [B,T] tensors `input_word_ids`, `input_mask`,
     `input_type_ids` -> `{"sequence_output": [B,T,H], "pooled_output": [B,H],
@@ -94,9 +99,15 @@ class AlbertEncoder(ExportMixin, keras.Model):
 
     task_spec = tasks.ENCODER
 
-    def __init__(self, config: AlbertConfig | dict, **kwargs):
+    def __init__(self, config: AlbertConfig | dict, remat: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config = config = as_config(config)
+        self.remat = bool(remat)
+        if self.remat and (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
+            raise ValueError(
+                f"remat=True needs hidden_dropout_prob=0 and attention_probs_dropout_prob=0 "
+                f"(got {config.hidden_dropout_prob} and {config.attention_probs_dropout_prob}): "
+                "a recomputed block would draw other dropout masks")
         dtype = self.dtype_policy
         self.embeddings = AlbertEmbedding(
             config.vocab_size, config.embedding_size, config.max_position_embeddings,
@@ -172,7 +183,11 @@ class AlbertEncoder(ExportMixin, keras.Model):
         outputs = []
         for layer_index, row in enumerate(self._schedule):
             for inner_index in range(len(row)):
-                x = self.block(layer_index, inner_index)(x, bias, training=training)
+                block = self.block(layer_index, inner_index)
+                if self.remat and training:  # keep x, recompute the block for its gradient
+                    x = keras.remat(lambda h, b, block=block: block(h, b, training=True))(x, bias)
+                else:
+                    x = block(x, bias, training=training)
             outputs.append(x)
         pooled = self.pooler(x[:, 0, :])  # [B,H]
         return {"sequence_output": x, "pooled_output": pooled,
@@ -189,7 +204,8 @@ class AlbertEncoder(ExportMixin, keras.Model):
         return presets.encoder_from_preset(cls, path, load_weights, **kwargs)
 
     def get_config(self):
-        return {"config": self.config.to_dict(), **keras.layers.Layer.get_config(self)}
+        return {"config": self.config.to_dict(), "remat": self.remat,
+                **keras.layers.Layer.get_config(self)}
 
     @classmethod
     def from_config(cls, config):

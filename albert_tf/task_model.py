@@ -88,6 +88,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
       encoder: an encoder to reuse (its config must be `config`).
       preprocessor: an `AlbertPreprocessor` for raw text (`from_preset` builds it from
         the checkpoint's vocabulary); None: token ids only.
+      remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
     """
 
     task = ""
@@ -102,12 +103,12 @@ class AlbertTaskModel(ExportMixin, keras.Model):
             cls.task_spec = tasks.TASKS[cls.task]
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 preprocessor=None, **kwargs):
+                 preprocessor=None, remat: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config = as_config(config)
         if encoder is not None and encoder.config != self.config:
             raise ValueError("the encoder's config differs from the model's config")
-        self.encoder = encoder or AlbertEncoder(self.config, name="encoder",
+        self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
                                                 dtype=self.dtype_policy)
         self.preprocessor = preprocessor
         self._task_record: TaskRecord | None = None
@@ -164,6 +165,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
     def get_config(self):
         config = {"config": self.config.to_dict(), **self._head_args(),
                   **keras.layers.Layer.get_config(self)}
+        if self.encoder.remat:
+            config["remat"] = True
         if self.preprocessor is not None:
             config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
         return config

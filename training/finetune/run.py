@@ -59,7 +59,7 @@ from albert_tf.tokenizer.spm import AlbertTokenizer
 from ..runtime import distribute
 from .bucketing import check_buckets
 from .families import build_task, family, task_defaults
-from .train import TrainConfig, finetune
+from .train import TrainConfig, check_accumulation, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
 
@@ -88,6 +88,7 @@ class FinetuneOptions:
     batch_size: int | None = None
     learning_rate: float | None = None
     seq_length: int | None = None
+    gradient_accumulation_steps: int | None = None
     strategy: str = "default"
     precision: str = "auto"
     set: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE overrides
@@ -115,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--learning-rate", type=float)
     p.add_argument("--seq-length", type=int)
+    p.add_argument("--gradient-accumulation-steps", type=int, metavar="N",
+                   help="split each batch into N parts whose gradients make one update: "
+                        "the same training in less memory (--batch-size must divide by N)")
     p.add_argument("--strategy", default="default",
                    help="default, cpu, mirrored, multi_worker, tpu or tpu:NAME")
     p.add_argument("--precision", default="auto",
@@ -157,6 +161,8 @@ def check_settings(settings: dict, flags: dict, train_set: dict) -> None:
              **{key: "--" + key.replace("_", "-") for key, value in flags.items()
                 if value is not None}}
     arguments.check_numbers(TrainConfig, settings, names=names)
+    check_accumulation(settings["batch_size"], settings.get("gradient_accumulation_steps") or 1,
+                       f" ({names.get('gradient_accumulation_steps', 'the settings')})")
     if settings.get("buckets"):
         check_buckets(settings["buckets"], settings["seq_length"])
 
@@ -212,7 +218,8 @@ def run(args: FinetuneOptions) -> dict:
     train_set, task_options, run_options = parse_overrides(args.set)
     settings.update(train_set)
     flags = {"epochs": args.epochs, "batch_size": args.batch_size,
-             "learning_rate": args.learning_rate, "seq_length": args.seq_length}
+             "learning_rate": args.learning_rate, "seq_length": args.seq_length,
+             "gradient_accumulation_steps": args.gradient_accumulation_steps}
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count

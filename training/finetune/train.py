@@ -71,6 +71,9 @@ class TrainConfig:
     is `warmup_steps`, or `warmup_proportion` of all steps when that is None.
     `buckets` are padded lengths for length bucketing (None: the default powers
     of two up to `seq_length`; [] pads every batch to `seq_length`).
+    `gradient_accumulation_steps` N splits each batch of `batch_size` into N batches
+    of batch_size / N whose gradients make one update: the same training in less
+    memory (steps, warmup and the schedule count updates).
     """
 
     output_dir: str
@@ -90,6 +93,7 @@ class TrainConfig:
     buckets: list[int] | None = dataclasses.field(default=None,
                                                   metadata={arguments.NONE_WORD: "default"})
     patience: int | None = number_field(None, minimum=1)
+    gradient_accumulation_steps: int = number_field(1, minimum=1)
     seed: int = number_field(0, minimum=0)
     spm_model: str | None = None
     do_lower_case: bool = True
@@ -101,8 +105,14 @@ class TrainConfig:
 
     def __post_init__(self):
         arguments.check_numbers(self)
+        check_accumulation(self.batch_size, self.gradient_accumulation_steps)
         if self.buckets:
             check_buckets(self.buckets, self.seq_length)
+
+    @property
+    def micro_batch_size(self) -> int:
+        """The examples of one forward and backward pass (batch_size / accumulation)."""
+        return self.batch_size // self.gradient_accumulation_steps
 
     def bucket_lengths(self) -> list[int] | None:
         if self.buckets is None:
@@ -118,6 +128,14 @@ class TrainConfig:
         warmup = self.warmup_steps if self.warmup_steps is not None else int(
             self.warmup_proportion * total)
         return epochs, per_epoch, epochs * per_epoch, warmup
+
+
+def check_accumulation(batch_size: int, steps: int, where: str = "") -> None:
+    """Refuses a batch that N accumulation steps do not split evenly (the one rule)."""
+    if steps > 1 and batch_size % steps:
+        raise UserError(f"batch_size={batch_size} is not divisible by gradient_accumulation_steps="
+                        f"{steps}{where}: each update takes batch_size examples in "
+                        f"{steps} equal parts")
 
 
 def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length: int,
@@ -217,9 +235,11 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
                               every=max(1, min(100, per_epoch // 10)))]
     evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
     callbacks += [evaluation] if evaluation else []
-    train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
+    train_ds = make_dataset(task.train, config.micro_batch_size, config.seq_length, buckets,
                             training=True, seed=config.seed)
-    model.fit(train_ds, epochs=epochs, steps_per_epoch=per_epoch, callbacks=callbacks,
+    # With accumulation a step of fit is one of the N batches of an update.
+    model.fit(train_ds, epochs=epochs,
+              steps_per_epoch=per_epoch * config.gradient_accumulation_steps, callbacks=callbacks,
               verbose=config.verbose, shuffle=False)  # the pipeline shuffles
     if evaluation is None:
         save()
@@ -247,7 +267,8 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
             model = task.build_model(loaded.config, encoder=loaded.encoder)
         model.config.check_sequence_length(config.seq_length)
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
-                                     weight_decay=config.weight_decay)
+                                     weight_decay=config.weight_decay,
+                                     gradient_accumulation_steps=config.gradient_accumulation_steps)
         # The loss and metrics are the task model's own (its entry in albert_tf.tasks).
         model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile))
         install_step_functions(model)
