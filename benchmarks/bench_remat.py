@@ -59,7 +59,7 @@ def child(args) -> dict:
     times, losses = [], []
     for _ in range(args.steps):
         start = time.perf_counter()
-        losses.append(float(model.train_on_batch(x, y)))
+        losses.append(float(model.train_on_batch(x, y, return_dict=True)["loss"]))
         times.append(time.perf_counter() - start)
     result = {"mode": args.mode, "device": "GPU" if gpu else "CPU",
               "peak_mib": _rss_mib(), "built_mib": built,
