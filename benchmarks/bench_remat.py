@@ -44,7 +44,10 @@ def child(args) -> dict:
 
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
 
+    import keras
+
     gpu = bool(tf.config.list_physical_devices("GPU"))
+    keras.utils.set_random_seed(0)  # the same weights in both modes: the same loss
     config = AlbertConfig.from_preset(args.preset)
     model = AlbertSequenceClassifier(config, num_classes=2, remat=args.mode == "remat")
     model.compile(optimizer="sgd", jit_compile=False)
