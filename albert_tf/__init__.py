@@ -4,8 +4,10 @@ The model package is backend-agnostic (keras.ops only); TensorFlow is imported o
 by `albert_tf.tokenizer.preprocessor` (the in-graph preprocessor). Training and serving
 live in `albert_tf.training` and `albert_tf.serving`.
 
-Only the configuration is imported eagerly: the models (Keras) and checkpoint I/O
-load on first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece.
+Only the configuration is imported eagerly: the models (Keras), checkpoint I/O, the
+tokenizers and the one-call entry points `albert_tf.create_optimizer` (the original's
+optimizer and schedule) and `albert_tf.export` (a SavedModel for TF Serving) load on
+first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece.
 """
 
 import importlib
@@ -24,9 +26,17 @@ _LAZY = {
     "AlbertMultipleChoice": "albert_tf.models",
     "AlbertMaskedLM": "albert_tf.models",
     "AlbertSpanBeamExtractor": "albert_tf.models",
+    "AlbertTaskModel": "albert_tf.task_model",
     "load_checkpoint": "albert_tf.checkpoint",
     "save_checkpoint": "albert_tf.checkpoint",
+    "open_checkpoint": "albert_tf.checkpoint",
     "CheckpointError": "albert_tf.checkpoint",
+    "AlbertPreprocessor": "albert_tf.tokenizer.preprocessor",
+    "AlbertTokenizer": "albert_tf.tokenizer.spm",
+    # The jobs' entry points a user needs one call away, imported on first use (they
+    # need TensorFlow; the model package itself does not import training/ or serving/).
+    "create_optimizer": "albert_tf.training.runtime.optimization",
+    "export": "albert_tf.serving.export",
 }
 
 __all__ = ["AlbertConfig", "ConfigError", *_LAZY]

@@ -51,6 +51,13 @@ class ConfigError(UserError):
 
 # The shortest sequence a model input can be: [CLS] A [SEP] B [SEP] with both segments empty.
 MIN_SEQ_LENGTH = 3
+# The sequence length when nothing chooses one (a preprocessor from a checkpoint without
+# a fine-tuning length, a KerasHub preset's): the original pretraining's, run_glue.sh's,
+# run_race's and KerasHub's.
+DEFAULT_SEQ_LENGTH = 512
+# Fine-tuning on one's own short texts (BERT's usual recipe) and the Python tokenizer's
+# encode_pair default.
+SHORT_SEQ_LENGTH = 128
 
 
 def check_sequence_length(seq_length: int, max_position_embeddings: int | None = None,
@@ -282,6 +289,10 @@ class AlbertConfig:
             return cls.from_json_file(spec)
         raise ConfigError(f"unknown preset {spec!r}; presets: {', '.join(PRESETS)} "
                           "(or give the path of an albert_config.json)")
+
+    def default_seq_length(self) -> int:
+        """DEFAULT_SEQ_LENGTH, at most the position table."""
+        return min(DEFAULT_SEQ_LENGTH, self.max_position_embeddings)
 
     def check_sequence_length(self, seq_length: int, where: str = "") -> int:
         """`check_sequence_length(seq_length, self.max_position_embeddings, where)`."""

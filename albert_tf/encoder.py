@@ -7,9 +7,10 @@ from typing import Any
 import keras
 from keras import ops
 
+from albert_tf import presets, tasks
 from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
-from albert_tf.inputs import INPUT_NAMES
+from albert_tf.inputs import INPUT_NAMES, MASKED_LM_POSITIONS
 from albert_tf.transformer import (
     AttentionSublayer,
     FeedForwardSublayer,
@@ -43,31 +44,70 @@ def sharing_schedule(config: AlbertConfig) -> list[list[tuple[tuple, tuple]]]:
     return schedule
 
 
+def input_specs(spec: tasks.Task) -> dict[str, keras.InputSpec]:
+    """The inputs of the model of task `spec`: int32 [B,T] ([B,K,T] with choices), plus
+    `masked_lm_positions` [B,P] for the masked-LM heads. Any batch and length."""
+    shape = (None, None, None) if spec.choices else (None, None)
+    specs = {name: keras.InputSpec(shape=shape, dtype="int32", name=name)
+             for name in INPUT_NAMES}
+    if spec.masked_positions:
+        specs[MASKED_LM_POSITIONS] = keras.InputSpec(shape=(None, None), dtype="int32",
+                                                     name=MASKED_LM_POSITIONS)
+    return specs
+
+
+class ExportMixin:
+    """Keras' `model.export(...)` without calling the model first: the signature is the
+    task's inputs (`input_specs`), so any batch and length are served."""
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+               **kwargs):
+        """`keras.Model.export`; `input_signature` defaults to the model's own inputs."""
+        if input_signature is None:
+            input_signature = [input_specs(self.task_spec)]
+        return super().export(filepath, format=format, verbose=verbose,
+                              input_signature=input_signature, **kwargs)
+
+
 def _key_name(key: tuple) -> str:
     kind, index, inner = key
     return f"{kind}_{index}_inner_group_{inner}"
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(keras.Model):
+class AlbertEncoder(ExportMixin, keras.Model):
     """The ALBERT encoder.
 
     Args:
       config: an `AlbertConfig` (or its dict).
+      remat: rematerialize each block in training: keep only its input for the
+        backward pass and recompute the rest (attention probabilities, the FFN's
+        intermediate activations), trading compute for memory
+        (`benchmarks/bench_remat.py`). Needs dropout 0 (ALBERT's default): a
+        recomputed dropout would draw other masks.
 
     Call: a dict of int32 [B,T] tensors `input_word_ids`, `input_mask`,
     `input_type_ids` -> `{"sequence_output": [B,T,H], "pooled_output": [B,H],
-    "encoder_outputs": [L x [B,T,H]]}` (one output per depth position, after its
-    inner groups).
+    "encoder_outputs": [L,B,T,H]}` (`encoder_outputs[l]`: the output of depth
+    position l, after its inner groups; one tensor, so the outputs are a flat dict
+    that `model.export` and SavedModel signatures take).
 
     Example:
         >>> enc = AlbertEncoder(AlbertConfig.from_preset("albert-base"))
         >>> out = enc({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
     """
 
-    def __init__(self, config: AlbertConfig | dict, **kwargs):
+    task_spec = tasks.ENCODER
+
+    def __init__(self, config: AlbertConfig | dict, remat: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config = config = as_config(config)
+        self.remat = bool(remat)
+        if self.remat and (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
+            raise ValueError(
+                f"remat=True needs hidden_dropout_prob=0 and attention_probs_dropout_prob=0 "
+                f"(got {config.hidden_dropout_prob} and {config.attention_probs_dropout_prob}): "
+                "a recomputed block would draw other dropout masks")
         dtype = self.dtype_policy
         self.embeddings = AlbertEmbedding(
             config.vocab_size, config.embedding_size, config.max_position_embeddings,
@@ -146,17 +186,33 @@ class AlbertEncoder(keras.Model):
         last = (len(self._schedule) - 1, len(self._schedule[-1]) - 1)
         for layer_index, row in enumerate(self._schedule):
             for inner_index in range(len(row)):
-                x = self.block(layer_index, inner_index)(
-                    x, bias, training=training,
-                    first_token_only=pooled_only and (layer_index, inner_index) == last)
+                block = self.block(layer_index, inner_index)
+                first_only = pooled_only and (layer_index, inner_index) == last
+                if self.remat and training:  # keep x, recompute the block for its gradient
+                    x = keras.remat(lambda h, b, block=block, first_only=first_only: block(
+                        h, b, training=True, first_token_only=first_only))(x, bias)
+                else:
+                    x = block(x, bias, training=training, first_token_only=first_only)
             outputs.append(x)
         pooled = self.pooler(x[:, 0, :])  # [B,H]
         if pooled_only:
             return {"pooled_output": pooled}
-        return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": outputs}
+        return {"sequence_output": x, "pooled_output": pooled,
+                "encoder_outputs": ops.stack(outputs, axis=0)}  # [L,B,T,H]
+
+    @classmethod
+    def from_preset(cls, path, load_weights: bool = True, **kwargs) -> "AlbertEncoder":
+        """The encoder of a checkpoint of any format `open_checkpoint` reads.
+
+        Example:
+            >>> encoder = AlbertEncoder.from_preset("albert_base_v2/")
+            >>> encoder.export("exported/encoder")  # a SavedModel, any batch and length
+        """
+        return presets.encoder_from_preset(cls, path, load_weights, **kwargs)
 
     def get_config(self):
-        return {"config": self.config.to_dict(), **keras.layers.Layer.get_config(self)}
+        return {"config": self.config.to_dict(), "remat": self.remat,
+                **keras.layers.Layer.get_config(self)}
 
     @classmethod
     def from_config(cls, config):

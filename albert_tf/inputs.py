@@ -11,3 +11,5 @@ INPUT_WORD_IDS = "input_word_ids"
 INPUT_MASK = "input_mask"
 INPUT_TYPE_IDS = "input_type_ids"
 INPUT_NAMES = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
+# The masked-LM heads' extra input: int32 [B, P], the positions to predict.
+MASKED_LM_POSITIONS = "masked_lm_positions"

@@ -1,7 +1,9 @@
 """Models built from AlbertEncoder and heads: the pretrainer and the fine-tuning models.
 
 All take a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` ([B,T];
-[B,K,T] for multiple choice) and return a dict of float32 outputs.
+[B,K,T] for multiple choice) and return a dict of float32 outputs. What they share
+(from_preset, compile defaults, raw text in fit / predict, .keras assets, export)
+is `albert_tf.task_model.AlbertTaskModel`.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ import numbers
 import keras
 from keras import ops
 
-from albert_tf import arguments
+from albert_tf import arguments, tasks
 from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
-from albert_tf.encoder import AlbertEncoder, as_config
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.task_model import AlbertTaskModel
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
 HEAD_DROPOUT = 0.1
@@ -36,42 +39,9 @@ def _count(name: str, value, model: str) -> int:
         raise ConfigError(str(e)) from None
     return value
 
-class _AlbertTaskModel(keras.Model):
-    """Holds the encoder and the shared (de)serialisation of config-built models."""
-
-    task = ""
-    # Whether the model reads the encoder's pooled output; checkpoints of models that
-    # do not (Hugging Face's QA, token-classification and masked-LM models) have no pooler.
-    uses_pooled_output = True
-
-    def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.config = as_config(config)
-        if encoder is not None and encoder.config != self.config:
-            raise ValueError("the encoder's config differs from the model's config")
-        self.encoder = encoder or AlbertEncoder(self.config, name="encoder",
-                                                dtype=self.dtype_policy)
-
-    def _encode(self, inputs, training, pooled_only=False):
-        return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training,
-                            pooled_only=pooled_only)
-
-    def _head_args(self) -> dict:
-        return {}
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), **self._head_args(),
-                **keras.layers.Layer.get_config(self)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(_AlbertTaskModel):
+class AlbertPretrainer(AlbertTaskModel):
     """Encoder + masked-LM head (tied decoder) + sentence-order head, with ALBERT's loss.
 
     Call: the encoder's inputs plus `masked_lm_positions` int32 [B,P] ->
@@ -114,7 +84,7 @@ class AlbertPretrainer(_AlbertTaskModel):
         return {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
 
     def _head_args(self):
-        return {"sentence_pair_loss": self.sentence_pair_loss}
+        return {**super()._head_args(), "sentence_pair_loss": self.sentence_pair_loss}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         ids = ops.cast(y["masked_lm_ids"], "int32")
@@ -137,7 +107,7 @@ class AlbertPretrainer(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSequenceClassifier(_AlbertTaskModel):
+class AlbertSequenceClassifier(AlbertTaskModel):
     """Classification of one text or a text pair from the pooled output.
 
     Call: encoder inputs -> `{"logits": [B, num_classes]}`.
@@ -158,12 +128,10 @@ class AlbertSequenceClassifier(_AlbertTaskModel):
         pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
         return {"logits": self.head(pooled, training=training)}
 
-    def _head_args(self):
-        return {"num_classes": self.num_classes}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSequenceRegressor(_AlbertTaskModel):
+class AlbertSequenceRegressor(AlbertTaskModel):
     """Regression (e.g. STS-B) from the pooled output.
 
     Call: encoder inputs -> `{"score": [B]}`.
@@ -184,7 +152,7 @@ class AlbertSequenceRegressor(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTokenClassifier(_AlbertTaskModel):
+class AlbertTokenClassifier(AlbertTaskModel):
     """Per-token classification (e.g. tagging) from the sequence output.
 
     Call: encoder inputs -> `{"logits": [B, T, num_classes]}`.
@@ -206,12 +174,10 @@ class AlbertTokenClassifier(_AlbertTaskModel):
         sequence = self._encode(inputs, training)["sequence_output"]
         return {"logits": self.head(sequence, training=training)}
 
-    def _head_args(self):
-        return {"num_classes": self.num_classes}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSpanExtractor(_AlbertTaskModel):
+class AlbertSpanExtractor(AlbertTaskModel):
     """Span extraction (SQuAD): start/end logits per token, optionally answerability.
 
     Padding positions get -10000 so they are never chosen.
@@ -224,8 +190,8 @@ class AlbertSpanExtractor(_AlbertTaskModel):
 
     def __init__(self, config, answerability: bool = False, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
-        self.answerability = answerability
-        self.uses_pooled_output = answerability
+        self.answerability = bool(answerability)
+        self.uses_pooled_output = self.answerability
         init = self.config.initializer_range
         self.span_head = ClassificationHead(2, 0.0, init, name="span_classifier",
                                             dtype=self.dtype_policy)
@@ -249,12 +215,10 @@ class AlbertSpanExtractor(_AlbertTaskModel):
                 self.answerable_head(encoded["pooled_output"], training=training), -1)
         return outputs
 
-    def _head_args(self):
-        return {"answerability": self.answerability}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMultipleChoice(_AlbertTaskModel):
+class AlbertMultipleChoice(AlbertTaskModel):
     """Multiple choice (RACE): each option is encoded with the context, one score each.
 
     Call: encoder inputs of shape [B,K,T] -> `{"logits": [B,K]}`.
@@ -280,7 +244,7 @@ class AlbertMultipleChoice(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMaskedLM(_AlbertTaskModel):
+class AlbertMaskedLM(AlbertTaskModel):
     """Encoder + masked-LM head (tied decoder), without pooler use or sentence order:
     Hugging Face's AlbertForMaskedLM, KerasHub's AlbertMaskedLM.
 
@@ -306,8 +270,6 @@ class AlbertMaskedLM(_AlbertTaskModel):
         self.mlm_head.build((None, None, cfg.hidden_size))
         self.built = True
 
-    def _head_args(self):
-        return {"mlm_layer_norm_epsilon": self.mlm_layer_norm_epsilon}
 
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
@@ -316,7 +278,7 @@ class AlbertMaskedLM(_AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSpanBeamExtractor(_AlbertTaskModel):
+class AlbertSpanBeamExtractor(AlbertTaskModel):
     """SQuAD 2.0 with the original run_squad_v2 head (`heads.BeamSpanHead`).
 
     Inputs are packed `[CLS] question [SEP] context [SEP]`; the positions the head
@@ -354,11 +316,7 @@ class AlbertSpanBeamExtractor(_AlbertTaskModel):
         p_mask = answer_candidates_mask(inputs["input_mask"], inputs["input_type_ids"])
         return self.beam_head(sequence, p_mask, training=training)
 
-    def _head_args(self):
-        return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top}
 
 
-TASK_MODELS = {cls.task: cls for cls in (AlbertPretrainer, AlbertSequenceClassifier,
-                                         AlbertSequenceRegressor, AlbertTokenClassifier,
-                                         AlbertSpanExtractor, AlbertMultipleChoice,
-                                         AlbertMaskedLM, AlbertSpanBeamExtractor)}
+# Each recorded task's model class, as its entry in albert_tf.tasks names it.
+TASK_MODELS = {name: globals()[spec.model_class] for name, spec in tasks.TASKS.items()}

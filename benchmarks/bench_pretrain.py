@@ -56,8 +56,8 @@ def make_batches(directory: str, batch: int, count: int) -> str:
                                input_sentence_size=20000, num_threads=2)
     records = os.path.join(directory, "records")  # also read by the ours_fit row
     code = create_data.main([
-        "--input", corpus, "--output-dir", records, "--spm-model", spm_model,
-        "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PREDICTIONS),
+        "--input", corpus, "--output", records, "--spm-model", spm_model,
+        "--seq-length", str(SEQ), "--max-predictions-per-seq", str(PREDICTIONS),
         "--dupe-factor", "1", "--processes", "1"])
     if code:
         raise RuntimeError("create-data failed")

@@ -23,15 +23,15 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 from typing import Sequence
 
 import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from albert_tf import arguments, atomic, cli
-from albert_tf.checkpoint import SPM_FILE, open_checkpoint, task_record_of
-from albert_tf.checkpoint.task_record import TASKS as RECORD_TASKS
+from albert_tf import arguments, atomic, cli, tasks
+from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
@@ -47,9 +47,29 @@ from .signatures.token_labels import TokenClassifierModule
 logger = logging.getLogger(__name__)
 
 # What export serves: every task a record names, and "encoder" (any checkpoint's features).
-TASKS = (*RECORD_TASKS, "encoder")
+TASKS = tuple(tasks.ALL_TASKS)
 EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
 FORMATS = ("savedmodel", "litert")
+
+
+def _span_module(model, preprocessor, record, pad_multiple):
+    if record.null_score_diff_threshold is not None:  # a foreign span head's decision rule
+        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
+    return SpanModule(model, preprocessor, record, pad_multiple)
+
+
+# The serving module of each kind a task's entry names (`Task.serving`), built from the
+# model, the preprocessor, the task record and the padding granularity.
+SERVING_MODULES = {
+    "features": lambda model, pre, record, pad: signatures.PretrainedModule(model, pre, pad),
+    "classifier": signatures.ClassifierModule,
+    "regressor": lambda model, pre, record, pad: signatures.RegressorModule(model, pre, pad),
+    "token_labels": lambda model, pre, record, pad: TokenClassifierModule(
+        model, pre, record.label_names, pad),
+    "span": _span_module,
+    "span_beam": BeamSpanModule,
+    "multiple_choice": signatures.MultipleChoiceModule,
+}
 
 
 class ExportError(UserError):
@@ -72,31 +92,18 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
         null_score_diff_threshold, the beam sizes).
     """
 
-    task = task or model.task
-    record = record if record is not None else task_record_of(model)
-    if task == "encoder":
-        return signatures.PretrainedModule(model.encoder, preprocessor, pad_multiple)
-    if task not in TASKS:
+    spec = tasks.ALL_TASKS.get(task or model.task)
+    if spec is None:
         raise ExportError(f"cannot serve task {task!r}; export one of {', '.join(TASKS)} "
                           "(--task encoder serves any checkpoint's encoder features)")
-    if task != model.task:
+    served = model
+    if not spec.recorded:  # the encoder: every model holds one
+        served = model.encoder
+    elif spec is not model.task_spec:
         raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
                           f"use --task {model.task} or --task encoder")
-    if task in ("pretraining", "masked_lm"):
-        return signatures.PretrainedModule(model, preprocessor, pad_multiple)
-    if task == "classification":
-        return signatures.ClassifierModule(model, preprocessor, record, pad_multiple)
-    if task == "token_classification":
-        return TokenClassifierModule(model, preprocessor, record.label_names, pad_multiple)
-    if task == "regression":
-        return signatures.RegressorModule(model, preprocessor, pad_multiple)
-    if task == "span_beam":
-        return BeamSpanModule(model, preprocessor, record, pad_multiple)
-    if task == "span" and record.null_score_diff_threshold is not None:  # a foreign span head
-        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
-    if task == "span":
-        return SpanModule(model, preprocessor, record, pad_multiple)
-    return signatures.MultipleChoiceModule(model, preprocessor, record, pad_multiple)
+    record = record if record is not None else task_record_of(model)
+    return SERVING_MODULES[spec.serving](served, preprocessor, record, pad_multiple)
 
 
 def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
@@ -154,23 +161,25 @@ def cast_model(model, dtype: str):
 def custom_ops(directory: str) -> list[str]:
     """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
 
-    with open(os.path.join(directory, "saved_model.pb"), "rb") as f:
+    with open(os.path.join(directory, layout.SAVED_MODEL_FILE), "rb") as f:
         graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
     ops = {node.op for node in graph.node}
     ops.update(node.op for function in graph.library.function for node in function.node_def)
     return sorted(op for op in ops if not hasattr(tf.raw_ops, op))
 
 
-def export(checkpoint: str, output: str, version: int | None = None, task: str | None = None,
-           seq_length: int | None = None, spm_model: str | None = None,
+def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
+           task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
            precision: str = "auto", format: str = "savedmodel", quantize: str = "none") -> str:
-    """Exports our checkpoint directory to `output`/VERSION; returns that path.
+    """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
       checkpoint: ours (albert_config.json + model.weights.h5 + spiece.model +
         albert_task.json), a Hugging Face ALBERT directory, or an original TF1
-        checkpoint directory: fine-tuned ones serve their heads.
+        checkpoint directory: fine-tuned ones serve their heads. Or a task model in
+        memory with its preprocessor (`from_preset`, a `.keras` file), exported
+        through a temporary checkpoint of it (`save_checkpoint`).
       output: BASE/NAME, the directory TF Serving's --model_base_path points at.
       version: the version to write (default: the next free one; never overwrites).
       task: override the checkpoint's task ("encoder" for features only); names it
@@ -191,6 +200,11 @@ def export(checkpoint: str, output: str, version: int | None = None, task: str |
 
     if format not in FORMATS:
         raise ExportError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
+    if isinstance(checkpoint, keras.Model):
+        with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
+            save_checkpoint(checkpoint, directory)
+            return export(directory, output, version, task, seq_length, spm_model,
+                          pad_multiple, token_ids_only, precision, format, quantize)
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)

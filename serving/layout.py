@@ -19,6 +19,7 @@ import os
 from typing import Iterator
 
 from albert_tf import atomic
+from albert_tf.checkpoint import readers
 from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 BATCHING_FILE = "batching_parameters.txt"
 MAX_VERSION = 2**63 - 1  # TF Serving reads a version directory's name as an int64
+# The file that makes a directory a SavedModel version.
+SAVED_MODEL_FILE = readers.SAVED_MODEL_FILE
 # TF Serving's BatchingParameters (text protobuf). Every signature takes a batch of rows
 # and pads each length group only to its own longest text, so any batch size runs
 # without padding rows: no allowed_batch_sizes (padded rows, copies of a request's first

@@ -181,7 +181,7 @@ def test_convert_force_replaces_the_checkpoint_directory_as_a_whole(capsys, tmp_
     before = snapshot(dst)
     grouped = os.path.join(FIXTURES, "grouped", "hf")  # vocab 37, no SentencePiece model
     code, line = run_cli(capsys, "convert", grouped, dst)
-    assert_one_line_error(code, line, dst, "already holds a checkpoint; pass --force")
+    assert_one_line_error(code, line, dst, "already holds a checkpoint; pass --overwrite")
     assert snapshot(dst) == before
     capsys.readouterr()
     assert cli.main(["convert", grouped, str(dst), "--force"]) == 0

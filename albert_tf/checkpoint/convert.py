@@ -5,7 +5,7 @@ and model.ckpt-*, or a checkpoint prefix) or a Hugging Face ALBERT directory
 (config.json + model.safetensors or pytorch_model.bin). DST receives
 albert_config.json, model.weights.h5, albert_task.json and, when one is found or
 given, the SentencePiece model as spiece.model (its size must be the model's
-vocab_size). DST must be new or empty; --force replaces a DST that holds a
+vocab_size). DST must be new or empty; --overwrite replaces a DST that holds a
 checkpoint, as a whole (nothing of the old one survives), and refuses one that
 holds other files, naming them. DST may not be, contain or lie inside SRC.
 
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                                             "spiece.model or the one *.model beside SRC)")
     parser.add_argument("--cased", action="store_true",
                         help="the vocabulary is cased: do not lower-case text")
-    parser.add_argument("--force", action="store_true",
+    parser.add_argument("--overwrite", "--force", dest="force", action="store_true",
                         help="replace the checkpoint in DST (as a whole)")
     parser.add_argument("--task", choices=("regression", "multiple_choice"),
                         help="for a TF1 checkpoint whose output_weights [1, H] fit both "
@@ -100,7 +100,7 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
     save_checkpoint(model, dst, spm_model=spm_model, label_names=record.get("label_names"),
                     do_lower_case=do_lower_case, seq_length=record.get("seq_length"),
                     extra_info={k: v for k, v in record.items() if k not in _SAVED_FIELDS},
-                    overwrite=force)  # without --force, a DST that appeared meanwhile is kept
+                    overwrite=force)  # without --overwrite, a DST that appeared meanwhile is kept
     logger.info("converted %s checkpoint %s -> %s (%s, %d weights, SentencePiece model: %s, "
                 "do_lower_case=%s)", source.format, src, dst, model.task, len(model.weights),
                 spm_model or "none found", do_lower_case)
@@ -108,10 +108,10 @@ def convert(src: str, dst: str, spm_model: str | None = None, cased: bool = Fals
 
 
 def _check_destination(dst: str, force: bool) -> None:
-    """Refuses, before any work, a DST that is not new or empty, unless --force is
+    """Refuses, before any work, a DST that is not new or empty, unless --overwrite is
     given and DST holds only what a checkpoint writes (the one rule,
     `atomic.check_replaceable`)."""
-    check_replaceable(dst, replace=force, flag="--force")
+    check_replaceable(dst, replace=force, flag="--overwrite")
 
 
 @cli.command("convert")

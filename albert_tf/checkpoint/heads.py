@@ -26,30 +26,26 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from albert_tf import tasks
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError
-from albert_tf.checkpoint.task_record import BEAM_DEFAULTS
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, hf_tokenizer_options
+from albert_tf.tasks import BEAM_DEFAULTS, NULL_SCORE_DIFF_THRESHOLD
 from albert_tf.textio import json_type, read_json_object
 
-# Hugging Face architectures -> our task (classification is refined by problem_type).
-HF_ARCHITECTURES = {
-    "AlbertForSequenceClassification": "classification",
-    "AlbertForTokenClassification": "token_classification",
-    "AlbertForQuestionAnswering": "span",
-    "AlbertForMultipleChoice": "multiple_choice",
-    "AlbertForMaskedLM": "masked_lm",
-    "AlbertForPreTraining": "pretraining",
-    "AlbertModel": "pretraining",
-}
-HF_PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
-# HF's classification problem types -> the record's.
+# Hugging Face architectures -> our task, each task's entry naming its class (a class
+# several tasks share, AlbertForSequenceClassification, is refined by problem_type);
+# HF's bare encoder loads into the pretrainer, its heads left initialised.
+HF_ARCHITECTURES = {}
+for _spec in tasks.TASKS.values():
+    if _spec.hf_architecture and _spec.hf_problem_type is None:
+        HF_ARCHITECTURES.setdefault(_spec.hf_architecture, _spec.name)
+HF_ARCHITECTURES["AlbertModel"] = tasks.get("pretraining").name
+# HF's problem types: the classification record's, or the task that HF writes under one.
 _PROBLEM_TYPES = {"single_label_classification": "single_label",
                   "multi_label_classification": "multi_label"}
-
-# SQuAD 2.0 decisions of the foreign span heads: "" when the null score exceeds the best
-# answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both
-# default to 0.0 before tuning it on dev data).
-NULL_SCORE_DIFF_THRESHOLD = 0.0
+_PROBLEM_TASKS = {spec.hf_problem_type: spec for spec in tasks.TASKS.values()
+                  if spec.hf_problem_type}
+HF_PROBLEM_TYPES = (*_PROBLEM_TYPES, *_PROBLEM_TASKS)
 
 # Hints a caller may give for a TF1 checkpoint whose variables fit two scripts.
 _TF1_ONE_OUTPUT_TASKS = ("regression", "multiple_choice")
@@ -138,27 +134,27 @@ def hf_task_record(directory: str, tensor_names) -> dict:
         task = "masked_lm"
     else:
         task = "pretraining"
-    record = _record(task, **hf_tokenizer_options(directory))
-    if task == "classification":
-        names = _hf_label_names(config, path, tensor_names)
-        problem = config.get("problem_type") or (
-            "regression" if len(names) == 1 else "single_label_classification")
-        if problem not in HF_PROBLEM_TYPES:
-            raise CheckpointError(f"{path}: problem_type={problem!r} is not one of "
-                                  f"{', '.join(HF_PROBLEM_TYPES)}")
-        if problem == "regression":
-            if len(names) != 1:
-                raise CheckpointError(f"{path}: problem_type 'regression' with "
-                                      f"{len(names)} labels; albert-tf regresses one score")
-            record["task"] = "regression"
-        else:
-            record.update(num_classes=len(names), label_names=names,
-                          problem_type=_PROBLEM_TYPES[problem])
-    elif task == "token_classification":
-        names = _hf_label_names(config, path, tensor_names)
+    spec = tasks.get(task)
+    record = _record(spec.name, **hf_tokenizer_options(directory), **spec.hf_fields)
+    if not spec.classes:
+        return record
+    names = _hf_label_names(config, path, tensor_names)  # checked against the head's classes
+    if "problem_type" not in spec.fields:
         record.update(num_classes=len(names), label_names=names)
-    elif task == "span":
-        record.update(answerability=False, null_score_diff_threshold=NULL_SCORE_DIFF_THRESHOLD)
+        return record
+    # HF's default: one label is regression, more are single-label classification.
+    problem = config.get("problem_type") or (
+        "regression" if len(names) == 1 else "single_label_classification")
+    if problem not in HF_PROBLEM_TYPES:
+        raise CheckpointError(f"{path}: problem_type={problem!r} is not one of "
+                              f"{', '.join(HF_PROBLEM_TYPES)}")
+    if problem in _PROBLEM_TASKS:
+        if len(names) != 1:
+            raise CheckpointError(f"{path}: problem_type {problem!r} with "
+                                  f"{len(names)} labels; albert-tf regresses one score")
+        return _record(_PROBLEM_TASKS[problem].name, **hf_tokenizer_options(directory))
+    record.update(num_classes=len(names), label_names=names,
+                  problem_type=_PROBLEM_TYPES[problem])
     return record
 
 

@@ -39,8 +39,10 @@ import logging
 import os
 from typing import Any
 
+from albert_tf import tasks
 from albert_tf.checkpoint.names import place, table_rows
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
+from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
@@ -56,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 TASK_FILE = "task.json"
-MODEL_WEIGHTS = "model.weights.h5"
+MODEL_WEIGHTS = WEIGHTS_FILE  # Keras' name for a model's weights, as ours
 TASK_WEIGHTS = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -65,8 +67,10 @@ VOCABULARY = "assets/tokenizer/vocabulary.spm"
 
 # Registered names (keras.saving's "package>class").
 BACKBONE = "keras_hub>AlbertBackbone"
-CLASSIFIER = "keras_hub>AlbertTextClassifier"
-MASKED_LM = "keras_hub>AlbertMaskedLM"
+# The KerasHub tasks albert-tf reads and writes: their entries in albert_tf.tasks name them.
+KERAS_HUB_TASKS = {spec.keras_hub: spec for spec in tasks.TASKS.values() if spec.keras_hub}
+CLASSIFIER = tasks.get("classification").keras_hub
+MASKED_LM = tasks.get("masked_lm").keras_hub
 TOKENIZER = "keras_hub>AlbertTokenizer"
 PREPROCESSORS = {CLASSIFIER: "keras_hub>AlbertTextClassifierPreprocessor",
                  MASKED_LM: "keras_hub>AlbertMaskedLMPreprocessor"}
@@ -280,10 +284,11 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
         where = self._file(TASK_FILE)
         name = None if task is None else task.get("registered_name")
         settings = _object(task or {}, "config", where)
-        if task is None:
-            kind = "pretraining"
-        elif name == CLASSIFIER:
-            kind = "classification"
+        spec = tasks.get("pretraining") if task is None else KERAS_HUB_TASKS.get(name)
+        if spec is None:
+            raise CheckpointError(f"{where}: registered_name={name!r} is not a task albert-tf "
+                                  f"holds ({', '.join(KERAS_HUB_TASKS)})")
+        if spec.classes:  # AlbertTextClassifier
             activation = settings.get("activation")
             if not (activation is None or isinstance(activation, str)) or \
                     activation not in _ACTIVATIONS:
@@ -292,13 +297,9 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
                                       f"softmax or sigmoid; not {activation!r}")
             fields.update(num_classes=settings.get("num_classes"),
                           problem_type=_ACTIVATIONS[activation])
-        elif name == MASKED_LM:
-            kind = "masked_lm"
+        if "mlm_layer_norm_epsilon" in spec.fields:  # AlbertMaskedLM
             fields["mlm_layer_norm_epsilon"] = MLM_LAYER_NORM_EPSILON
-        else:
-            raise CheckpointError(f"{where}: registered_name={name!r} is not a task albert-tf "
-                                  f"holds ({CLASSIFIER}, {MASKED_LM})")
-        return TaskRecord.create(kind, source=where if task is not None else self.path,
+        return TaskRecord.create(spec.name, source=where if task is not None else self.path,
                                  **fields)
 
     def _sequence_length(self) -> int | None:

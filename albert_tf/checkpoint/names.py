@@ -21,7 +21,7 @@ from albert_tf.checkpoint.readers import (
     weight_problem,
 )
 
-__all__ = ["NAME_TABLE", "HEADS", "POOLER", "HF_TIED_COPIES", "PROJECTION", "place",
+__all__ = ["NAME_TABLE", "POOLER", "HF_TIED_COPIES", "PROJECTION", "place",
            "table_rows", "format_rows", "stored_shape", "to_stored", "from_stored",
            "stored_tensors", "check_covered", "encoder_rows"]
 
@@ -134,9 +134,6 @@ NAME_TABLE: tuple[tuple[str, str | None, str | None, str | None, str | None], ..
     ("beam_head.answer_output.kernel", "answer_class/dense_1/kernel", "=", None, None),
 )
 
-# Pretraining heads: a source holding none of a head's tensors leaves that head
-# initialised (an encoder-only checkpoint still loads into the pretrainer).
-HEADS = ("mlm_head", "sop_head")
 # The pooler, for models that never read it: loaded when present, else left initialised
 # (Hugging Face builds those models without one).
 POOLER = "encoder.pooler"
@@ -241,8 +238,10 @@ def _table_rows(model, kind: str) -> Iterable[tuple[str, Any, str | None, str | 
 
 
 def _optional_parts(model) -> tuple[str, ...]:
-    """Parts of `model` a source may lack as a whole (then they keep their initialisation)."""
-    parts = HEADS if model.task == "pretraining" else ()
+    """Parts of `model` a source may lack as a whole (then they keep their initialisation):
+    its task's optional heads (the pretrainer's: an encoder-only checkpoint still loads
+    into it), and the pooler of a model that never reads it."""
+    parts = model.task_spec.optional_heads
     return parts if model.uses_pooled_output else (*parts, POOLER)
 
 

@@ -30,6 +30,7 @@ import math
 import os
 from typing import Any, ClassVar, Mapping
 
+from albert_tf import tasks
 from albert_tf.checkpoint.names import POOLER
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
@@ -138,6 +139,9 @@ class OpenedCheckpoint(abc.ABC):
     def __init__(self, path: str | os.PathLike, task: str | None = None):
         self._path = os.fspath(path)
         self._task = task
+        # The optional parts (names.POOLER, a pretrainer's heads) the last `load()` found
+        # no weights for, left at their initialisation.
+        self.left_initialised: tuple[str, ...] = ()
 
     @classmethod
     @abc.abstractmethod
@@ -184,7 +188,8 @@ class OpenedCheckpoint(abc.ABC):
           TaskRecordError: an invalid albert_task.json.
         """
         record = self._read_task_record()
-        if self._task not in (None, "encoder", record.task):
+        asked = tasks.ALL_TASKS.get(self._task) if self._task is not None else None
+        if self._task is not None and (asked is None or asked.recorded and asked is not record.spec):
             raise CheckpointError(f"{self._path}: holds a {record.task} model, not {self._task}")
         return record
 
@@ -247,29 +252,14 @@ class OpenedCheckpoint(abc.ABC):
 
 
 def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
-    """The constructor arguments a task record gives its `TASK_MODELS` class."""
-    if record.task in ("classification", "token_classification"):
-        return {"num_classes": record.num_classes}
-    if record.task == "span":
-        return {"answerability": bool(record.answerability)}
-    if record.task == "span_beam":
-        return {"start_n_top": record.start_n_top, "end_n_top": record.end_n_top}
-    if record.task == "masked_lm":
-        return {"mlm_layer_norm_epsilon": record.mlm_layer_norm_epsilon}
-    return {}
+    """The constructor arguments a task record gives its `TASK_MODELS` class (the
+    task's `head_args`, read from the record's fields of the same names)."""
+    return record.spec.model_kwargs(record)
 
 
 def build_task_model(config: AlbertConfig, record: TaskRecord):
     """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`."""
-    # Deferred on purpose: albert_tf.models imports Keras and its backend, which reading
-    # a config, a task record or tokenizer files must not need; and it imports
-    # albert_tf.checkpoint.task_record, so a module-level import here would be a circle.
-    from albert_tf.models import TASK_MODELS
-
-    if record.task not in TASK_MODELS:
-        raise CheckpointError(f"{record.source}: task={record.task!r} is not one of "
-                              f"{', '.join(TASK_MODELS)}")
-    return TASK_MODELS[record.task](config, **task_model_kwargs(record))
+    return record.spec.model_type()(config, **task_model_kwargs(record))
 
 
 class TensorIndexCheckpoint(OpenedCheckpoint):
@@ -304,7 +294,8 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         source = self._tensors()
         check_weights_fit(config, record, source.shapes, self.config_path, source.path)
         model = build_task_model(config, record)
-        for part in self._place(model, source):
+        self.left_initialised = tuple(self._place(model, source))
+        for part in self.left_initialised:
             logger.warning("%s has no %s weights; %s keeps its random initialisation",
                            source.path, part, "the pooler (unused by this model)"
                            if part == POOLER else "that head")

@@ -101,10 +101,11 @@ def _ensure_built(model) -> None:
     """
     if model.built:
         return
-    shape = (1, 1, 2) if model.task == "multiple_choice" else (1, 2)
+    spec = model.task_spec
+    shape = (1, 1, 2) if spec.choices else (1, 2)
     inputs = {name: np.zeros(shape, np.int32) for name in (INPUT_WORD_IDS, INPUT_TYPE_IDS)}
     inputs[INPUT_MASK] = np.ones(shape, np.int32)
-    if model.task in ("pretraining", "masked_lm"):
+    if spec.masked_positions:
         inputs["masked_lm_positions"] = np.zeros((1, 1), np.int32)
     model(inputs)
 
@@ -138,7 +139,7 @@ def _save_model_weights(model, path: str) -> None:
 
 
 def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None = None,
-                    label_names: list[str] | None = None, do_lower_case: bool = True,
+                    label_names: list[str] | None = None, do_lower_case: bool | None = None,
                     seq_length: int | None = None, extra_info: dict | None = None,
                     overwrite: bool = True, keep_other_files: bool = False) -> str:
     """Writes `model` as albert_config.json + model.weights.h5 + albert_task.json (+ spiece.model).
@@ -154,10 +155,13 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
       model: an `AlbertPretrainer` or a fine-tuning model from `albert_tf.models`.
       directory: where to write (created if needed; an existing checkpoint there is replaced).
       spm_model: the SentencePiece model to copy in as spiece.model; its piece count
-        must be the model's vocab_size.
+        must be the model's vocab_size (default: the vocabulary of the model's
+        `preprocessor`, when it has one).
       label_names: class names, one per class, for classification tasks.
       do_lower_case: whether the tokenizer lower-cases (recorded for serving).
       seq_length: the sequence length the model was fine-tuned with, if any.
+        These three default to the model's own `task_record` (a task model from
+        `from_preset` or a `.keras` file has one), else to none, True and none.
       extra_info: more `TaskRecord` fields (e.g. a span model's "max_query_length"
         or SQuAD 2.0's tuned "no_answer_threshold"); they may not replace the
         fields above, and fields they leave out take `TaskRecord`'s defaults.
@@ -181,11 +185,14 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
     record = task_record_of(model, label_names=label_names, do_lower_case=do_lower_case,
                             seq_length=seq_length, extra_info=extra_info,
                             source=os.path.join(directory, TASK_FILE))
+    vocabulary = None  # the preprocessor's SentencePiece model, as read
     if spm_model is not None:
         if not os.path.isfile(spm_model):
             raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
         check_vocab_size(spm_model, model.config.vocab_size, f"the model saved to {directory}")
-    others = check_replaceable(directory, keep_other_files, replace=overwrite)
+    elif getattr(model, "preprocessor", None) is not None:
+        vocabulary = model.preprocessor.tokenizer.model_proto  # its size: checked at build
+    check_replaceable(directory, keep_other_files, replace=overwrite)
     with atomic.claimed_directory(directory, replace=overwrite, writes=CHECKPOINT_FILES,
                                   keep_others=keep_other_files,
                                   error=CheckpointError) as staging:
@@ -195,6 +202,9 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
         _save_model_weights(model, os.path.join(staging, WEIGHTS_FILE))
         if spm_model is not None:
             shutil.copyfile(spm_model, os.path.join(staging, SPM_FILE))
+        elif vocabulary is not None:
+            with open(os.path.join(staging, SPM_FILE), "wb") as f:
+                f.write(vocabulary)
         record.write(staging)
         atomic.link_entries(directory, staging, others)  # last: files written until now
     return directory
@@ -215,11 +225,15 @@ def check_replaceable(directory: str, keep_other_files: bool = False, replace: b
                                     keep_others=keep_other_files, error=CheckpointError)
 
 
-def task_record_of(model, label_names: list[str] | None = None, do_lower_case: bool = True,
-                   seq_length: int | None = None, extra_info: dict | None = None,
-                   source: str | None = None) -> TaskRecord:
+def task_record_of(model, label_names: list[str] | None = None,
+                   do_lower_case: bool | None = None, seq_length: int | None = None,
+                   extra_info: dict | None = None, source: str | None = None) -> TaskRecord:
     """The `TaskRecord` `model` will be saved with under these settings (what
     `save_checkpoint` writes; what export serves a model without a checkpoint by).
+
+    The model decides its task, head arguments and precision; the arguments given
+    (not None) decide the rest, and what they leave open is the model's own record
+    (`model.task_record`, a task model's), else the task's defaults.
 
     Raises:
       TaskRecordError: as `TaskRecord.create`; ValueError if `extra_info` repeats a
@@ -228,21 +242,24 @@ def task_record_of(model, label_names: list[str] | None = None, do_lower_case: b
     if seq_length is not None:  # the length rule against this model's position table
         model.config.check_sequence_length(seq_length, where=f"seq_length of the model saved "
                                                              f"to {source}" if source else "")
-    decided = {"task": model.task, "do_lower_case": bool(do_lower_case), "seq_length": seq_length,
-               "precision": model.dtype_policy.name}
-    if model.task in ("classification", "token_classification"):
-        decided["num_classes"] = model.num_classes
+    spec = model.task_spec
+    held = getattr(model, "task_record", None)
+    fields = {k: v for k, v in held.to_dict().items() if k != "task"} if held else {}
+    decided = {"do_lower_case": do_lower_case, "seq_length": seq_length,
+               "precision": model.dtype_policy.name, **spec.record_fields_of(model)}
+    if spec.classes:
         decided["label_names"] = list(label_names) if label_names is not None else None
+        if any(fields.get(name) != value for name, value in spec.record_fields_of(model).items()):
+            fields.pop("label_names", None)  # another head's classes
     elif label_names is not None:
-        raise TaskRecordError(f"label_names given for a {model.task} model")
-    if model.task == "span":
-        decided["answerability"] = bool(model.answerability)
-    if model.task == "span_beam":
-        decided.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
-    if model.task == "masked_lm":
-        decided["mlm_layer_norm_epsilon"] = model.mlm_layer_norm_epsilon
-    clashes = sorted(set(extra_info or {}) & (set(decided) | {"num_classes", "label_names"}))
+        raise TaskRecordError(f"label_names given for a {spec.name} model")
+    clashes = sorted(set(extra_info or {}) & (set(decided) | {"task", "num_classes",
+                                                              "label_names"}))
     if clashes:
         raise ValueError(f"extra_info may not replace albert_task.json fields: {clashes}")
-    fields = {k: v for k, v in decided.items() if k != "task"}
-    return TaskRecord.create(model.task, source=source, **fields, **(extra_info or {}))
+    fields.update({k: v for k, v in decided.items()
+                   if v is not None or k in spec.head_args or k == "precision"})
+    if not held:
+        fields.setdefault("do_lower_case", True)
+    fields.update(extra_info or {})
+    return TaskRecord.create(spec.name, source=source, **fields)

@@ -41,6 +41,8 @@ HF_SAFETENSORS = "model.safetensors"
 HF_SAFETENSORS_INDEX = "model.safetensors.index.json"
 HF_TORCH_FILE = "pytorch_model.bin"
 HF_WEIGHT_FILES = (HF_SAFETENSORS, HF_SAFETENSORS_INDEX, HF_TORCH_FILE)
+# A SavedModel's graph: TF-Hub's releases, and what `albert-tf export` writes.
+SAVED_MODEL_FILE = "saved_model.pb"
 
 _TF1_PREFIX = "module/"  # TF-Hub modules
 _TF1_NOT_WEIGHTS = re.compile(r"^global_step$|/adam_[mv]$")  # step counter, optimizer slots

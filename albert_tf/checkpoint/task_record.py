@@ -4,7 +4,8 @@ A fine-tuned checkpoint carries one `albert_task.json`, read and written only
 through `TaskRecord`. Fine-tuning writes it with the settings it actually used
 (its defaults, the command line's flags and `--set` overrides); export, predict and
 every serving signature read it and nothing else, so a model is always served the
-way it was trained. The defaults of these settings live here and nowhere else.
+way it was trained. Which fields a task's record holds, and their defaults, are
+that task's entry in `albert_tf.tasks`; this module validates, reads and writes them.
 
 | field | tasks | meaning (default) |
 |---|---|---|
@@ -45,42 +46,26 @@ from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.textio import EncodingError, FileSizeError, read_text
+from albert_tf.tasks import (
+    BEAM_DEFAULTS,
+    MASKED_LM_DEFAULTS,
+    MULTIPLE_CHOICE_DEFAULTS,
+    RECORD_TASKS,
+    SPAN_DEFAULTS,
+    Task,
+)
+from albert_tf.tasks import TASKS as _TASK_TABLE
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
 
 TASK_FILE = "albert_task.json"
-TASKS = ("pretraining", "masked_lm", "classification", "regression", "token_classification",
-         "span", "span_beam", "multiple_choice")
+# The tasks a record names; each one's fields and defaults are its entry's (albert_tf.tasks).
+TASKS = RECORD_TASKS
 PROBLEM_TYPES = ("single_label", "multi_label")
-
-# The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
-# --max_answer_length 30, --n_best_size 20) and run_race (--max_qa_length 128).
-SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
-                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
-MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
-# run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
-BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
-# The masked-LM head's LayerNorm epsilon: the original's (and Hugging Face's); a KerasHub
-# AlbertMaskedLM's is 1e-5 (albert_tf.checkpoint.kerashub).
-MASKED_LM_DEFAULTS = {"mlm_layer_norm_epsilon": LAYER_NORM_EPSILON}
-_COMMON = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
 # `precision`: the Keras dtype policy the model carries (which training chose it, and
 # how, is training's business: albert_tf.training.runtime.distribute).
 PRECISIONS = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
-_CLASSES = ("num_classes", "label_names")
-# The fields each task's record holds (the others must stay None).
-_FIELDS = {
-    "pretraining": _COMMON,
-    "classification": _COMMON + _CLASSES + ("problem_type",),
-    "regression": _COMMON,
-    "token_classification": _COMMON + _CLASSES,
-    "masked_lm": _COMMON + tuple(MASKED_LM_DEFAULTS),
-    "span": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",),
-    "span_beam": _COMMON + tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",)
-                 + tuple(BEAM_DEFAULTS),
-    "multiple_choice": _COMMON + tuple(MULTIPLE_CHOICE_DEFAULTS),
-}
 # Fields older albert_task.json files wrote for every task (as null when not applicable).
 _LEGACY_NULLS = ("num_classes", "label_names")
 
@@ -135,18 +120,14 @@ class TaskRecord:
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise TaskRecordError(f"unknown field {unknown[0]}={fields[unknown[0]]!r}{where}; "
-                                  f"a {task} record holds {', '.join(_FIELDS[task])}")
+                                  f"a {task} record holds {', '.join(_TASK_TABLE[task].record_fields)}")
+        spec = _TASK_TABLE[task]
         given = dict(fields)
         seq_length = given.get("seq_length")
-        if task in ("classification", "token_classification") and \
-                given.get("num_classes") is None and isinstance(given.get("label_names"), (list, tuple)):
+        if spec.classes and given.get("num_classes") is None and \
+                isinstance(given.get("label_names"), (list, tuple)):
             given["num_classes"] = len(given["label_names"])
-        if task == "classification" and given.get("problem_type") is None:
-            given["problem_type"] = "single_label"
-        defaults = {"span": SPAN_DEFAULTS, "span_beam": {**SPAN_DEFAULTS, **BEAM_DEFAULTS},
-                    "multiple_choice": MULTIPLE_CHOICE_DEFAULTS,
-                    "masked_lm": MASKED_LM_DEFAULTS}.get(task, {})
-        for name, value in defaults.items():
+        for name, value in spec.defaults.items():
             if given.get(name) is None:
                 given[name] = _fit_default(name, value, seq_length)
         if isinstance(given.get("label_names"), list):
@@ -165,7 +146,7 @@ class TaskRecord:
         task = fields.pop("task")
         if task in TASKS:
             for name in _LEGACY_NULLS:  # older files wrote these as null for every task
-                if name not in _FIELDS[task] and fields.get(name, 0) is None:
+                if name not in _TASK_TABLE[task].record_fields and fields.get(name, 0) is None:
                     del fields[name]
         if "source" in fields:
             raise TaskRecordError(f"unknown field source={fields['source']!r}{where}")
@@ -195,6 +176,11 @@ class TaskRecord:
             raise TaskRecordError(f"{path}: cannot read: {e.strerror or e}") from None
         return cls.from_dict(data, source=path)
 
+    @property
+    def spec(self) -> Task:
+        """The task's entry in `albert_tf.tasks`: its model, head arguments, loss, serving."""
+        return _TASK_TABLE[self.task]
+
     def replace(self, **changes) -> "TaskRecord":
         """A copy with `changes`, validated."""
         return dataclasses.replace(self, **changes)
@@ -204,24 +190,25 @@ class TaskRecord:
         where = f" in {self.source}" if self.source else ""
         if self.task not in TASKS:
             raise TaskRecordError(f"task={self.task!r}{where} is not one of {', '.join(TASKS)}")
-        applicable = _FIELDS[self.task]
+        applicable = self.spec.record_fields
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name not in applicable and field.name != "source" and value is not None:
                 raise TaskRecordError(f"{field.name}={value!r}{where} does not apply to "
                                       f"task={self.task!r} (it holds {', '.join(applicable)})")
+        # Each check applies where the task's record holds its fields.
         self._check_common(where)
-        if self.task in ("classification", "token_classification"):
+        if "num_classes" in applicable:
             self._check_classes(where)
-        elif self.task in ("span", "span_beam"):
+        if "doc_stride" in applicable:
             self._check_span(where)
-        elif self.task == "masked_lm":
+        if "mlm_layer_norm_epsilon" in applicable:
             value = self.mlm_layer_norm_epsilon
             if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                     not math.isfinite(value) or value <= 0:
                 raise TaskRecordError(f"mlm_layer_norm_epsilon={value!r}{where}: expected a "
                                       "positive number")
-        elif self.task == "multiple_choice":
+        if "max_qa_length" in applicable:
             _check_int("max_qa_length", self.max_qa_length, 1, where)
             if self.seq_length is not None and self.max_qa_length > self.seq_length - 3:
                 raise TaskRecordError(f"max_qa_length={self.max_qa_length} exceeds seq_length="
@@ -253,7 +240,7 @@ class TaskRecord:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise TaskRecordError(f"label_names repeats {duplicates[0]!r}{where}")
-        if self.task == "classification" and self.problem_type not in PROBLEM_TYPES:
+        if "problem_type" in self.spec.fields and self.problem_type not in PROBLEM_TYPES:
             raise TaskRecordError(f"problem_type={self.problem_type!r}{where} is not one of "
                                   f"{', '.join(PROBLEM_TYPES)}")
 
@@ -271,8 +258,8 @@ class TaskRecord:
                                  or not math.isfinite(diff)):
             raise TaskRecordError(f"null_score_diff_threshold={diff!r}{where}: expected a "
                                   "finite number or null")
-        if self.task == "span_beam":
-            for name in BEAM_DEFAULTS:
+        for name in BEAM_DEFAULTS:
+            if name in self.spec.fields:
                 _check_int(name, getattr(self, name), 1, where)
         if self.seq_length is not None and self.max_query_length > self.seq_length - 4:
             raise TaskRecordError(f"max_query_length={self.max_query_length} exceeds seq_length="
@@ -283,7 +270,7 @@ class TaskRecord:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object albert_task.json holds: the fields of this record's task."""
         out = {}
-        for name in _FIELDS[self.task]:
+        for name in self.spec.record_fields:
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else value
         return out

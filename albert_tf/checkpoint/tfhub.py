@@ -51,7 +51,7 @@ from albert_tf.checkpoint.model_garden import (
     read_object_graph,
 )
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
-from albert_tf.checkpoint.readers import CheckpointError, TensorSource
+from albert_tf.checkpoint.readers import SAVED_MODEL_FILE, CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, find_spm_model
 from albert_tf.config import AlbertConfig, ConfigError
@@ -62,7 +62,7 @@ __all__ = ["ASSETS", "ENCODER_FIXED", "SAVED_MODEL", "VARIABLES", "TfHubCheckpoi
 
 logger = logging.getLogger(__name__)
 
-SAVED_MODEL = "saved_model.pb"
+SAVED_MODEL = SAVED_MODEL_FILE
 VARIABLES = "variables"
 ASSETS = "assets"
 # What the ALBERT encoder fixes and the SavedModel does not record: Model Garden's

@@ -52,6 +52,7 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import HF_TOKENIZER_CONFIG, SPM_FILE, TokenizerFiles
 from albert_tf.config import AlbertConfig
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.tasks import TASKS
 
 __all__ = ["TARGETS", "WRITERS", "check_target", "check_destination", "write_hf",
            "write_keras_hub"]
@@ -64,12 +65,9 @@ TARGETS = ("albert-tf", "hf", "kerashub")
 HF_ACTIVATION_NAMES = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
                        "relu": "relu", "silu": "silu", "swish": "silu", "tanh": "tanh",
                        "linear": "linear"}
-HF_ARCHITECTURE = {"pretraining": "AlbertForPreTraining", "masked_lm": "AlbertForMaskedLM",
-                   "classification": "AlbertForSequenceClassification",
-                   "regression": "AlbertForSequenceClassification",
-                   "token_classification": "AlbertForTokenClassification",
-                   "span": "AlbertForQuestionAnswering",
-                   "multiple_choice": "AlbertForMultipleChoice"}
+# Each task's Hugging Face class and KerasHub task, as its entry in albert_tf.tasks says.
+HF_ARCHITECTURE = {name: spec.hf_architecture for name, spec in TASKS.items()
+                   if spec.hf_architecture}
 _HF_PROBLEM_TYPES = {"single_label": "single_label_classification",
                      "multi_label": "multi_label_classification"}
 # ALBERT's special pieces, as the released SentencePiece models number them (HF's defaults).
@@ -78,7 +76,6 @@ HF_SPECIAL_TOKENS = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[
                      "unk_token": "<unk>"}
 HF_FILES = (HF_CONFIG_FILE, HF_SAFETENSORS, SPM_FILE, HF_TOKENIZER_CONFIG)
 
-KERAS_HUB_TASKS = {"classification": kh.CLASSIFIER, "masked_lm": kh.MASKED_LM}
 # The Adam each KerasHub task compiles with by default: save_to_preset stores its
 # (untrained) state in task.weights.h5, and from_preset warns when it is not there.
 KERAS_HUB_TASK_LEARNING_RATE = {kh.CLASSIFIER: 1e-5, kh.MASKED_LM: 5e-5}
@@ -118,10 +115,10 @@ def _check_hf(config, record, encoder_only, refuse) -> None:
     if record.task not in HF_ARCHITECTURE:
         raise refuse(f"Hugging Face has no ALBERT head for task {record.task} (its "
                      "beam_span_head); pass --encoder-only to write the encoder alone")
-    if record.task == "span" and record.answerability:
+    if record.answerability:  # SQuAD 2.0's extra head (span records only)
         raise refuse("Hugging Face's AlbertForQuestionAnswering has no answerability head "
                      "(answerable_classifier); pass --encoder-only to write the encoder alone")
-    if record.task == "masked_lm" and record.mlm_layer_norm_epsilon != LAYER_NORM_EPSILON:
+    if record.mlm_layer_norm_epsilon not in (None, LAYER_NORM_EPSILON):
         raise refuse(f"the masked-LM head's LayerNorm epsilon is "
                      f"{record.mlm_layer_norm_epsilon:g} (mlm_layer_norm_epsilon), but a "
                      f"Hugging Face config has one layer_norm_eps for every LayerNorm and the "
@@ -142,13 +139,13 @@ def _check_keras_hub(config, record, encoder_only, refuse) -> None:
                      f"num_hidden_groups={config.num_hidden_groups}, as AlbertBackbone needs")
     if encoder_only:
         return
-    if record.task == "pretraining":
-        raise refuse("KerasHub has no sentence-order head (sop_head) and no pretraining "
-                     "task; pass --encoder-only to write the backbone preset alone")
-    if record.task not in KERAS_HUB_TASKS:
+    spec = record.spec
+    if spec.keras_hub is None:
+        heads = " and ".join(spec.optional_heads)  # the pretrainer's, e.g. its sop_head
         raise refuse(f"KerasHub has no ALBERT task for {record.task} (AlbertTextClassifier "
-                     "and AlbertMaskedLM only); pass --encoder-only to write the backbone")
-    if record.task == "masked_lm" and record.mlm_layer_norm_epsilon != kh.MLM_LAYER_NORM_EPSILON:
+                     "and AlbertMaskedLM only" + (f"; no place for its {heads}" if heads else "")
+                     + "); pass --encoder-only to write the backbone preset alone")
+    if record.mlm_layer_norm_epsilon not in (None, kh.MLM_LAYER_NORM_EPSILON):
         raise refuse(f"the masked-LM head's LayerNorm epsilon is "
                      f"{record.mlm_layer_norm_epsilon:g} (mlm_layer_norm_epsilon); KerasHub's "
                      f"AlbertMaskedLM fixes it at {kh.MLM_LAYER_NORM_EPSILON:g}; pass "
@@ -160,8 +157,8 @@ def target_files(target: str) -> tuple[str, ...]:
 
 
 def check_destination(target: str, dst: str, force: bool) -> None:
-    """`atomic.check_replaceable` for `target`'s files, `force` the --force flag."""
-    atomic.check_replaceable(dst, target_files(target), replace=force, flag="--force",
+    """`atomic.check_replaceable` for `target`'s files, `force` the --overwrite flag."""
+    atomic.check_replaceable(dst, target_files(target), replace=force, flag="--overwrite",
                              product=f"a {target} checkpoint",
                              writer=f"a {target} checkpoint", error=CheckpointError)
 
@@ -238,20 +235,28 @@ def hf_config(model, record: TaskRecord, encoder_only: bool = False) -> dict[str
         "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3,
         "tie_word_embeddings": True, "id2label": None, "label2id": None,
     }
-    if not encoder_only and record.task in ("classification", "token_classification"):
-        names = record.label_names or [f"LABEL_{i}" for i in range(record.num_classes)]
-        values["id2label"] = {str(i): name for i, name in enumerate(names)}
-        # Single-label with several classes is what HF assumes when problem_type is unset
-        # (and leaves unset); one class would be taken for regression.
-        if record.task == "classification" and (record.problem_type != "single_label"
-                                                 or record.num_classes == 1):
-            values["problem_type"] = _HF_PROBLEM_TYPES[record.problem_type]
-    elif not encoder_only and record.task == "regression":
-        values.update(id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0},
-                      problem_type="regression")
+    if not encoder_only:
+        values.update(_hf_head_fields(record))
     if values["id2label"] is None:
         del values["id2label"], values["label2id"]
     return values
+
+
+def _hf_head_fields(record: TaskRecord) -> dict[str, Any]:
+    """config.json's fields for the head: classes (id2label) and HF's problem_type."""
+    if record.spec.classes:
+        names = record.label_names or [f"LABEL_{i}" for i in range(record.num_classes)]
+        fields = {"id2label": {str(i): name for i, name in enumerate(names)}, "label2id": None}
+        # Single-label with several classes is what HF assumes when problem_type is unset
+        # (and leaves unset); one class would be taken for regression.
+        if record.problem_type is not None and (record.problem_type != "single_label"
+                                                or record.num_classes == 1):
+            fields["problem_type"] = _HF_PROBLEM_TYPES[record.problem_type]
+        return fields
+    if record.spec.hf_problem_type == "regression":  # one output under a classifier's class
+        return {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
+                "problem_type": "regression"}
+    return {}
 
 
 def hf_tokenizer_config(config: AlbertConfig, tokenizer: TokenizerFiles) -> dict[str, Any]:
@@ -279,7 +284,7 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
                        "must lower-case%s text themselves, as this model's tokenizer does",
                        "" if tokenizer.keep_accents else " and strip accents from")
     rows = list(table_rows(model, kh.KERAS_HUB_TABLE, kh.block_fields(config)))
-    task = None if encoder_only else KERAS_HUB_TASKS[record.task]
+    task = None if encoder_only else record.spec.keras_hub
     dropped: tuple[str, ...] = ()
     if encoder_only:
         rows, dropped = encoder_rows(model, rows)
@@ -352,36 +357,37 @@ def _tokenizer_config() -> dict[str, Any]:
                         "sequence_length": None, "add_bos": False, "add_eos": False})
 
 
-def _preprocessor_config(task: str, tokenizer_config: dict, record: TaskRecord,
+def _preprocessor_config(registered: str, tokenizer_config: dict, record: TaskRecord,
                          config: AlbertConfig) -> dict[str, Any]:
-    """preprocessor.json: the task's preprocessor, at the record's sequence length
-    (else KerasHub's default 512, at most the position table)."""
-    length = record.seq_length or min(512, config.max_position_embeddings)
+    """preprocessor.json: the KerasHub task's (`registered`) preprocessor, at the record's
+    sequence length (else KerasHub's default, DEFAULT_SEQ_LENGTH, at most the position
+    table)."""
+    length = record.seq_length or config.default_seq_length()
     settings = {"name": None, "trainable": True, "dtype": _policy("float32"),
                 "tokenizer": tokenizer_config, "config_file": kh.PREPROCESSOR_FILE,
                 "sequence_length": length, "truncate": "round_robin"}
-    if task == kh.MASKED_LM:
+    if registered == kh.MASKED_LM:
         # AlbertMaskedLMPreprocessor's defaults: what masking it applies when training.
         settings.update(mask_selection_rate=0.15, mask_selection_length=96,
                         mask_token_rate=0.8, random_token_rate=0.1,
                         name="albert_masked_lm_preprocessor")
         return _serialized("albert_masked_lm_preprocessor", "AlbertMaskedLMPreprocessor",
-                           kh.PREPROCESSORS[task], settings)
+                           kh.PREPROCESSORS[registered], settings)
     settings["name"] = "albert_text_classifier_preprocessor"
     return _serialized("albert_text_classifier_preprocessor", "AlbertTextClassifierPreprocessor",
-                       kh.PREPROCESSORS[task], settings)
+                       kh.PREPROCESSORS[registered], settings)
 
 
-def _task_config(task: str, model, record: TaskRecord, backbone: dict,
+def _task_config(registered: str, model, record: TaskRecord, backbone: dict,
                  preprocessor: dict | None) -> dict[str, Any]:
-    if task == kh.MASKED_LM:
-        return _serialized("albert_masked_lm", "AlbertMaskedLM", task,
+    if registered == kh.MASKED_LM:
+        return _serialized("albert_masked_lm", "AlbertMaskedLM", registered,
                            {"backbone": backbone, "preprocessor": preprocessor,
                             "name": "albert_masked_lm"})
     # Logits (activation "linear", keras-hub's default) for single-label classification:
     # what albert-tf's classifier returns; sigmoid marks multi-label.
     activation = "sigmoid" if record.problem_type == "multi_label" else "linear"
-    return _serialized("albert_text_classifier", "AlbertTextClassifier", task,
+    return _serialized("albert_text_classifier", "AlbertTextClassifier", registered,
                        {"backbone": backbone, "preprocessor": preprocessor,
                         "name": "albert_text_classifier", "num_classes": model.num_classes,
                         "activation": activation, "dropout": model.head.dropout_rate})

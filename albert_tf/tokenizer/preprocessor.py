@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.checkpoint.tokenizer_files import SPM_FILE
 from albert_tf.config import check_sequence_length
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.normalize import unicode_tables
@@ -39,6 +40,9 @@ from albert_tf.tokenizer.spm import AlbertTokenizer
 logger = logging.getLogger(__name__)
 
 _SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
+# The SentencePiece model's name among a `.keras` file's assets: the file name our
+# checkpoints ship it under.
+VOCABULARY_ASSET = SPM_FILE
 
 
 def _in_ranges(code_points: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) -> tf.Tensor:
@@ -213,17 +217,28 @@ def digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarra
             np.array([len(row) for row in rows], np.int64))
 
 
+def _text_tensor(texts):
+    """A list (or NumPy array) of str / bytes as a tf.string tensor; anything else as is."""
+    if isinstance(texts, (list, np.ndarray)):
+        return tf.convert_to_tensor(texts, tf.string)
+    return texts
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPreprocessor(keras.layers.Layer):
     """Raw text -> ALBERT model inputs, in the graph; the same ids as `AlbertTokenizer.encode_pair`.
 
     Works eagerly, in `tf.data.Dataset.map`, and in a `tf.function` exported to a
     SavedModel: the SentencePiece model travels with the graph (a constant, plus
     the tracked resource of `.sentencepiece`), so a fresh process needs only
-    `import tensorflow_text`. `get_config` stores the model's path, so a `.keras`
-    file reloads only where that path exists.
+    `import tensorflow_text`. In a `.keras` file the SentencePiece model travels
+    as an asset (`save_assets` / `load_assets`): the file reloads with the
+    original `.model` gone. `get_config` keeps its path for `from_config`, which
+    reads it only if no asset gives the vocabulary first.
 
     Args:
-      spm_model_path: the SentencePiece `.model` file (read once, at construction).
+      spm_model_path: the SentencePiece `.model` file (read once, at construction; None:
+        given later by `load_assets`).
       seq_length: length of every output row, >= 3.
       do_lower_case, keep_accents: as for `AlbertTokenizer`.
 
@@ -235,31 +250,76 @@ class AlbertPreprocessor(keras.layers.Layer):
       >>> ds = ds.map(lambda q, p: pre((q, p)))
     """
 
-    def __init__(self, spm_model_path: str | os.PathLike, seq_length: int,
+    def __init__(self, spm_model_path: str | os.PathLike | None, seq_length: int,
                  do_lower_case: bool = True, keep_accents: bool = False, **kwargs):
         kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
         super().__init__(trainable=False, **kwargs)
         self.seq_length = check_sequence_length(seq_length)
-        self.spm_model_path = os.fspath(spm_model_path)
+        self.spm_model_path = None if spm_model_path is None else os.fspath(spm_model_path)
         self.do_lower_case = bool(do_lower_case)
         self.keep_accents = bool(keep_accents)
-        # The Python tokenizer validates the file and owns the special ids.
-        self.tokenizer = AlbertTokenizer(self.spm_model_path, self.do_lower_case,
-                                         keep_accents=self.keep_accents)
-        model_type = spm_model_type(self.tokenizer.model_proto)
-        if model_type != "unigram":
-            raise ValueError(f"{self.spm_model_path} is a {model_type} SentencePiece model; the "
-                             "in-graph tokenizer supports unigram models (ALBERT's kind) only")
         self._normalizer = TextNormalizer(self.do_lower_case, self.keep_accents)
+        self._tokenizer = None
+        if self.spm_model_path is not None:
+            self._set_vocabulary(self.spm_model_path)
+
+    def _set_vocabulary(self, path: str) -> None:
+        """Reads the SentencePiece model at `path` and builds the ops that use it."""
+        # The Python tokenizer validates the file and owns the special ids.
+        tokenizer = AlbertTokenizer(path, self.do_lower_case, keep_accents=self.keep_accents)
+        model_type = spm_model_type(tokenizer.model_proto)
+        if model_type != "unigram":
+            raise ValueError(f"{path} is a {model_type} SentencePiece model; the "
+                             "in-graph tokenizer supports unigram models (ALBERT's kind) only")
         # FastSentencepieceTokenizer, not SentencepieceTokenizer, makes the ids: the
         # latter's bundled SentencePiece breaks exact Viterbi ties the other way from
         # the sentencepiece package (":::" -> "::" ":" instead of ":" "::"), the
         # former agrees with it. Its converted model is a constant of the graph.
-        self._fast_sentencepiece = tf_text.FastSentencepieceTokenizer(self.tokenizer.model_proto)
+        self._fast_sentencepiece = tf_text.FastSentencepieceTokenizer(tokenizer.model_proto)
         # The classic op, a tracked resource, only for its byte offsets
         # (`tokenize_with_offsets`); its ids may differ on such ties.
-        self.sentencepiece = tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
-        self._replacements = digit_comma_table(self.tokenizer)
+        self._sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto)
+        self._replacements = digit_comma_table(tokenizer)
+        self._tokenizer = tokenizer
+
+    def _vocabulary(self) -> AlbertTokenizer:
+        if self._tokenizer is None:  # from_config: no asset gave it, so the path does
+            if self.spm_model_path is None:
+                raise ValueError("AlbertPreprocessor has no SentencePiece model: give "
+                                 "spm_model_path")
+            self._set_vocabulary(self.spm_model_path)
+        return self._tokenizer
+
+    @property
+    def tokenizer(self) -> AlbertTokenizer:
+        """The Python tokenizer of the same SentencePiece model (special ids, vocab_size)."""
+        return self._vocabulary()
+
+    @property
+    def sentencepiece(self):
+        """tensorflow_text's SentencepieceTokenizer of the model (a tracked resource)."""
+        self._vocabulary()
+        return self._sentencepiece
+
+    # ------------------------------------------------------------ .keras assets
+    def save_assets(self, dir_path: str) -> None:
+        """Writes the SentencePiece model (the bytes read, not the file as it is now)."""
+        with open(os.path.join(dir_path, VOCABULARY_ASSET), "wb") as f:
+            f.write(self.tokenizer.model_proto)
+
+    def load_assets(self, dir_path: str) -> None:
+        """Reads the SentencePiece model a `.keras` file carries (it wins over the path)."""
+        self._set_vocabulary(os.path.join(dir_path, VOCABULARY_ASSET))
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer of `get_config`; its vocabulary is read from the `.keras` file's
+        asset when Keras loads one, else from `spm_model_path` when first used."""
+        config = dict(config)
+        path = config.pop("spm_model_path")
+        layer = cls(None, **config)
+        layer.spm_model_path = path
+        return layer
 
     def normalize(self, texts: tf.Tensor) -> tf.Tensor:
         """`AlbertTokenizer.normalize` on `tf.string [B]`."""
@@ -267,11 +327,20 @@ class AlbertPreprocessor(keras.layers.Layer):
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """`AlbertTokenizer.encode` on `tf.string [B]` -> int32 `[B, (tokens)]`."""
+        self._vocabulary()
         ids = self._fast_sentencepiece.tokenize(self.normalize(texts))  # [B, (P)]
         ids = ids.with_row_splits_dtype(tf.int64)
         values, lengths = self._replacements
         table = tf.RaggedTensor.from_row_lengths(tf.constant(values), tf.constant(lengths))
         return tf.gather(table, ids).merge_dims(1, 2)  # [B, (P), (k)] -> [B, (T)]
+
+    def __call__(self, inputs, *args, **kwargs):
+        # Python strings and lists of them too, as tf.string tensors.
+        if isinstance(inputs, tuple):
+            inputs = tuple(_text_tensor(segment) for segment in inputs)
+        else:
+            inputs = _text_tensor(inputs)
+        return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs) -> dict[str, tf.Tensor]:
         segments = self._segments(inputs)

@@ -39,7 +39,7 @@ from typing import Sequence
 import sentencepiece as spm
 
 from albert_tf import textio
-from albert_tf.config import check_sequence_length  # the one length rule
+from albert_tf.config import SHORT_SEQ_LENGTH, check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
 
 SPIECE_UNDERLINE = "\u2581"
@@ -204,7 +204,7 @@ class AlbertTokenizer:
         return self.sp_model.piece_to_id(piece)
 
     def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None,
-             seq_length: int = 128) -> dict[str, list[int]]:
+             seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
         """Packs token ids as `[CLS] A [SEP] (B [SEP])`, truncated and padded to `seq_length`.
 
         Returns: {"input_word_ids", "input_mask", "input_type_ids"}, lists of
@@ -228,7 +228,7 @@ class AlbertTokenizer:
         }
 
     def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
-                    seq_length: int = 128) -> dict[str, list[int]]:
+                    seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
         """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
         check_sequence_length(seq_length)
         ids_b = None if text_b is None else self.encode(text_b)

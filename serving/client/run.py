@@ -26,7 +26,7 @@ from tqdm import tqdm
 from albert_tf import arguments, atomic, cli, textio
 from albert_tf.errors import UserError
 
-from ..layout import existing_versions
+from ..layout import SAVED_MODEL_FILE, existing_versions
 from ..requests import (
     DEFAULT_SIGNATURE,
     REST_FORMATS,
@@ -221,7 +221,7 @@ def _saved_model_path(path: str) -> str:
         raise ClientError(f"--saved-model {path} is a file; give the SavedModel's directory "
                           "(the one holding saved_model.pb) or BASE/NAME")
     path = _latest_version(path)
-    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+    if not os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)):
         raise ClientError(f"--saved-model {path} is not a SavedModel directory (no "
                           "saved_model.pb) nor BASE/NAME with numbered versions")
     return path
@@ -230,7 +230,7 @@ def _saved_model_path(path: str) -> str:
 def _latest_version(path: str) -> str:
     """BASE/NAME -> its highest BASE/NAME/VERSION, as TF Serving would serve; else `path`."""
 
-    if os.path.isfile(os.path.join(path, "saved_model.pb")) or not os.path.isdir(path):
+    if os.path.isfile(os.path.join(path, SAVED_MODEL_FILE)) or not os.path.isdir(path):
         return path
     versions = existing_versions(path)
     return os.path.join(path, str(versions[-1])) if versions else path

@@ -66,7 +66,7 @@ def test_existing_checkpoint_needs_force(tmp_path, capsys):
     src, dst = os.path.join(FIXTURES, "shared", "hf"), str(tmp_path / "out")
     assert convert.main([src, dst]) == 0
     assert convert.main([os.path.join(FIXTURES, "grouped", "hf"), dst]) == 2
-    assert "--force" in one_error_line(capsys)
+    assert "--overwrite" in one_error_line(capsys)
     assert convert.main([os.path.join(FIXTURES, "grouped", "hf"), dst, "--force"]) == 0
     assert_matches_reference(load_checkpoint(dst), "grouped", ("sop_logits",))
 

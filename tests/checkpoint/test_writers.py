@@ -249,7 +249,7 @@ def test_a_non_empty_destination_needs_force_and_only_its_own_files(tmp_path, ca
     (dst / "config.json").write_text("{}")
     before = snapshot(dst)
     code, line = run_cli(capsys, "convert", src, dst, "--to", "hf")
-    assert_one_line_error(code, line, dst, "--force")
+    assert_one_line_error(code, line, dst, "--overwrite")
     (dst / "notes.txt").write_text("mine")
     code, line = run_cli(capsys, "convert", src, dst, "--to", "hf", "--force")
     assert_one_line_error(code, line, dst, "notes.txt")

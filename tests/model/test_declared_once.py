@@ -116,3 +116,65 @@ def test_the_config_and_the_grammar_import_no_keras():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------ file names
+# Each file or directory name a job writes or reads, and the one module that declares it.
+DECLARED = {
+    "saved_model.pb": "albert_tf/checkpoint/readers.py",
+    "albert_config.json": "albert_tf/checkpoint/readers.py",
+    "albert_task.json": "albert_tf/checkpoint/task_record.py",
+    "model.weights.h5": "albert_tf/checkpoint/ours.py",
+    "spiece.model": "albert_tf/checkpoint/tokenizer_files.py",
+    "pretrain-*.tfrecord": "training/data/create_data.py",
+    "create_data_config.json": "training/data/create_data.py",
+    "checkpoints": "training/runtime/layout.py",
+    "batching_parameters.txt": "serving/layout.py",
+}
+
+
+def _string_constants(path: str):
+    """(line, value) of the string constants of a module, docstrings left out."""
+    import ast
+
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_file_names_are_declared_once():
+    import os
+
+    from tests.helpers.paths import REPO
+
+    found = []
+    for room in ("albert_tf", "training", "serving"):
+        for parent, _, files in os.walk(os.path.join(REPO, room)):
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(parent, name)
+                rel = os.path.relpath(path, REPO)
+                for line, value in _string_constants(path):
+                    if value in DECLARED and DECLARED[value] != rel:
+                        found.append(f"{rel}:{line}: {value!r} (declared in {DECLARED[value]})")
+    assert not found, "\n".join(found)
+
+
+def test_one_rule_gives_the_masked_positions_of_a_sequence_length():
+    from albert_tf.training.data import masking
+
+    for seq_length in (16, 64, 128, 512):
+        bound = masking.max_predictions_for(seq_length, 0.15)
+        # A full instance asks for exactly that many; none asks for more.
+        assert masking.num_to_predict(seq_length, 0.15, 10 ** 6) == bound
+        assert all(masking.num_to_predict(n, 0.15, 10 ** 6) <= bound
+                   for n in range(1, seq_length + 1))

@@ -113,7 +113,7 @@ def test_encoder_outputs_shapes_and_dtypes():
     out = AlbertEncoder(config)(encoder_inputs(config))
     assert tuple(out["sequence_output"].shape) == (BATCH, SEQ, 12)
     assert tuple(out["pooled_output"].shape) == (BATCH, 12)
-    assert len(out["encoder_outputs"]) == config.num_hidden_layers
+    assert tuple(out["encoder_outputs"].shape) == (config.num_hidden_layers, BATCH, SEQ, 12)
     assert all(keras.backend.standardize_dtype(t.dtype) == "float32" for t in keras.tree.flatten(out))
 
 

@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 SHARD_NAME = "pretrain-{:05d}.tfrecord"
 SHARD_GLOB = "pretrain-*.tfrecord"
 STATS_DIR = "stats"
-CONFIG_FILE = "create_data_config.json"
+DATA_CONFIG_FILE = "create_data_config.json"
 SUMMARY_FILE = "summary.json"
 DOCUMENTS_PER_SHARD = 256
 
@@ -179,7 +179,7 @@ def _prepare_output(output_dir: str, config: dict) -> list[str]:
     atomic.check_resumable(output_dir, (SHARD_GLOB, STATS_DIR), (CONFIG_FILE, SUMMARY_FILE),
                            "--output-dir", "create-data")
     stats = os.path.join(output_dir, STATS_DIR)
-    path = os.path.join(output_dir, CONFIG_FILE)
+    path = os.path.join(output_dir, DATA_CONFIG_FILE)
     created = atomic.missing_parents(stats) + ([] if os.path.isdir(stats) else [stats])
     os.makedirs(stats, exist_ok=True)
     has_shards = bool(_shards(output_dir))
@@ -188,11 +188,11 @@ def _prepare_output(output_dir: str, config: dict) -> list[str]:
             with open(path, encoding="utf-8") as f:
                 previous = json.load(f)
         except (OSError, json.JSONDecodeError) as e:
-            raise errors.UserError(f"{path}: unreadable ({e}); use a new --output-dir") from None
+            raise errors.UserError(f"{path}: unreadable ({e}); use a new --output") from None
         if previous != config:
             changed = sorted(k for k in set(config) | set(previous) if config.get(k) != previous.get(k))
             raise errors.UserError(f"{output_dir} holds data made with other settings ({', '.join(changed)} "
-                             f"differ, see {CONFIG_FILE}); use a new --output-dir")
+                             f"differ, see {DATA_CONFIG_FILE}); use a new --output")
     else:
         atomic.atomic_write_json(path, config)
     for directory in (output_dir, os.path.join(output_dir, STATS_DIR)):
@@ -217,7 +217,7 @@ def _undo_unfinished(output_dir: str, created: list[str], empty_shards: bool = F
         if name.endswith(".json"):  # no shard has them now
             os.remove(os.path.join(stats, name))
     with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(output_dir, CONFIG_FILE))  # binds nothing without shards
+        os.remove(os.path.join(output_dir, DATA_CONFIG_FILE))  # binds nothing without shards
     keep = os.path.abspath(output_dir) if empty_shards else None  # summary.json goes there
     for directory in reversed(created):
         if os.path.abspath(directory) != keep:
@@ -342,10 +342,12 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         "corpus: comma-separated text files or globs (one sentence per line, blank line "
         "between documents; .gz allowed), tfds:NAME[:SPLIT[:TEXT_FIELD]], or 'embedded' "
         "(the default: the embedded stdlib-prose corpus)"))
-    parser.add_argument("--output-dir", required=True, help="where the shards and summary.json go")
+    parser.add_argument("--output", "--output-dir", dest="output_dir", required=True,
+                        help="where the shards and summary.json go")
     parser.add_argument("--spm-model", required=True, help="SentencePiece model (spiece.model)")
     parser.add_argument("--cased", action="store_true", help="do not lower-case (cased vocabularies)")
-    parser.add_argument("--max-seq-length", type=int, default=defaults.max_seq_length,
+    parser.add_argument("--seq-length", "--max-seq-length", dest="max_seq_length", type=int,
+                        default=defaults.max_seq_length,
                         help="tokens per instance incl. [CLS]/[SEP] (default %(default)s)")
     parser.add_argument("--max-predictions-per-seq", type=int, default=defaults.max_predictions_per_seq,
                         help="masked positions per instance (default %(default)s)")

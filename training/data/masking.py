@@ -66,6 +66,12 @@ def num_to_predict(length: int, masked_lm_prob: float, max_predictions: int) -> 
     return min(max_predictions, max(1, int(round(length * masked_lm_prob))))
 
 
+def max_predictions_for(seq_length: int, masked_lm_prob: float) -> int:
+    """The most positions `num_to_predict` asks for in an instance of `seq_length` tokens:
+    the `max_predictions_per_seq` (masked_lm_positions' width) that cuts none short."""
+    return num_to_predict(seq_length, masked_lm_prob, seq_length)
+
+
 def word_groups(starts: np.ndarray, maskable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Groups maskable positions into words.
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from albert_tf import arguments
 from albert_tf.arguments import number_field
-from albert_tf.config import MIN_SEQ_LENGTH, check_sequence_length
+from albert_tf.config import DEFAULT_SEQ_LENGTH, MIN_SEQ_LENGTH, check_sequence_length
 from albert_tf.errors import UserError
 
 from . import masking
@@ -93,7 +93,7 @@ class GenerationOptions:
       objective: the sentence-pair task: "sop", "nsp" or "none" (see above).
     """
 
-    max_seq_length: int = 512  # the pair length rule (check_pair_seq_length)
+    max_seq_length: int = DEFAULT_SEQ_LENGTH  # the pair length rule (check_pair_seq_length)
     # Ranges: checked by `arguments.check_numbers`, the one numeric check of every command.
     max_predictions_per_seq: int = number_field(20, minimum=1)
     masked_lm_prob: float = number_field(0.15, exclusive_minimum=0.0, exclusive_maximum=1.0)

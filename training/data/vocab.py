@@ -235,7 +235,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, metavar="PREFIX",
                    help="writes PREFIX.model and PREFIX.vocab")
     p.add_argument("--vocab-size", type=int, required=True, help="e.g. 30000")
-    p.add_argument("--no-lower-case", dest="do_lower_case", action="store_false",
+    p.add_argument("--cased", "--no-lower-case", dest="do_lower_case", action="store_false",
                    help="keep case (for a cased tokenizer, do_lower_case=False)")
     p.add_argument("--keep-accents", action="store_true",
                    help="skip NFKD and keep combining marks (tokenizer keep_accents=True)")

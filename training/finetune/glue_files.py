@@ -63,6 +63,8 @@ class TaskFiles:
       train, evals, tests: file name -> layout; `evals` maps the evaluation set
         names of `glue.GlueTask.eval_splits`, `tests` the submission file stems.
       test_directories: a test file's folder when not `directory` (AX: diagnostic).
+      sources: the files it is split from when train.tsv is absent (MRPC's
+        msr_paraphrase_*.txt and dev_ids.tsv, as download_glue_data.py splits them).
     """
 
     directory: str
@@ -70,6 +72,7 @@ class TaskFiles:
     evals: dict[str, tuple[str, Layout]]
     tests: dict[str, tuple[str, Layout]]
     test_directories: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    sources: tuple[str, ...] = ()
 
 
 def _pair_task(directory, stem, labelled: Layout, test: Layout) -> TaskFiles:
@@ -82,6 +85,8 @@ _INDEXED_PAIR = Layout(4, True, (1, 2), label=3, index=0)
 _INDEXED_PAIR_TEST = Layout(3, True, (1, 2), index=0)
 # MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String (also msr_paraphrase_*.txt).
 MRPC_LAYOUT = Layout(5, True, (3, 4), label=0)
+# MRPC as Microsoft distributes it, split by download_glue_data.py's dev ids.
+MRPC_SOURCES = ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt", "dev_ids.tsv")
 _MNLI_DEV = Layout(16, True, (8, 9), label=15, index=0)  # label1..label5, gold_label
 _MNLI_TEST = Layout(10, True, (8, 9), index=0)
 _AX = ("diagnostic.tsv", Layout(3, True, (1, 2), index=0))
@@ -90,7 +95,9 @@ GLUE_FILES: dict[str, TaskFiles] = {
     # CoLA train/dev: source, label, original label, sentence; no header.
     "cola": _pair_task("CoLA", "CoLA", Layout(4, False, (3,), label=1), Layout(2, True, (1,), index=0)),
     "sst2": _pair_task("SST-2", "SST-2", Layout(2, True, (0,), label=1), Layout(2, True, (1,), index=0)),
-    "mrpc": _pair_task("MRPC", "MRPC", MRPC_LAYOUT, Layout(5, True, (3, 4), index=0)),
+    "mrpc": dataclasses.replace(_pair_task("MRPC", "MRPC", MRPC_LAYOUT,
+                                           Layout(5, True, (3, 4), index=0)),
+                                sources=MRPC_SOURCES),
     # id, qid1, qid2, question1, question2, is_duplicate
     "qqp": _pair_task("QQP", "QQP", Layout(6, True, (3, 4), label=5, index=0, skip_short=True),
                       Layout(3, True, (1, 2), index=0)),
@@ -106,7 +113,6 @@ GLUE_FILES: dict[str, TaskFiles] = {
     "rte": _pair_task("RTE", "RTE", _INDEXED_PAIR, _INDEXED_PAIR_TEST),
     "wnli": _pair_task("WNLI", "WNLI", _INDEXED_PAIR, _INDEXED_PAIR_TEST),
 }
-MRPC_SOURCES = ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt", "dev_ids.tsv")
 
 
 def _key(name: str) -> str:
@@ -130,7 +136,7 @@ def task_directory(data: str, task: str) -> str:
     if not os.path.isdir(data):
         raise DataError(f"{data}: no such directory (give glue_data/ as written by "
                         "download_glue_data.py, or its task folder)")
-    firsts = (files.train[0], MRPC_SOURCES[0]) if task == "mrpc" else (files.train[0],)
+    firsts = (files.train[0], *files.sources[:1])
     candidates = [_subdirectory(data, (files.directory, task)), data]
     for candidate in candidates:
         if candidate and any(os.path.isfile(os.path.join(candidate, f)) for f in firsts):
@@ -271,7 +277,7 @@ def read_task(task: GlueTask, data: str, with_test: bool = True
     files = GLUE_FILES[task.name]
     directory = task_directory(data, task.name)
     values = task.file_labels
-    if task.name == "mrpc" and not os.path.isfile(os.path.join(directory, files.train[0])):
+    if files.sources and not os.path.isfile(os.path.join(directory, files.train[0])):
         parts = mrpc_from_sources(directory, values)
         tests = {"MRPC": parts["MRPC"]} if with_test and "MRPC" in parts else {}
         return parts["train"], {"validation": parts["validation"]}, tests

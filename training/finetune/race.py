@@ -22,6 +22,7 @@ import numpy as np
 
 from albert_tf import AlbertMultipleChoice, atomic, textio
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.config import DEFAULT_SEQ_LENGTH
 from albert_tf.inputs import INPUT_NAMES
 
 from . import metrics
@@ -161,7 +162,7 @@ class RaceTask:
     main_metric = "accuracy"
 
     def __init__(self, tokenizer, train: list[RaceExample] | None, dev: list[RaceExample] | None,
-                 test: list[RaceExample] | None = None, seq_length: int = 512,
+                 test: list[RaceExample] | None = None, seq_length: int = DEFAULT_SEQ_LENGTH,
                  max_qa_length: int | None = None):
         self.name = "race"
         # Validated (and defaulted) before any encoding; saved with the model for serving.
@@ -183,10 +184,6 @@ class RaceTask:
     def checkpoint_info(self) -> dict:
         """The record's fields beyond `save_checkpoint`'s own (its extra_info)."""
         return {"max_qa_length": self.record.max_qa_length}
-
-    def compile_args(self) -> dict:
-        return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
-                "metrics": {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}}
 
     def _accuracies(self, predict, data: Encoded, levels: list[str]) -> tuple[dict, np.ndarray]:
         predicted = np.argmax(np.stack(predict(data)["logits"]), axis=-1)

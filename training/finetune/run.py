@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -57,21 +58,13 @@ from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordEr
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
-from . import glue, race, sequence, squad, squad_data
 from .bucketing import check_buckets
 from .examples import DataError, check_label_name
-from .train import RUN_FILES, TrainConfig, finetune
+from .families import build_task, family, task_defaults
+from .train import RUN_FILES, TrainConfig, check_accumulation, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
 
-FILE_TASKS = ("classify", "regress")
-SQUAD_TASKS = ("squad/v1.1", "squad/v2.0")
-# Original defaults: SQuAD from the ALBERT README, RACE from run_race.py / README
-# (v2 learning rate), own files as BERT's usual fine-tuning recipe.
-SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learning_rate=5e-5,
-                      batch_size=48, seq_length=384)
-FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
-                     batch_size=32, seq_length=128)
 # --set keys that are task record fields (TaskRecord holds their types and defaults).
 TASK_KEYS = ("doc_stride", "max_query_length", "n_best", "max_answer_length",
              "no_answer_threshold", "max_qa_length")
@@ -83,6 +76,28 @@ RUN_KEYS = ("spm_model", "do_lower_case", "keep_accents")
 
 
 UsageError = errors.UsageError
+
+
+@dataclasses.dataclass
+class FinetuneOptions:
+    """What `albert-tf finetune` is asked, as typed values (the command line's flags;
+    see the module docstring). A job that fine-tunes calls `run(FinetuneOptions(...))`."""
+
+    task: str
+    checkpoint: str
+    output: str
+    data: list[str] | None = None
+    columns: str | None = None
+    label_names: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    learning_rate: float | None = None
+    seq_length: int | None = None
+    gradient_accumulation_steps: int | None = None
+    strategy: str = "default"
+    precision: str = "auto"
+    set: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE overrides
+    overwrite: bool = False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--learning-rate", type=float)
     p.add_argument("--seq-length", type=int)
+    p.add_argument("--gradient-accumulation-steps", type=int, metavar="N",
+                   help="split each batch into N parts whose gradients make one update: "
+                        "the same training in less memory (--batch-size must divide by N)")
     p.add_argument("--strategy", default="default",
                    help="default, cpu, mirrored, multi_worker, tpu or tpu:NAME")
     p.add_argument("--precision", default="auto",
@@ -115,23 +133,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --output (only once the new run is complete)")
     return p
-
-
-def task_defaults(task: str) -> dict:
-    """The original scripts' hyperparameters for `task` (TrainConfig fields)."""
-
-    if task.startswith("glue/"):
-        spec = glue.get_task(task)
-        return dict(train_steps=spec.train_steps, warmup_steps=spec.warmup_steps,
-                    learning_rate=spec.learning_rate, batch_size=spec.batch_size, seq_length=512)
-    if task in SQUAD_TASKS:
-        return dict(SQUAD_DEFAULTS)
-    if task == "race":
-        return dict(race.DEFAULTS)
-    if task in FILE_TASKS:
-        return dict(FILE_DEFAULTS)
-    raise UsageError(f"--task {task!r}: expected glue/<task>, squad/v1.1, squad/v2.0, race, "
-                     "classify or regress")
 
 
 def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
@@ -147,95 +148,6 @@ def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     return train, task, run
 
 
-def parse_columns(spec: str | None) -> tuple[list, str | int]:
-    """"a,b:label" -> (["a", "b"], "label"), the label column defaulting to "label";
-    "3:1" -> ([3], 1): positions (from 0) in a file without a header row."""
-    if not spec:
-        raise UsageError("classify / regress need --columns TEXT[,TEXT2][:LABEL]")
-    texts, _, label = spec.partition(":")
-    columns = [c for c in texts.split(",") if c]
-    if not 1 <= len(columns) <= 2:
-        raise UsageError(f"--columns {spec!r}: give one or two text columns")
-    if all(c.isdigit() for c in columns):
-        if not label.isdigit():
-            raise UsageError(f"--columns {spec!r}: positions need the label's position too "
-                             "(e.g. 3:1)")
-        return [int(c) for c in columns], int(label)
-    if label.isdigit() or any(c.isdigit() for c in columns):
-        raise UsageError(f"--columns {spec!r}: give all columns as header names or all as positions")
-    return columns, label or "label"
-
-
-def parse_label_names(spec: str | None) -> list[str] | None:
-    """"neg,pos" -> ["neg", "pos"]; names must be distinct and non-empty."""
-    if spec is None:
-        return None
-    names = spec.split(",")
-    if len(names) < 2 or any(not n for n in names) or len(set(names)) != len(names):
-        raise UsageError(f"--label-names {spec!r}: give two or more distinct names, comma-separated")
-    for name in names:
-        check_label_name(name, "--label-names")
-    return names
-
-
-def build_task(args, tokenizer, seq_length: int, options: dict):
-    """The task object for `args.task`, its data read and tokenized."""
-
-    data = args.data or []
-    if args.label_names is not None and args.task != "classify":
-        raise UsageError("--label-names is for --task classify")
-    if args.task.startswith("glue/"):
-        if len(data) > 1:
-            raise UsageError(f"{args.task} takes one --data directory: glue_data/ (or its task folder)")
-        return sequence.glue_task(args.task, tokenizer, seq_length, data[0] if data else None)
-    if args.task in SQUAD_TASKS:
-        return _squad_task(args.task.split("/")[1], data, tokenizer, seq_length, options)
-    if args.task == "race":
-        if len(data) != 1:
-            raise UsageError("race needs --data RACE_DIR (with train/ and dev/)")
-        splits = {s: race.read_race(race.find_split(data[0], s)) for s in ("train", "dev")}
-        try:  # the test split is optional: its accuracy is reported at the end
-            test = race.read_race(race.find_split(data[0], "test"))
-        except DataError:
-            test = None
-        return race.RaceTask(tokenizer, splits["train"], splits["dev"], test, seq_length,
-                             options.get("max_qa_length"))
-    if not 1 <= len(data) <= 2:
-        raise UsageError(f"{args.task} needs --data TRAIN_FILE [EVAL_FILE]")
-    columns, label = parse_columns(args.columns)
-    return sequence.file_task(data[0], data[1] if len(data) == 2 else None, columns, label,
-                              args.task == "regress", tokenizer, seq_length,
-                              parse_label_names(args.label_names))
-
-
-def _squad_task(version: str, data: list[str], tokenizer, seq_length: int, options: dict):
-
-    if len(data) > 2:
-        raise UsageError("squad takes --data DIR, or --data TRAIN.json [DEV.json]")
-    if len(data) == 1 and os.path.isdir(data[0]):
-        data = _squad_files(data[0], version)
-    if data:  # the user's files: never a download (into their directory or anywhere)
-        train = squad_data.read_squad_json(data[0], version)
-        dev = squad_data.read_squad_json(data[1], version) if len(data) == 2 else None
-    else:
-        train = squad_data.load_squad_tfds(version, "train")
-        dev = squad_data.load_squad_tfds(version, "validation")
-    return squad.SquadTask(version, train, dev, tokenizer, seq_length, **options)
-
-
-def _squad_files(directory: str, version: str) -> list[str]:
-    """[train, dev] of the official names in `directory`; UsageError naming what is missing."""
-    names = (f"train-{version}.json", f"dev-{version}.json")
-    missing = [n for n in names if not os.path.isfile(os.path.join(directory, n))]
-    if missing:
-        held = sorted(os.listdir(directory))
-        listing = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "") if held else "nothing"
-        raise UsageError(f"--data {directory}: no {' or '.join(missing)} in this directory "
-                         f"(it holds {listing}); give the directory holding "
-                         f"{' and '.join(names)}, or --data TRAIN.json [DEV.json]")
-    return [os.path.join(directory, n) for n in names]
-
-
 def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
 
     files = checkpoint.tokenizer_files(run.get("spm_model"), run.get("do_lower_case"),
@@ -247,11 +159,6 @@ def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
                             keep_accents=files.keep_accents), files.spm_model)
 
 
-def record_kind(task: str) -> str | None:
-    """The task record kind of a fine-tuning task with record options (None: no options)."""
-    return "span" if task in SQUAD_TASKS else "multiple_choice" if task == "race" else None
-
-
 def check_settings(settings: dict, flags: dict, train_set: dict) -> None:
     """Refuses a TrainConfig setting out of its range (NaN, 0, a negative rate, ...),
     naming it as the user gave it (--learning-rate, --set weight_decay), before any work."""
@@ -259,13 +166,15 @@ def check_settings(settings: dict, flags: dict, train_set: dict) -> None:
              **{key: "--" + key.replace("_", "-") for key, value in flags.items()
                 if value is not None}}
     arguments.check_numbers(TrainConfig, settings, names=names)
+    check_accumulation(settings["batch_size"], settings.get("gradient_accumulation_steps") or 1,
+                       f" ({names.get('gradient_accumulation_steps', 'the settings')})")
     if settings.get("buckets"):
         check_buckets(settings["buckets"], settings["seq_length"])
 
 
 def check_task_options(task: str, seq_length: int, options: dict) -> None:
     """Refuses --set task options that do not apply to `task` or do not fit, before any work."""
-    kind = record_kind(task)
+    kind = family(task).record_task
     if kind is None:
         if options:
             raise UsageError(f"--set {next(iter(options))}: applies to squad and race only, "
@@ -298,14 +207,21 @@ def check_output(checkpoint: str, output: str, overwrite: bool, data: list[str] 
     return os.path.lexists(output)
 
 
-def run(args) -> dict:
-    """Builds the strategy, tokenizer, task and config from parsed `args`, then fine-tunes."""
+def run(args: FinetuneOptions) -> dict:
+    """Builds the strategy, tokenizer, task and config from `args`, then fine-tunes.
+
+    Returns:
+      {"best", "history", "checkpoint" (the output), "predictions" (files written)}.
+    Raises:
+      UserError (and its kinds): a refusal, one line naming what and where.
+    """
 
     settings = task_defaults(args.task)
     train_set, task_options, run_options = parse_overrides(args.set)
     settings.update(train_set)
     flags = {"epochs": args.epochs, "batch_size": args.batch_size,
-             "learning_rate": args.learning_rate, "seq_length": args.seq_length}
+             "learning_rate": args.learning_rate, "seq_length": args.seq_length,
+             "gradient_accumulation_steps": args.gradient_accumulation_steps}
     settings.update({k: v for k, v in flags.items() if v is not None})
     if args.epochs is not None and "train_steps" not in train_set:
         settings["train_steps"] = None  # --epochs replaces a default step count
@@ -353,7 +269,8 @@ def _train_into(output: str, replace: bool, train, chief: bool = True) -> dict:
 @cli.command("finetune")
 def main(argv: list[str]) -> int:
     cli.setup_logging()
-    summary = run(_parser().parse_args(argv))  # errors: one line, exit 2 (cli.command)
+    # errors: one line, exit 2 (cli.command)
+    summary = run(FinetuneOptions(**vars(_parser().parse_args(argv))))
     best = summary["best"]
     if best:
         logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))

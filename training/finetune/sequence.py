@@ -81,14 +81,6 @@ class SequenceTask:
             return AlbertSequenceRegressor(config, encoder=encoder)
         return AlbertSequenceClassifier(config, len(self.label_names), encoder=encoder)
 
-    def compile_args(self) -> dict:
-        """`loss` and `metrics` for `model.compile` (keyed by the model's output)."""
-        if self.regression:
-            return {"loss": {"score": keras.losses.MeanSquaredError()},
-                    "metrics": {"score": [keras.metrics.MeanAbsoluteError(name="mae")]}}
-        return {"loss": {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
-                "metrics": {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}}
-
     def predictions(self, outputs: dict[str, list[np.ndarray]]) -> np.ndarray:
         """Model output rows -> class ids [N] (or scores [N] for regression)."""
         values = np.stack(outputs[self.output_key])  # [N] scores or [N, C] logits

@@ -181,16 +181,6 @@ class SquadTask:
     def build_model(self, config, encoder=None) -> keras.Model:
         return AlbertSpanExtractor(config, answerability=self.answerability, encoder=encoder)
 
-    def compile_args(self) -> dict:
-        """Mean of the start and end cross-entropies (+ answerability cross-entropy for 2.0)."""
-        span = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        loss = {"start_logits": span, "end_logits": span}
-        weights = {"start_logits": 0.5, "end_logits": 0.5}
-        if self.answerability:
-            loss["answerable_logits"] = keras.losses.BinaryCrossentropy(from_logits=True)
-            weights["answerable_logits"] = 1.0
-        return {"loss": loss, "loss_weights": weights}
-
     def _decode(self, predict: Predict):
         outputs = predict(self.evals["eval"])
         return decode_answers(self.eval_examples, self.windows, self.contexts, outputs,

@@ -24,11 +24,13 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
 from albert_tf.arguments import number_field
+from albert_tf.config import SHORT_SEQ_LENGTH
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.ours import CHECKPOINT_FILES
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 
+from ..runtime import layout as run_layout
 from ..runtime.distribute import is_chief, resolve_jit_compile
 from ..runtime.fit_steps import install_step_functions
 from ..runtime.optimization import create_optimizer
@@ -37,16 +39,16 @@ from .bucketing import Encoded, check_buckets, default_buckets, make_dataset
 
 logger = logging.getLogger(__name__)
 
-TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "eval_results.json"
 # What every fine-tuning run writes into its directory; each task adds its prediction files.
-RUN_FILES = (*CHECKPOINT_FILES, TENSORBOARD_DIR, RESULTS_FILE)
+RUN_FILES = (*CHECKPOINT_FILES, run_layout.TENSORBOARD_DIR, RESULTS_FILE)
 
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
 
 
 class Task(Protocol):
-    """What `finetune` needs from a task (see `SequenceTask`, `SquadTask`, `RaceTask`)."""
+    """What `finetune` needs from a task (see `SequenceTask`, `SquadTask`, `RaceTask`);
+    the model it builds brings its own loss and metrics (`compile()`)."""
 
     name: str
     main_metric: str  # key of `evaluate`'s result; higher is better
@@ -55,8 +57,6 @@ class Task(Protocol):
     evals: dict[str, Encoded]
 
     def build_model(self, config: AlbertConfig, encoder=None) -> keras.Model: ...
-
-    def compile_args(self) -> dict: ...
 
     def evaluate(self, predict: Predict) -> dict[str, float]: ...
 
@@ -76,6 +76,9 @@ class TrainConfig:
     is `warmup_steps`, or `warmup_proportion` of all steps when that is None.
     `buckets` are padded lengths for length bucketing (None: the default powers
     of two up to `seq_length`; [] pads every batch to `seq_length`).
+    `gradient_accumulation_steps` N splits each batch of `batch_size` into N batches
+    of batch_size / N whose gradients make one update: the same training in less
+    memory (steps, warmup and the schedule count updates).
     """
 
     output_dir: str
@@ -90,11 +93,12 @@ class TrainConfig:
     warmup_proportion: float = number_field(0.1, minimum=0.0, maximum=1.0)
     optimizer: str = "adamw"
     weight_decay: float = number_field(0.01, minimum=0.0)
-    seq_length: int = 128
+    seq_length: int = SHORT_SEQ_LENGTH
     # --set buckets=none: [] (one padded shape); buckets=default: None.
     buckets: list[int] | None = dataclasses.field(default=None,
                                                   metadata={arguments.NONE_WORD: "default"})
     patience: int | None = number_field(None, minimum=1)
+    gradient_accumulation_steps: int = number_field(1, minimum=1)
     seed: int = number_field(0, minimum=0)
     spm_model: str | None = None
     do_lower_case: bool = True
@@ -106,8 +110,14 @@ class TrainConfig:
 
     def __post_init__(self):
         arguments.check_numbers(self)
+        check_accumulation(self.batch_size, self.gradient_accumulation_steps)
         if self.buckets:
             check_buckets(self.buckets, self.seq_length)
+
+    @property
+    def micro_batch_size(self) -> int:
+        """The examples of one forward and backward pass (batch_size / accumulation)."""
+        return self.batch_size // self.gradient_accumulation_steps
 
     def bucket_lengths(self) -> list[int] | None:
         if self.buckets is None:
@@ -123,6 +133,14 @@ class TrainConfig:
         warmup = self.warmup_steps if self.warmup_steps is not None else int(
             self.warmup_proportion * total)
         return epochs, per_epoch, epochs * per_epoch, warmup
+
+
+def check_accumulation(batch_size: int, steps: int, where: str = "") -> None:
+    """Refuses a batch that N accumulation steps do not split evenly (the one rule)."""
+    if steps > 1 and batch_size % steps:
+        raise UserError(f"batch_size={batch_size} is not divisible by gradient_accumulation_steps="
+                        f"{steps}{where}: each update takes batch_size examples in "
+                        f"{steps} equal parts")
 
 
 def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length: int,
@@ -161,7 +179,8 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
         self.task, self.predict, self.config, self.save = task, predict, config, save
         self.best, self.best_weights, self.best_results = None, None, None
         self.wait, self.history = 0, []
-        self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, TENSORBOARD_DIR, "eval"))
+        self.writer = tf.summary.create_file_writer(
+            run_layout.tensorboard_dir(config.output_dir, run_layout.EVAL_LOGS_DIR))
 
     def on_epoch_end(self, epoch, logs=None):
         start = time.time()
@@ -217,13 +236,15 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
                 task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
                 config.optimizer, config.learning_rate)
-    callbacks = [ScalarLogger(os.path.join(config.output_dir, TENSORBOARD_DIR),
+    callbacks = [ScalarLogger(run_layout.tensorboard_dir(config.output_dir),
                               every=max(1, min(100, per_epoch // 10)))]
     evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
     callbacks += [evaluation] if evaluation else []
-    train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
+    train_ds = make_dataset(task.train, config.micro_batch_size, config.seq_length, buckets,
                             training=True, seed=config.seed)
-    model.fit(train_ds, epochs=epochs, steps_per_epoch=per_epoch, callbacks=callbacks,
+    # With accumulation a step of fit is one of the N batches of an update.
+    model.fit(train_ds, epochs=epochs,
+              steps_per_epoch=per_epoch * config.gradient_accumulation_steps, callbacks=callbacks,
               verbose=config.verbose, shuffle=False)  # the pipeline shuffles
     if evaluation is None:
         save()
@@ -251,9 +272,10 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
             model = task.build_model(loaded.config, encoder=loaded.encoder)
         model.config.check_sequence_length(config.seq_length)
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
-                                     weight_decay=config.weight_decay)
-        model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile),
-                      **task.compile_args())
+                                     weight_decay=config.weight_decay,
+                                     gradient_accumulation_steps=config.gradient_accumulation_steps)
+        # The loss and metrics are the task model's own (its entry in albert_tf.tasks).
+        model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile))
         install_step_functions(model)
     return model
 

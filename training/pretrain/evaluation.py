@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoint import open_checkpoint
+from albert_tf.models import AlbertPretrainer
 
 from ..data import records as tfrecords
 from .pipeline import list_files, pretraining_dataset, record_error
@@ -109,16 +110,13 @@ def evaluate_pretraining(model, data: str, batch_size: int = 64,
       masked tokens (weight 1), the losses are mean cross-entropies in nats.
 
     Raises:
-      ValueError: no files, records that do not match, a model without pretraining
-        heads, or data too small for one batch.
+      ValueError: no files, records that do not match, or data too small for one batch.
+      CheckpointError: a checkpoint of another task than pretraining.
     """
 
     if isinstance(model, str):
-        opened = open_checkpoint(model)
-        if opened.task_record.task != "pretraining":  # before any weight is read
-            raise ValueError(f"{model}: holds a {opened.task_record.task} model, not a "
-                             "pretrainer with MLM and sentence-order heads")
-        model = opened.load()
+        # The one door refuses another task before any weight is read.
+        model = open_checkpoint(model, task=AlbertPretrainer.task).load()
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
     seq_length, max_predictions = data_shapes(data)

@@ -30,14 +30,14 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 from albert_tf.errors import UsageError, UserError
 
+from ..runtime import layout as run_layout
 from ..runtime.tensorboard import write_scalars
 
 logger = logging.getLogger(__name__)
 
 RUN_CONFIG_FILE = "run_config.json"
 # The run's directory: RUN_CONFIG_FILE marks it; these are what the run writes beside it.
-CHECKPOINT_DIR, TENSORBOARD_DIR, MODEL_DIR = "checkpoints", "tensorboard", "model"
-RUN_ENTRIES = (CHECKPOINT_DIR, TENSORBOARD_DIR, MODEL_DIR)
+RUN_ENTRIES = (run_layout.CHECKPOINTS_DIR, run_layout.TENSORBOARD_DIR, run_layout.MODEL_DIR)
 # What a resumed run must share with the run it continues, by run_config.json's names:
 # the data and its order (the offset counts batches of global_batch_size), the
 # optimizer and the shape of its schedule, and (resolved, under "resolved") the model

@@ -62,20 +62,18 @@ from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..data import pairs
-from ..data.create_data import CONFIG_FILE
+from ..data.create_data import DATA_CONFIG_FILE
 from ..runtime import distribute, fit_steps, optimization
+from ..runtime import layout as run_layout
 from . import pipeline as input_pipeline
 from . import precision
 from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
 from .progress import (
-    CHECKPOINT_DIR,
     DivergedError,
-    MODEL_DIR,
     RUN_CONFIG_FILE,
     RUN_ENTRIES,
-    TENSORBOARD_DIR,
     Checkpoints,
     PretrainProgress,
     check_allowed_changes,
@@ -100,7 +98,8 @@ def model_config(cfg: PretrainConfig, vocab_size: int | None):
 
 def _data_config(cfg: PretrainConfig) -> dict:
     """create_data_config.json beside the first training file ({}: data from elsewhere)."""
-    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]), CONFIG_FILE)
+    path = os.path.join(os.path.dirname(input_pipeline.list_files(cfg.train_data)[0]),
+                        DATA_CONFIG_FILE)
     if not tf.io.gfile.exists(path):
         return {}
     with tf.io.gfile.GFile(path) as f:
@@ -164,7 +163,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=
                                  name="albert_pretrainer")
         if source is not None:  # the encoder always; heads when the source has them
             model.encoder.set_weights(source.encoder.get_weights())
-            if source.task == "pretraining":
+            if isinstance(source, AlbertPretrainer):
                 model.set_weights(source.get_weights())
         optimizer = optimization.create_optimizer(
             cfg.optimizer, cfg.learning_rate, cfg.train_steps, cfg.warmup_steps,
@@ -423,17 +422,18 @@ def make_datasets(cfg: PretrainConfig, strategy, seq_length: int, max_prediction
 def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     """Writes model/ (our checkpoint format); via a local directory for gs:// outputs."""
 
-    target = os.path.join(cfg.output_dir, MODEL_DIR)
+    target = run_layout.model_dir(cfg.output_dir)
     spm = cfg.spm_model or None
     if "://" not in target:
         return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
     with tempfile.TemporaryDirectory() as local:
-        save_checkpoint(model, os.path.join(local, "model"), spm_model=spm,
+        save_checkpoint(model, run_layout.model_dir(local), spm_model=spm,
                         seq_length=seq_length)
         tf.io.gfile.makedirs(target)
-        for name in os.listdir(os.path.join(local, "model")):
+        for name in os.listdir(run_layout.model_dir(local)):
             with atomic.atomic_path(os.path.join(target, name)) as tmp:  # each file whole
-                tf.io.gfile.copy(os.path.join(local, "model", name), tmp, overwrite=True)
+                tf.io.gfile.copy(os.path.join(run_layout.model_dir(local), name), tmp,
+                                 overwrite=True)
     return target
 
 
@@ -492,7 +492,7 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
     resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
     config = resolved[0]
     config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
-    checkpoint_dir = os.path.join(cfg.output_dir, CHECKPOINT_DIR)
+    checkpoint_dir = run_layout.checkpoints_dir(cfg.output_dir)
     resuming = tf.train.latest_checkpoint(checkpoint_dir) is not None
     choice = precision_choice or resolve_precision(
         cfg, strategy, resolved, vocab_size, (seq_length, max_predictions), resuming)
@@ -530,7 +530,7 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
         start_step=start, train_steps=cfg.train_steps,
         examples_per_step=cfg.global_batch_size,
         tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
-        tensorboard_dir=os.path.join(cfg.output_dir, TENSORBOARD_DIR) if chief else None,
+        tensorboard_dir=run_layout.tensorboard_dir(cfg.output_dir) if chief else None,
         save=checkpoints.save)
     callbacks = [progress]
     scheduled = None
@@ -607,7 +607,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="preset (albert-base, ...) or albert_config.json")
     parser.add_argument("--train-data", help="TFRecord glob(s) from albert-tf create-data")
     parser.add_argument("--eval-data", help="held-out TFRecord glob(s)")
-    parser.add_argument("--output-dir", help="checkpoints, TensorBoard logs and model/")
+    parser.add_argument("--output", "--output-dir", dest="output_dir",
+                        help="checkpoints, TensorBoard logs and model/")
     parser.add_argument("--spm-model", help="SentencePiece model to ship with the result")
     parser.add_argument("--init-checkpoint", help="start from these weights (TF1, HF or ours)")
     parser.add_argument("--global-batch-size", type=int)

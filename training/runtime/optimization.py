@@ -63,6 +63,14 @@ class _CrossReplicaClipping:
     before CrossShardOptimizer; we prefer the replica-count-independent rule.)
     """
 
+    def apply(self, grads, trainable_variables=None):
+        # Dense gradients: an embedding's IndexedSlices repeat a row once per occurrence
+        # of its token, and Keras' Adam and the accumulators would take each repeat as
+        # a gradient of its own (squaring the parts, not their sum).
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]
+        return super().apply(grads, trainable_variables)
+
     def _clip_gradients(self, grads):
         context = tf.distribute.get_replica_context()
         if context is not None and context.num_replicas_in_sync > 1:
@@ -237,20 +245,57 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                     end_learning_rate=self.end_learning_rate)
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
+class PerUpdate(keras.optimizers.schedules.LearningRateSchedule):
+    """`schedule` at the update count when gradients are accumulated over `steps` batches.
+
+    Keras (3.10 to 3.15, `keras_compat`'s range) evaluates a schedule at every batch
+    of an accumulated update (its `_iterations`), so a schedule over updates would
+    decay `steps` times too fast; this one sees batch // steps, the update number.
+    """
+
+    def __init__(self, schedule, steps: int):
+        self.schedule = schedule
+        self.steps = int(steps)
+
+    def __call__(self, step):
+        return self.schedule(ops.floor_divide(step, self.steps))
+
+    def get_config(self) -> dict:
+        return {"schedule": keras.saving.serialize_keras_object(self.schedule),
+                "steps": self.steps}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["schedule"] = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(**config)
+
+
 def create_optimizer(name: str = "lamb", learning_rate: float = DEFAULT_LEARNING_RATE,
                      train_steps: int = DEFAULT_TRAIN_STEPS,
                      warmup_steps: int = DEFAULT_WARMUP_STEPS, power: float = 1.0,
                      weight_decay: float = DEFAULT_WEIGHT_DECAY,
                      global_clipnorm: float | None = DEFAULT_CLIPNORM,
                      exclude_patterns: Iterable[str] = DEFAULT_EXCLUDE_PATTERNS,
+                     gradient_accumulation_steps: int | None = None,
                      ) -> keras.optimizers.Optimizer:
-    """The pretraining optimizer `name` ("lamb" or "adamw") on the warmup + decay schedule."""
+    """The pretraining optimizer `name` ("lamb" or "adamw") on the warmup + decay schedule.
+
+    `gradient_accumulation_steps` N > 1: each update averages the gradients of N
+    batches (Keras' optimizers accumulate them), so N batches of B examples make the
+    update of one batch of N * B; `train_steps` and `warmup_steps` count updates.
+    """
     schedule = WarmupPolynomialDecay(learning_rate, train_steps, warmup_steps, power)
     patterns = tuple(exclude_patterns)
+    accumulation = {}
+    if (gradient_accumulation_steps or 1) > 1:
+        accumulation["gradient_accumulation_steps"] = gradient_accumulation_steps
+        schedule = PerUpdate(schedule, gradient_accumulation_steps)
     if name == "lamb":
         return Lamb(schedule, weight_decay_rate=weight_decay, exclude_patterns=patterns,
-                    global_clipnorm=global_clipnorm)
+                    global_clipnorm=global_clipnorm, **accumulation)
     if name == "adamw":
         return AdamW(schedule, weight_decay=weight_decay, exclude_patterns=patterns,
-                     global_clipnorm=global_clipnorm)
+                     global_clipnorm=global_clipnorm, **accumulation)
     raise UserError(f"optimizer={name!r} is not one of {', '.join(OPTIMIZERS)}")

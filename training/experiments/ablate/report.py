@@ -138,13 +138,13 @@ def _plot_objectives(path: str, rows: list[dict], majority: dict[str, float]) ->
         return False
     x = np.arange(len(done))
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for offset, task in ((-0.2, "nsp"), (0.2, "sop")):
-        values = [100 * r[f"{task}_accuracy"] for r in done]
-        bars = ax.bar(x + offset, values, 0.4, label=f"{task.upper()} task")
+    for offset, objective in ((-0.2, "nsp"), (0.2, "sop")):
+        values = [100 * r[f"{objective}_accuracy"] for r in done]
+        bars = ax.bar(x + offset, values, 0.4, label=f"{objective.upper()} task")
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
-        if task in majority:
-            ax.axhline(100 * majority[task], color=bars[0].get_facecolor(), linestyle="--",
-                       linewidth=1, label=f"{task.upper()} majority label")
+        if objective in majority:
+            ax.axhline(100 * majority[objective], color=bars[0].get_facecolor(), linestyle="--",
+                       linewidth=1, label=f"{objective.upper()} majority label")
     ax.set_xticks(x, [f"trained: {r['label']}" for r in done])
     ax.set_ylabel("held-out accuracy (%)")
     ax.set_ylim(0, 100)
@@ -166,10 +166,10 @@ def _save(fig, path: str) -> None:
 def majority_rates(data) -> dict[str, float]:
     """Per held-out sentence-pair set, the accuracy of always answering its commoner label."""
     rates = {}
-    for task in ("nsp", "sop"):
-        summary = (data.summaries if data else {}).get(f"heldout-{task}")
+    for objective in ("nsp", "sop"):
+        summary = (data.summaries if data else {}).get(f"heldout-{objective}")
         if summary and summary.get("negative_fraction") is not None:
-            rates[task] = max(summary["negative_fraction"], 1 - summary["negative_fraction"])
+            rates[objective] = max(summary["negative_fraction"], 1 - summary["negative_fraction"])
     return rates
 
 

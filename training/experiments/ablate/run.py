@@ -45,6 +45,7 @@ from albert_tf.errors import UsageError
 from albert_tf.params import encoder_parameters
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
+from ...data import masking
 from ...data import pairs as sop
 from ...data.split import LABEL_COLUMN, TEXT_COLUMN
 from ...finetune.sequence import file_task
@@ -58,7 +59,7 @@ from .data import AblationData, DataOptions, prepare_data
 
 logger = logging.getLogger("albert_tf.ablate")
 
-CONFIG_FILE = "ablation.json"
+ABLATION_FILE = "ablation.json"
 EVAL_BATCH_SIZE = 64
 HELDOUT_DUPE_FACTOR = 2  # held-out documents, twice (other chunks and masks)
 RESULT_FILE = "result.json"
@@ -144,7 +145,7 @@ def model_config(opts: AblateOptions, setting: ablate_grid.Setting, vocab_size: 
                                    "vocab_size": vocab_size})
 
 
-# What ablate writes into --output besides CONFIG_FILE (which marks its run).
+# What ablate writes into --output besides ABLATION_FILE (which marks its run).
 OUTPUT_ENTRIES = ("data", "runs", ablate_report.RESULTS_JSON, ablate_report.RESULTS_MD, "*.png")
 
 
@@ -158,11 +159,11 @@ def _prepare_output(opts: AblateOptions) -> list[str]:
 
     ablation.json binds a directory only once data or a run was made under it: a run that
     failed before (a corpus that does not exist) does not block the corrected rerun."""
-    atomic.check_resumable(opts.output, OUTPUT_ENTRIES, (CONFIG_FILE,), "--output", "ablate")
+    atomic.check_resumable(opts.output, OUTPUT_ENTRIES, (ABLATION_FILE,), "--output", "ablate")
     runs = os.path.join(opts.output, "runs")
     created = atomic.missing_parents(runs) + ([] if os.path.isdir(runs) else [runs])
     os.makedirs(runs, exist_ok=True)
-    path = os.path.join(opts.output, CONFIG_FILE)
+    path = os.path.join(opts.output, ABLATION_FILE)
     budget = json.loads(json.dumps(opts.budget()))  # tuples as lists, as they read back
     if os.path.exists(path) and _has_work(opts.output):
         previous = _read_json(path)
@@ -182,7 +183,7 @@ def _undo_unstarted(opts: AblateOptions, created: list[str]) -> None:
     if _has_work(opts.output):
         return
     with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(opts.output, CONFIG_FILE))
+        os.remove(os.path.join(opts.output, ABLATION_FILE))
     for directory in reversed(created):
         with contextlib.suppress(OSError):
             os.rmdir(directory)  # only if empty
@@ -284,13 +285,14 @@ def run_ablation(opts: AblateOptions, report_only: bool = False) -> dict:
     has finished.
     """
 
-    if report_only and not os.path.exists(os.path.join(opts.output, CONFIG_FILE)):
-        raise ValueError(f"{opts.output} holds no ablation run ({CONFIG_FILE} is missing)")
+    if report_only and not os.path.exists(os.path.join(opts.output, ABLATION_FILE)):
+        raise ValueError(f"{opts.output} holds no ablation run ({ABLATION_FILE} is missing)")
     created = _prepare_output(opts)
     sizes = embedding_sizes(opts)
     settings = ablate_grid.grid_settings(opts.grid, base_setting(opts), sizes)
     data_opts = DataOptions(opts.corpus, opts.vocab_size, opts.seq_length,
-                            math.ceil(opts.seq_length * 0.15), opts.dupe_factor,
+                            masking.max_predictions_for(opts.seq_length, sop.GenerationOptions.masked_lm_prob),
+                            opts.dupe_factor,
                             HELDOUT_DUPE_FACTOR, opts.seed)
     try:
         data = prepare_data(data_opts, opts.output, sorted({s.objective for s in settings}))

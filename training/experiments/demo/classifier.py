@@ -55,15 +55,13 @@ def write_fit_and_dev(split: dict, out: str) -> list[str]:
 
 def fine_tune(checkpoint: str, model: str, data: list[str], epochs: int, learning_rate: float,
               seq_length: int, precision: str, jit: bool | None) -> None:
-    """`albert-tf finetune --task classify` from `checkpoint` into `model`."""
-    code = finetune_cli.main([
-        "--task", "classify", "--checkpoint", checkpoint, "--output", model,
-        "--data", *data, "--columns", "text:label", "--epochs", str(epochs),
-        "--batch-size", str(BATCH_SIZE), "--learning-rate", str(learning_rate),
-        "--seq-length", str(seq_length), "--precision", precision,
-        "--set", f"jit_compile={'auto' if jit is None else str(jit).lower()}"])
-    if code != 0:
-        raise RuntimeError(f"fine-tuning the classifier from {checkpoint} failed (exit {code})")
+    """`albert-tf finetune --task classify` from `checkpoint` into `model` (its errors
+    reach the demo's caller as they are)."""
+    finetune_cli.run(finetune_cli.FinetuneOptions(
+        task="classify", checkpoint=checkpoint, output=model, data=list(data),
+        columns="text:label", epochs=epochs, batch_size=BATCH_SIZE,
+        learning_rate=learning_rate, seq_length=seq_length, precision=precision,
+        set=[f"jit_compile={'auto' if jit is None else str(jit).lower()}"]))
 
 
 def heldout_accuracy(model_dir: str, heldout_file: str) -> dict:

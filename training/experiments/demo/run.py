@@ -35,19 +35,21 @@ import time
 import numpy as np
 
 from albert_tf import AlbertConfig, arguments, atomic, cli
+from albert_tf.checkpoint import TASK_FILE
 from albert_tf.errors import UserError
-from albert_tf.serving import export
+from albert_tf.serving import export, layout
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
-from ...data import corpus, pairs
+from ...data import corpus, masking, pairs
 from ...data import split as corpus_tasks
-from ...data.create_data import SUMMARY_FILE, create_pretraining_data
+from ...data.create_data import SHARD_GLOB, SUMMARY_FILE, create_pretraining_data
 from ...data.vocab import train_vocab
 from ...pretrain.config import PretrainConfig
 from ...pretrain.evaluation import evaluate_pretraining, masked_label_counts
 from ...pretrain.progress import RUN_CONFIG_FILE
 from ...pretrain.precision import PrecisionChoice
 from ...pretrain.run import Calibration, choose_precision, run
+from ...runtime import layout as run_layout
 from ...runtime.distribute import cpu_training_candidates
 from . import budget as demo_budget
 from . import classifier as demo_classifier
@@ -163,14 +165,15 @@ def data_stage(opts: DemoOptions, split: dict, spm_model: str) -> dict[str, str]
 
     out = os.path.join(opts.output, "data")
     done = all(os.path.exists(os.path.join(out, n, SUMMARY_FILE)) for n in ("train", "heldout"))
-    records = {n: os.path.join(out, n, "pretrain-*.tfrecord") for n in ("train", "heldout")}
+    records = {n: os.path.join(out, n, SHARD_GLOB) for n in ("train", "heldout")}
     if _stage(3, f"pretraining data (SOP + n-gram masking) -> {out}", done):
         unigram_counts(records, spm_model)
         return records
     for name in ("train", "heldout"):
         options = pairs.GenerationOptions(
             max_seq_length=opts.seq_length,
-            max_predictions_per_seq=max(2, round(opts.seq_length * 0.15) + 1),
+            max_predictions_per_seq=masking.max_predictions_for(
+                opts.seq_length, pairs.GenerationOptions.masked_lm_prob),
             dupe_factor=opts.dupe_factor if name == "train" else 1)
         summary = create_pretraining_data(corpus.open_corpus(split[f"{name}_text"]),
                                           os.path.join(out, name), spm_model, options)
@@ -232,7 +235,7 @@ def pretrain_stage(opts: DemoOptions, records: dict, spm_model: str,
     the first steps (budget.py); a resumed budget run keeps the count it chose.
     """
     out = os.path.join(opts.output, "pretrain")
-    model_dir = os.path.join(out, "model")
+    model_dir = run_layout.model_dir(out)
     summary_path = os.path.join(out, "demo_summary.json")
     recorded = _recorded_counts(out)
     if opts.steps is not None:
@@ -296,7 +299,7 @@ def classifier_stage(opts: DemoOptions, split: dict, checkpoint: str, scratch: b
     Returns {"model", "dev_history", "heldout" (accuracy, examples), "wall_s"}.
     """
     out = os.path.join(opts.output, "classifier_scratch" if scratch else "classifier")
-    model = os.path.join(out, "model")
+    model = run_layout.model_dir(out)
     summary_path = os.path.join(out, "demo_summary.json")
     name = ("baseline classifier from a randomly initialized encoder" if scratch
             else "classifier from the pretrained encoder")
@@ -325,7 +328,7 @@ def baseline_stage(opts: DemoOptions, split: dict, records: dict, spm_model: str
         _stage(4, "baseline classifier: the corpus has no source labels", True)
         return None
     encoder = os.path.join(opts.output, "classifier_scratch", "random_encoder")
-    if not os.path.exists(os.path.join(encoder, "albert_task.json")):
+    if not os.path.exists(os.path.join(encoder, TASK_FILE)):
         cfg = pretrain_config(opts, records, spm_model, 1, 0, 1, choice)
         demo_classifier.write_random_encoder(cfg, encoder, opts.seq_length)
     return classifier_stage(opts, split, encoder, scratch=True, choice=choice)
@@ -356,10 +359,8 @@ def export_stage(opts: DemoOptions, model_dir: str, classifier: dict | None) -> 
         base = os.path.join(opts.output, "export", name)
         paths[name] = os.path.join(base, "1")
         if not _stage(7, f"SavedModel {name} with in-graph tokenization -> {paths[name]}",
-                      os.path.exists(os.path.join(paths[name], "saved_model.pb"))):
-            code = export.main(["--checkpoint", checkpoint, "--output", base, "--version", "1"])
-            if code != 0:
-                raise RuntimeError(f"exporting {checkpoint} failed (exit {code})")
+                      os.path.exists(os.path.join(paths[name], layout.SAVED_MODEL_FILE))):
+            export.export(checkpoint, base, version=1)
     return paths
 
 
@@ -410,8 +411,8 @@ def run_demo(opts: DemoOptions) -> dict:
     artifacts = {"corpus split": os.path.join(opts.output, "corpus"),
                  "vocabulary": spm_model, "TFRecords": os.path.dirname(records["train"]),
                  "held-out TFRecords": os.path.dirname(records["heldout"]),
-                 "checkpoints": os.path.join(opts.output, "pretrain", "checkpoints"),
-                 "TensorBoard logs": os.path.join(opts.output, "pretrain", "tensorboard"),
+                 "pretraining checkpoints": run_layout.checkpoints_dir(os.path.join(opts.output, "pretrain")),
+                 "TensorBoard logs": run_layout.tensorboard_dir(os.path.join(opts.output, "pretrain")),
                  "pretrained model": model_dir, **{f"SavedModel {k}": v for k, v in saved.items()}}
     if classifier:
         artifacts["classifier"] = classifier["model"]

@@ -1,0 +1,132 @@
+"""`from_preset`: a model of a chosen class from any checkpoint `open_checkpoint` reads.
+
+`AlbertEncoder.from_preset(path)` takes the checkpoint's encoder.
+`AlbertSequenceClassifier.from_preset(path, num_classes=3)` (and every task model)
+builds the class's model on the checkpoint's config, loads the encoder, and the
+head when the checkpoint holds it (a layer of the same name and shapes: the same
+task's head, or the pretrainer's masked-LM head for `AlbertMaskedLM`); a head the
+checkpoint lacks keeps its random initialisation, with the warning loading gives
+it. The head's arguments default to the checkpoint's when it holds the same task.
+A preprocessor is built from the checkpoint's SentencePiece model and task record.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+
+from albert_tf.checkpoint import TaskRecord, open_checkpoint, task_record_of
+from albert_tf.checkpoint.names import POOLER
+
+__all__ = ["encoder_from_preset", "task_model_from_preset"]
+
+logger = logging.getLogger(__name__)
+
+# Arguments from_preset takes beyond the model class's own.
+_PRESET_ARGUMENTS = ("load_weights", "seq_length", "spm_model", "label_names")
+
+
+def encoder_from_preset(cls, path: str | os.PathLike, load_weights: bool = True, **kwargs):
+    """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights."""
+    opened = open_checkpoint(path)
+    encoder = cls(opened.config, **kwargs)
+    if load_weights:
+        encoder.set_weights(opened.load().encoder.get_weights())
+    return encoder
+
+
+def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = True,
+                           seq_length: int | None = None, spm_model: str | None = None,
+                           label_names: list[str] | None = None, **kwargs):
+    """The task model `cls` from the checkpoint at `path` (see the module docstring).
+
+    Raises:
+      TypeError: an argument neither `cls` nor from_preset takes, or a head argument
+        the checkpoint cannot give (e.g. num_classes from a pretraining checkpoint).
+      CheckpointError, TaskRecordError: as `open_checkpoint`, `task_record_of`.
+    """
+    path = os.fspath(path)
+    spec = cls.task_spec
+    parameters = inspect.signature(cls.__init__).parameters
+    known = set(parameters) - {"self", "config", "encoder", "kwargs"}
+    unknown = sorted(set(kwargs) - known - {"dtype", "name", "remat"})
+    if unknown:
+        raise TypeError(f"{cls.__name__}.from_preset got unknown argument(s) {unknown}; it "
+                        f"takes {', '.join(sorted(known | set(_PRESET_ARGUMENTS)))}, remat, dtype, "
+                        "name")
+    opened = open_checkpoint(path)
+    record = opened.task_record
+    checkpoint_head = spec.model_kwargs(record) if record.spec is spec else {}
+    arguments = {**checkpoint_head, **kwargs}
+    missing = [name for name, p in parameters.items() if p.default is p.empty
+               and p.kind is p.POSITIONAL_OR_KEYWORD and name not in ("self", "config")
+               and name not in arguments]
+    if missing:
+        raise TypeError(f"{cls.__name__}.from_preset({path!r}): the checkpoint holds a "
+                        f"{record.task} model; give {', '.join(missing)}")
+    model = cls(opened.config, **arguments)
+    same_head = bool(record.spec is spec and all(
+        arguments[name] == value for name, value in checkpoint_head.items()))
+    if load_weights:
+        _load_weights(model, opened, path)
+    tokenizer = opened.tokenizer_files(spm_model)
+    length = seq_length or (record.seq_length if record.spec is spec else None) or \
+        opened.config.default_seq_length()
+    opened.config.check_sequence_length(length, where=f"from_preset({path!r})")
+    model.preprocessor = _preprocessor(tokenizer, length)
+    model.task_record = _record(model, record if same_head else None, tokenizer, length,
+                                label_names)
+    return model
+
+
+def _load_weights(model, opened, path: str) -> None:
+    """The encoder's weights, and each head layer the checkpoint holds (same name and
+    shapes); the others keep their initialisation, with a warning."""
+    source = opened.load()
+    model.encoder.set_weights(source.encoder.get_weights())
+    lacking = set(opened.left_initialised)
+    if model.uses_pooled_output and POOLER in lacking:
+        logger.warning("%s has no %s weights; the pooler keeps its random initialisation",
+                       path, POOLER)
+    held = {layer.name: layer for layer in source.layers if layer is not source.encoder}
+    for layer in model.layers:
+        if layer is model.encoder or layer is model.preprocessor:
+            continue
+        found = held.get(layer.name)
+        if found is None or layer.name in lacking:
+            logger.warning("%s has no %s weights; that head keeps its random initialisation",
+                           path, layer.name)
+        elif type(found) is not type(layer) or [w.shape for w in found.weights] != [
+                w.shape for w in layer.weights]:
+            logger.warning("%s has %s weights of other shapes (%s); that head keeps its "
+                           "random initialisation", path, layer.name,
+                           ", ".join(str(tuple(w.shape)) for w in found.weights))
+        else:
+            layer.set_weights(found.get_weights())
+
+
+def _preprocessor(tokenizer, seq_length: int):
+    """An AlbertPreprocessor of the checkpoint's vocabulary (None when it ships none)."""
+    if tokenizer.spm_model is None:
+        return None
+    # Deferred on purpose: the in-graph preprocessor needs TensorFlow, which token ids don't.
+    from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+
+    return AlbertPreprocessor(tokenizer.spm_model, seq_length, tokenizer.do_lower_case,
+                              tokenizer.keep_accents)
+
+
+def _record(model, held: TaskRecord | None, tokenizer, seq_length: int,
+            label_names) -> TaskRecord:
+    """The checkpoint's record when its head is the model's, else the task's defaults;
+    with the preprocessor's tokenizer settings and length."""
+    settings = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": tokenizer.keep_accents,
+                "seq_length": seq_length}
+    if held is not None:
+        if label_names is not None:
+            settings["label_names"] = tuple(label_names)
+        return held.replace(**settings)
+    return task_record_of(model, label_names=label_names, do_lower_case=tokenizer.do_lower_case,
+                          seq_length=seq_length,
+                          extra_info={"keep_accents": tokenizer.keep_accents})

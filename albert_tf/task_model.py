@@ -1,0 +1,291 @@
+"""`AlbertTaskModel`: what every task model shares, as KerasHub's tasks do.
+
+A task model holds its encoder, its head, and (when it came from a checkpoint with a
+vocabulary) a `preprocessor` and the `task_record` it is served by. Its class's
+entry in `albert_tf.tasks` (`task_spec`) decides the rest:
+
+* `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint`
+  reads (`albert_tf.presets`);
+* `compile()` with no arguments: AdamW and the task's loss and metrics;
+* `fit`, `evaluate`, `predict` take raw text (a list of strings, a `(texts_a,
+  texts_b)` pair, a batched `tf.data` of them) as well as token-id dicts; a label
+  array is the target of the task's `label_output`;
+* a `.keras` file carries the preprocessor's SentencePiece model and the task
+  record as assets, so it reloads with the checkpoint directory gone;
+* `export(path)` (Keras') needs no call first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import keras
+
+from albert_tf import presets, tasks
+from albert_tf.checkpoint import TaskRecord
+from albert_tf.checkpoint.task_record import TASK_FILE
+from albert_tf.config import AlbertConfig
+from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config, input_specs
+from albert_tf.inputs import INPUT_NAMES
+
+__all__ = ["AlbertTaskModel", "default_optimizer", "LOSSES", "METRICS",
+           "FINETUNE_LEARNING_RATE", "FINETUNE_WEIGHT_DECAY"]
+
+logger = logging.getLogger(__name__)
+
+# compile()'s default optimizer: AdamW at BERT's usual fine-tuning rate, with the
+# original's weight decay (LayerNorm and biases excluded) and global clipping. Its
+# warmup and decay schedule needs the number of steps: `albert_tf.create_optimizer`.
+FINETUNE_LEARNING_RATE = 2e-5
+FINETUNE_WEIGHT_DECAY = 0.01
+_NO_DECAY = ("gamma", "beta", "bias")
+
+# The loss and metric kinds a task's entry names (`Task.losses`, `Task.metrics`).
+LOSSES = {
+    "sparse_categorical_crossentropy":
+        lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    "binary_crossentropy": lambda: keras.losses.BinaryCrossentropy(from_logits=True),
+    "mean_squared_error": lambda: keras.losses.MeanSquaredError(),
+}
+METRICS = {
+    "accuracy": lambda: keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+    "mae": lambda: keras.metrics.MeanAbsoluteError(name="mae"),
+}
+
+
+def default_optimizer() -> keras.optimizers.Optimizer:
+    """compile()'s optimizer when none is given (see FINETUNE_LEARNING_RATE)."""
+    optimizer = keras.optimizers.AdamW(FINETUNE_LEARNING_RATE,
+                                       weight_decay=FINETUNE_WEIGHT_DECAY, global_clipnorm=1.0)
+    optimizer.exclude_from_weight_decay(var_names=list(_NO_DECAY))
+    return optimizer
+
+
+def _text_inputs():
+    # Deferred on purpose: raw text goes through the in-graph preprocessor (TensorFlow);
+    # token ids need neither, so the models run on any backend.
+    return importlib.import_module("albert_tf.tokenizer.text_inputs")
+
+
+def _may_be_text(x) -> bool:
+    """Whether `x` may be raw text or a tf.data pipeline (`text_inputs` decides); token-id
+    dicts and arrays answer False without TensorFlow."""
+    if x is None or isinstance(x, dict):
+        return False
+    if isinstance(x, (str, bytes, list, tuple)) or hasattr(x, "element_spec"):
+        return True
+    dtype = getattr(x, "dtype", None)
+    return getattr(dtype, "kind", None) in ("S", "U", "O") or "string" in str(dtype)
+
+
+class AlbertTaskModel(ExportMixin, keras.Model):
+    """The encoder, a head, and the task's shared behaviour (see the module docstring).
+
+    Args:
+      config: the `AlbertConfig`.
+      encoder: an encoder to reuse (its config must be `config`).
+      preprocessor: an `AlbertPreprocessor` for raw text (`from_preset` builds it from
+        the checkpoint's vocabulary); None: token ids only.
+      remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
+    """
+
+    task = ""
+    task_spec: tasks.Task
+    # Whether the model reads the encoder's pooled output; checkpoints of models that
+    # do not (Hugging Face's QA, token-classification and masked-LM models) have no pooler.
+    uses_pooled_output = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.task:
+            cls.task_spec = tasks.TASKS[cls.task]
+
+    def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
+                 preprocessor=None, remat: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.config = as_config(config)
+        if encoder is not None and encoder.config != self.config:
+            raise ValueError("the encoder's config differs from the model's config")
+        self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
+                                                dtype=self.dtype_policy)
+        self.preprocessor = preprocessor
+        self._task_record: TaskRecord | None = None
+
+    def _encode(self, inputs, training, pooled_only=False):
+        """The encoder's outputs; `pooled_only`: the pooled output alone, the last block
+        run for [CLS] only (`AlbertEncoder.call`)."""
+        return self.encoder({name: inputs[name] for name in INPUT_NAMES}, training=training,
+                            pooled_only=pooled_only)
+
+    # ------------------------------------------------------------ what it knows
+    @property
+    def task_record(self) -> TaskRecord:
+        """The settings it is served by: the checkpoint's (label names, thresholds, ...),
+        else the task's defaults with the preprocessor's tokenizer settings."""
+        if self._task_record is not None:
+            return self._task_record
+        fields = {**self.task_spec.record_fields_of(self), "precision": self.dtype_policy.name}
+        pre = self.preprocessor
+        if pre is not None:
+            fields.update(do_lower_case=pre.do_lower_case, keep_accents=pre.keep_accents,
+                          seq_length=pre.seq_length)
+        return TaskRecord.create(self.task, **fields)
+
+    @task_record.setter
+    def task_record(self, record: TaskRecord | None) -> None:
+        if record is not None and record.spec is not self.task_spec:
+            raise ValueError(f"a {record.task} record for a {self.task} model")
+        self._task_record = record
+
+    def _head_args(self) -> dict:
+        """The constructor arguments beyond the config: the task's head arguments."""
+        return self.task_spec.record_fields_of(self)
+
+    @classmethod
+    def from_preset(cls, path: str | os.PathLike, **overrides):
+        """This model from a checkpoint of any format `open_checkpoint` reads.
+
+        The encoder's weights are the checkpoint's; the head's too when the checkpoint
+        holds it (same layer, same shapes), else it keeps its random initialisation,
+        with a warning. The preprocessor is built from the checkpoint's SentencePiece
+        model and tokenizer settings.
+
+        Args:
+          path: the checkpoint (directory or TF1 prefix).
+          **overrides: the head's arguments (e.g. `num_classes=3`), `seq_length`,
+            `spm_model`, `label_names`, `load_weights=False`, or Keras' `dtype` / `name`.
+
+        Example:
+            >>> model = AlbertSequenceClassifier.from_preset("albert_base_v2/", num_classes=2)
+            >>> model.compile()
+            >>> model.fit(["a gripping film", "dull"], [1, 0], epochs=1)
+        """
+        return presets.task_model_from_preset(cls, path, **overrides)
+
+    # ------------------------------------------------------------ (de)serialisation
+    def get_config(self):
+        config = {"config": self.config.to_dict(), **self._head_args(),
+                  **keras.layers.Layer.get_config(self)}
+        if self.encoder.remat:
+            config["remat"] = True
+        if self.preprocessor is not None:
+            config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if config.get("preprocessor") is not None:
+            _text_inputs()  # registers AlbertPreprocessor (it imports the preprocessor)
+            config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+    def save_assets(self, dir_path: str) -> None:
+        """The task record travels in a `.keras` file, as albert_task.json."""
+        self.task_record.write(dir_path)
+
+    def load_assets(self, dir_path: str) -> None:
+        if os.path.isfile(os.path.join(dir_path, TASK_FILE)):
+            self.task_record = TaskRecord.read(os.path.join(dir_path, TASK_FILE))
+
+    # ------------------------------------------------------------ compile, fit, predict
+    def compile(self, optimizer="auto", loss="auto", loss_weights=None, metrics="auto",
+                **kwargs):
+        """`keras.Model.compile`; "auto" (the default) picks the task's own: AdamW
+        (`default_optimizer`; the original's schedule: `albert_tf.create_optimizer`),
+        the task's loss (and loss weights) and metrics, keyed by output."""
+        if optimizer == "auto":
+            optimizer = default_optimizer()
+        if loss == "auto":
+            losses = self._task_losses()
+            loss = {name: LOSSES[kind]() for name, (kind, _) in losses.items()} or None
+            if loss_weights is None and loss and len(loss) > 1:
+                loss_weights = {name: weight for name, (_, weight) in losses.items()}
+        if metrics == "auto":
+            outputs = self._output_names()
+            metrics = {name: [METRICS[kind]() for kind in kinds]
+                       for name, kinds in self.task_spec.metrics.items() if name in outputs}
+            metrics = metrics or None
+        super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
+                        metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config):
+        """Recompiles a loaded `.keras` model as it was compiled (compile is overridden,
+        so Keras leaves this to the model)."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def _task_losses(self) -> dict[str, tuple[str, float]]:
+        outputs = self._output_names()
+        return {name: value for name, value in self.task_spec.losses.items() if name in outputs}
+
+    def _output_names(self) -> set[str]:
+        """The outputs this model returns (a symbolic call: no computation)."""
+        specs = {name: keras.KerasTensor(spec.shape, spec.dtype)
+                 for name, spec in input_specs(self.task_spec).items()}
+        return set(self.compute_output_spec(specs))
+
+    def _as_model_data(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
+        """(x, y, sample_weight, batch_size) for Keras: raw text through the preprocessor
+        into a batched tf.data pipeline; plain labels keyed by the task's output."""
+        spec = self.task_spec
+        if not _may_be_text(x):
+            if y is not None and not isinstance(y, dict) and spec.label_output is not None:
+                y = {spec.label_output: y}
+            return x, y, sample_weight, batch_size
+        text = _text_inputs()
+        if hasattr(x, "element_spec") and not text.is_text(x):  # tokenized tf.data
+            return text.keyed_dataset(x, spec.label_output), y, sample_weight, batch_size
+        if not text.is_text(x):
+            raise TypeError(f"{type(self).__name__} takes a dict of token ids "
+                            f"({', '.join(INPUT_NAMES)}) or raw text, not {type(x).__name__}")
+        segments = text.segments_of(x)
+        if segments not in spec.text_segments:
+            takes = {(): "token ids only", (1,): "one text per example",
+                     (2,): "(text_a, text_b) pairs", (1, 2): "texts or (text_a, text_b) pairs"}
+            raise TypeError(f"{type(self).__name__} ({self.task}) takes "
+                            f"{takes[spec.text_segments]}, not {segments} text segment(s)")
+        if self.preprocessor is None:
+            raise ValueError(f"{type(self).__name__} has no preprocessor for raw text: load it "
+                             "with from_preset (a checkpoint with its SentencePiece model), or "
+                             "set model.preprocessor = AlbertPreprocessor(...)")
+        dataset = text.as_dataset(self.preprocessor, x, y, sample_weight,
+                                  label_output=spec.label_output, batch_size=batch_size,
+                                  shuffle=shuffle)
+        return dataset, None, None, None
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
+            sample_weight=None, **kwargs):
+        """`keras.Model.fit`; `x` may be raw text (see the module docstring)."""
+        rows, arrays = batch_size, not _may_be_text(x)
+        x, y, sample_weight, batch_size = self._as_model_data(x, y, sample_weight, batch_size,
+                                                              shuffle)
+        shuffle = shuffle and arrays  # text is shuffled by its pipeline
+        if isinstance(validation_data, tuple):  # (x, y[, sample_weight])
+            vx, vy, vw = (*validation_data, None)[:3]
+            vx, vy, vw, _ = self._as_model_data(vx, vy, vw, kwargs.get(
+                "validation_batch_size") or rows)
+            validation_data = vx if vy is None else (vx, vy) if vw is None else (vx, vy, vw)
+        elif validation_data is not None:
+            validation_data = self._as_model_data(validation_data)[0]
+        return super().fit(x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                           callbacks=callbacks, validation_split=validation_split,
+                           validation_data=validation_data, shuffle=shuffle,
+                           class_weight=class_weight, sample_weight=sample_weight, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 **kwargs):
+        """`keras.Model.evaluate`; `x` may be raw text."""
+        x, y, sample_weight, batch_size = self._as_model_data(x, y, sample_weight, batch_size)
+        return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
+                                sample_weight=sample_weight, **kwargs)
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """`keras.Model.predict`; `x` may be raw text."""
+        x, _, _, batch_size = self._as_model_data(x, batch_size=batch_size)
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                               callbacks=callbacks)

@@ -1,0 +1,215 @@
+"""The tasks: one entry per task, owning what every stage needs to know about it.
+
+A `Task` says, for one task: the model class that holds it, the constructor
+arguments its head takes from the task record, the record's fields and their
+defaults, the loss and metrics `compile()` picks, which inputs the model takes
+(text segments, masked positions, choices), the serving module that answers for
+it, and the Hugging Face / KerasHub heads it maps to. Checkpoint readers and
+writers, export, fine-tuning and the demo ask the entry (`get(name)`, or
+`model.task_spec`, `record.spec`); they do not compare task names.
+
+This module imports neither Keras nor TensorFlow: reading a task record or a
+foreign checkpoint's config needs it, not the model.
+
+| task | model | head arguments (= record fields) | text in fit/predict |
+|---|---|---|---|
+| encoder | AlbertEncoder | | |
+| pretraining | AlbertPretrainer | | |
+| masked_lm | AlbertMaskedLM | mlm_layer_norm_epsilon | |
+| classification | AlbertSequenceClassifier | num_classes | text, (text_a, text_b) |
+| regression | AlbertSequenceRegressor | | text, (text_a, text_b) |
+| token_classification | AlbertTokenClassifier | num_classes | text |
+| span | AlbertSpanExtractor | answerability | (question, context) |
+| span_beam | AlbertSpanBeamExtractor | start_n_top, end_n_top | (question, context) |
+| multiple_choice | AlbertMultipleChoice | | |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import types
+from typing import Any, Mapping
+
+from albert_tf.numerics import LAYER_NORM_EPSILON
+
+__all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "COMMON_FIELDS", "SPAN_DEFAULTS",
+           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
+
+# The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
+# --max_answer_length 30, --n_best_size 20) and run_race (--max_qa_length 128).
+SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
+                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
+MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
+# run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
+BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
+# The masked-LM head's LayerNorm epsilon: the original's (and Hugging Face's); a KerasHub
+# AlbertMaskedLM's is 1e-5 (albert_tf.checkpoint.kerashub).
+MASKED_LM_DEFAULTS = {"mlm_layer_norm_epsilon": LAYER_NORM_EPSILON}
+# The fields every task's record holds.
+COMMON_FIELDS = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
+_CLASSES = ("num_classes", "label_names")
+# SQuAD decisions of the foreign span heads: "" when the null score exceeds the best
+# answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both
+# default to 0.0 before tuning it on dev data).
+NULL_SCORE_DIFF_THRESHOLD = 0.0
+
+_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What one task is, for every stage that handles it.
+
+    Attributes:
+      name: the task's name, as albert_task.json and `--task` write it.
+      model_class: the Keras class that holds it (in `albert_tf.models`, or
+        `albert_tf.encoder` for the encoder).
+      head_args: the model's constructor arguments the task record holds, under
+        the same names (`model_kwargs(record)`; `record_fields_of(model)` reads
+        them back).
+      fields: the record's fields beyond COMMON_FIELDS, in albert_task.json's order.
+      defaults: the record's defaults for fields not given.
+      recorded: whether a checkpoint's task record can name it (the encoder is
+        served or loaded from any checkpoint, never recorded).
+      losses: output name -> (loss kind, weight) for `compile()` without a loss
+        (kinds: "sparse_categorical_crossentropy", "binary_crossentropy",
+        "mean_squared_error", all on logits / raw outputs); empty: the model
+        computes its own (pretraining) or has no training loss here.
+      metrics: output name -> metric kinds ("accuracy", "mae") for `compile()`.
+      label_output: the output a plain label array `y` is the target of (None:
+        `y` must be a dict keyed by output).
+      text_segments: the numbers of text segments `fit`/`predict` accept as raw
+        strings (1: texts, 2: (text_a, text_b) tuples); empty: tokenized only.
+      masked_positions: the model takes `masked_lm_positions` [B,P] too.
+      choices: the inputs are [B,K,T] (one row per option).
+      optional_heads: parts a checkpoint of this task may lack as a whole (then
+        they keep their initialisation, with a warning).
+      serving: the serving module kind that answers for it
+        (`albert_tf.serving.export.SERVING_MODULES`).
+      hf_architecture: the Hugging Face class `convert --to hf` writes for it (None: none).
+      hf_fields: record fields a Hugging Face head of this task implies.
+      hf_problem_type: the `problem_type` Hugging Face's config gives this task when its
+        class holds several (regression is a one-output AlbertForSequenceClassification).
+      keras_hub: the KerasHub task class it is written as / read from (None: none).
+    """
+
+    name: str
+    model_class: str
+    head_args: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=lambda: _EMPTY)
+    recorded: bool = True
+    losses: Mapping[str, tuple[str, float]] = dataclasses.field(default_factory=lambda: _EMPTY)
+    metrics: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=lambda: _EMPTY)
+    label_output: str | None = None
+    text_segments: tuple[int, ...] = ()
+    masked_positions: bool = False
+    choices: bool = False
+    optional_heads: tuple[str, ...] = ()
+    serving: str = "features"
+    hf_architecture: str | None = None
+    hf_fields: Mapping[str, Any] = dataclasses.field(default_factory=lambda: _EMPTY)
+    hf_problem_type: str | None = None
+    keras_hub: str | None = None
+
+    @property
+    def record_fields(self) -> tuple[str, ...]:
+        """Every field of the task's record (COMMON_FIELDS first)."""
+        return COMMON_FIELDS + self.fields
+
+    @property
+    def classes(self) -> bool:
+        """Whether the task has classes (num_classes, label_names)."""
+        return "num_classes" in self.fields
+
+    def model_type(self) -> type:
+        """The Keras class of `model_class`.
+
+        Entries name their class, and this imports it when a model is built, so that
+        the table and the checkpoint readers need no Keras, and the models, whose
+        `from_preset` opens checkpoints, are not imported by what they import."""
+        module = "albert_tf.encoder" if not self.recorded else "albert_tf.models"
+        return getattr(importlib.import_module(module), self.model_class)
+
+    def model_kwargs(self, record) -> dict[str, Any]:
+        """The constructor arguments `record` (a TaskRecord) gives `model_class`."""
+        return {name: getattr(record, name) for name in self.head_args}
+
+    def record_fields_of(self, model) -> dict[str, Any]:
+        """The record fields `model`'s head decides (its head_args, read back)."""
+        return {name: getattr(model, name) for name in self.head_args}
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _task(name: str, model_class: str, **kwargs) -> Task:
+    for key in ("defaults", "losses", "metrics", "hf_fields"):
+        if key in kwargs:
+            kwargs[key] = types.MappingProxyType(dict(kwargs[key]))
+    return Task(name, model_class, **kwargs)
+
+
+_SPAN_FIELDS = tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",)
+_ACCURACY = {"logits": ("accuracy",)}
+_CROSS_ENTROPY = {"logits": ("sparse_categorical_crossentropy", 1.0)}
+
+ENCODER = _task("encoder", "AlbertEncoder", recorded=False, text_segments=(1, 2))
+
+TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in (
+    _task("pretraining", "AlbertPretrainer", masked_positions=True,
+          optional_heads=("mlm_head", "sop_head"), hf_architecture="AlbertForPreTraining"),
+    _task("masked_lm", "AlbertMaskedLM", head_args=tuple(MASKED_LM_DEFAULTS),
+          fields=tuple(MASKED_LM_DEFAULTS), defaults=MASKED_LM_DEFAULTS, masked_positions=True,
+          losses={"mlm_logits": ("sparse_categorical_crossentropy", 1.0)},
+          metrics={"mlm_logits": ("accuracy",)}, label_output="mlm_logits",
+          hf_architecture="AlbertForMaskedLM", keras_hub="keras_hub>AlbertMaskedLM"),
+    _task("classification", "AlbertSequenceClassifier", head_args=("num_classes",),
+          fields=_CLASSES + ("problem_type",), defaults={"problem_type": "single_label"},
+          losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
+          text_segments=(1, 2), serving="classifier",
+          hf_architecture="AlbertForSequenceClassification",
+          keras_hub="keras_hub>AlbertTextClassifier"),
+    _task("regression", "AlbertSequenceRegressor",
+          losses={"score": ("mean_squared_error", 1.0)}, metrics={"score": ("mae",)},
+          label_output="score", text_segments=(1, 2), serving="regressor",
+          hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression"),
+    _task("token_classification", "AlbertTokenClassifier", head_args=("num_classes",),
+          fields=_CLASSES, losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
+          text_segments=(1,), serving="token_labels",
+          hf_architecture="AlbertForTokenClassification"),
+    _task("span", "AlbertSpanExtractor", head_args=("answerability",), fields=_SPAN_FIELDS,
+          defaults=SPAN_DEFAULTS,
+          losses={"start_logits": ("sparse_categorical_crossentropy", 0.5),
+                  "end_logits": ("sparse_categorical_crossentropy", 0.5),
+                  "answerable_logits": ("binary_crossentropy", 1.0)},
+          text_segments=(2,), serving="span", hf_architecture="AlbertForQuestionAnswering",
+          hf_fields={"answerability": False,
+                     "null_score_diff_threshold": NULL_SCORE_DIFF_THRESHOLD}),
+    _task("span_beam", "AlbertSpanBeamExtractor", head_args=tuple(BEAM_DEFAULTS),
+          fields=_SPAN_FIELDS + tuple(BEAM_DEFAULTS), defaults={**SPAN_DEFAULTS, **BEAM_DEFAULTS},
+          text_segments=(2,), serving="span_beam"),
+    _task("multiple_choice", "AlbertMultipleChoice", fields=tuple(MULTIPLE_CHOICE_DEFAULTS),
+          defaults=MULTIPLE_CHOICE_DEFAULTS, losses=_CROSS_ENTROPY, metrics=_ACCURACY,
+          label_output="logits", choices=True, serving="multiple_choice",
+          hf_architecture="AlbertForMultipleChoice"),
+)})
+# The tasks a checkpoint's task record can name.
+RECORD_TASKS = tuple(TASKS)
+# Every task: what `export --task` and `open_checkpoint(task=...)` accept.
+ALL_TASKS: Mapping[str, Task] = types.MappingProxyType({**TASKS, ENCODER.name: ENCODER})
+
+
+def get(name: str | Task) -> Task:
+    """The task named `name` (a `Task` is returned as is).
+
+    Raises:
+      KeyError: no such task, naming the known ones.
+    """
+    if isinstance(name, Task):
+        return name
+    try:
+        return ALL_TASKS[name]
+    except (KeyError, TypeError):
+        raise KeyError(f"task={name!r} is not one of {', '.join(ALL_TASKS)}") from None

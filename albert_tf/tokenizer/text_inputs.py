@@ -1,0 +1,122 @@
+"""Raw text for a task model's `fit`, `evaluate` and `predict`: a `tf.data` pipeline
+through the model's `AlbertPreprocessor`.
+
+Part of the in-graph preprocessor (TensorFlow at module level); the models import it
+only when they are given text, so they run on any Keras backend with token ids.
+
+Accepted `x`: a string, a list / NumPy array / `tf.string` tensor of texts [B], a
+pair `(texts_a, texts_b)` of two such columns, or a `tf.data.Dataset` whose
+elements are such texts (alone, or with labels and sample weights). Labels `y`
+that are not a dict become the target of the task's `label_output`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+
+__all__ = ["is_text", "as_dataset", "keyed_dataset", "AlbertPreprocessor", "DEFAULT_BATCH_SIZE"]
+
+# Keras' own default batch size for arrays.
+DEFAULT_BATCH_SIZE = 32
+
+
+def _is_text_column(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(isinstance(v, (str, bytes)) for v in x)
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "SU" or (x.dtype == object and x.size > 0
+                                        and isinstance(x.flat[0], (str, bytes)))
+    return isinstance(x, tf.Tensor) and x.dtype == tf.string
+
+
+def is_text(x) -> bool:
+    """Whether `x` is raw text in a form `as_dataset` takes (datasets: whether their
+    inputs are strings)."""
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, tf.data.Dataset):
+        inputs = x.element_spec
+        if isinstance(inputs, tuple) and inputs and not _is_text_spec(inputs):
+            inputs = inputs[0]  # (x, y) or (x, y, sample_weight)
+        return _is_text_spec(inputs)
+    if isinstance(x, tuple) and len(x) == 2 and all(_is_text_column(c) for c in x):
+        return True
+    return _is_text_column(x)
+
+
+def _is_text_spec(spec) -> bool:
+    specs = spec if isinstance(spec, tuple) else (spec,)
+    return 1 <= len(specs) <= 2 and all(
+        isinstance(s, tf.TensorSpec) and s.dtype == tf.string for s in specs)
+
+
+def segments_of(x) -> int:
+    """How many text segments `x` holds (1 or 2)."""
+    if isinstance(x, tf.data.Dataset):
+        inputs = x.element_spec
+        if not _is_text_spec(inputs):
+            inputs = inputs[0]
+        return len(inputs) if isinstance(inputs, tuple) else 1
+    return 2 if isinstance(x, tuple) and not isinstance(x, str) and len(x) == 2 and \
+        all(_is_text_column(c) for c in x) else 1
+
+
+def _column(x) -> tf.Tensor:
+    return tf.convert_to_tensor([x] if isinstance(x, (str, bytes)) else x, tf.string)
+
+
+def _target(y, label_output: str | None):
+    """`y` keyed by the task's output when it is not a dict already."""
+    if y is None or isinstance(y, dict) or label_output is None:
+        return y
+    return {label_output: y}
+
+
+def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str | None,
+               batch_size: int | None = None, shuffle: bool = False) -> tf.data.Dataset:
+    """A batched dataset of (model inputs, labels[, sample weights]) from raw text.
+
+    Args:
+      preprocessor: the model's `AlbertPreprocessor`.
+      x: texts (see the module docstring); a dataset's elements may carry their labels.
+      y, sample_weight: labels and weights for in-memory `x` (row-aligned with it).
+      label_output: the output a label array is the target of (`Task.label_output`).
+      batch_size: rows per batch for in-memory `x` (default 32; a dataset is taken
+        as batched).
+      shuffle: reshuffle in-memory rows every epoch (as Keras does for arrays).
+    """
+    if isinstance(x, tf.data.Dataset):
+        if y is not None or sample_weight is not None:
+            raise ValueError("a dataset carries its own labels; pass y and sample_weight "
+                             "inside its elements")
+        dataset = x
+    else:
+        texts = tuple(_column(c) for c in x) if segments_of(x) == 2 else _column(x)
+        parts: Any = (texts,) + tuple(v for v in (y, sample_weight) if v is not None)
+        if y is None and sample_weight is not None:
+            raise ValueError("sample_weight needs y")
+        dataset = tf.data.Dataset.from_tensor_slices(parts if len(parts) > 1 else texts)
+        if shuffle:
+            dataset = dataset.shuffle(int(dataset.cardinality()), reshuffle_each_iteration=True)
+        dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
+
+    if _is_text_spec(dataset.element_spec):  # texts alone
+        prepare = lambda *texts: preprocessor(texts if len(texts) == 2 else texts[0])  # noqa: E731
+    else:  # (texts, labels[, sample weights])
+        prepare = lambda texts, labels, *weights: (  # noqa: E731
+            preprocessor(texts), _target(labels, label_output), *weights)
+    return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def keyed_dataset(dataset: tf.data.Dataset, label_output: str | None) -> tf.data.Dataset:
+    """A dataset of tokenized (x, y[, w]) whose plain labels are keyed by `label_output`."""
+    spec = dataset.element_spec
+    if not isinstance(spec, tuple) or len(spec) < 2 or isinstance(spec[1], dict) \
+            or label_output is None:
+        return dataset
+    return dataset.map(lambda x, y, *w: (x, {label_output: y}, *w))

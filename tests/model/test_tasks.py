@@ -1,0 +1,110 @@
+"""The task table: one entry per task owns its head arguments, record fields, loss,
+serving module and foreign heads; the rest of the code asks it instead of comparing
+task names."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+
+import pytest
+
+from albert_tf import tasks
+from albert_tf.checkpoint import task_record_of
+from albert_tf.checkpoint.opened import build_task_model
+from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.encoder import AlbertEncoder
+from albert_tf.models import TASK_MODELS
+from tests.helpers.model_harness import tiny_config
+from tests.helpers.paths import REPO
+
+# One record per task whose head arguments differ from the defaults, so a head argument
+# dropped or swapped on the way record -> model -> record fails.
+RECORDS = {
+    "pretraining": {},
+    "masked_lm": {"mlm_layer_norm_epsilon": 1e-5},
+    "classification": {"num_classes": 3, "label_names": ["a", "b", "c"]},
+    "regression": {},
+    "token_classification": {"num_classes": 4},
+    "span": {"answerability": True},
+    "span_beam": {"start_n_top": 3, "end_n_top": 2},
+    "multiple_choice": {},
+}
+
+
+def test_every_entry_names_its_model_class_and_the_class_names_its_entry():
+    assert set(RECORDS) == set(tasks.TASKS) == set(TASK_MODELS)
+    for name, spec in tasks.TASKS.items():
+        cls = TASK_MODELS[name]
+        assert cls.__name__ == spec.model_class and cls.task == name
+        arguments = inspect.signature(cls.__init__).parameters
+        assert set(spec.head_args) <= set(arguments), name
+        assert set(spec.head_args) <= set(spec.fields), name  # the record holds each one
+    assert tasks.ENCODER.model_class == AlbertEncoder.__name__ and not tasks.ENCODER.recorded
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_record_to_model_to_record_keeps_the_head(name):
+    record = TaskRecord.create(name, **RECORDS[name])
+    model = build_task_model(tiny_config(), record)
+    assert model.task_spec is record.spec is tasks.get(name)
+    back = task_record_of(model, label_names=record.label_names)
+    for field in record.spec.head_args:
+        assert getattr(back, field) == getattr(record, field), field
+    assert back.num_classes == record.num_classes
+
+
+def test_record_fields_follow_the_entry():
+    for name, spec in tasks.TASKS.items():
+        record = TaskRecord.create(name, **RECORDS[name])
+        assert tuple(record.to_dict()) == spec.record_fields
+        for field, value in spec.defaults.items():
+            if field not in RECORDS[name]:
+                assert getattr(record, field) == value, (name, field)
+
+
+def test_losses_metrics_and_serving_name_outputs_the_model_has():
+    config = tiny_config()
+    for name, spec in tasks.TASKS.items():
+        model = build_task_model(config, TaskRecord.create(name, **RECORDS[name]))
+        outputs = set(model.compute_output_spec(_spec_inputs(spec, config)))
+        assert set(spec.metrics) <= outputs, name
+        assert spec.label_output is None or spec.label_output in outputs, name
+        # span's answerable_logits exists only with answerability (RECORDS turns it on).
+        assert set(spec.losses) <= outputs, name
+
+
+def _spec_inputs(spec, config):
+    import keras
+
+    shape = (2, 3, 7) if spec.choices else (2, 7)
+    inputs = {n: keras.KerasTensor(shape, "int32")
+              for n in ("input_word_ids", "input_mask", "input_type_ids")}
+    if spec.masked_positions:
+        inputs["masked_lm_positions"] = keras.KerasTensor((2, 3), "int32")
+    return inputs
+
+
+def test_get_names_the_known_tasks():
+    assert tasks.get("span") is tasks.TASKS["span"] and tasks.get(tasks.ENCODER) is tasks.ENCODER
+    with pytest.raises(KeyError, match="task='spam' is not one of pretraining, masked_lm"):
+        tasks.get("spam")
+
+
+# The comparisons the table replaces: `task == "..."`, `task in (...)`, `task != ...`.
+COMPARISON = re.compile(r"task ==|task in \(|task !=")
+
+
+def test_at_most_two_modules_compare_task_names():
+    found = {}
+    for room in ("albert_tf", "training", "serving"):
+        for parent, _, files in os.walk(os.path.join(REPO, room)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(parent, name)
+                    with open(path, encoding="utf-8") as f:
+                        hits = [i for i, line in enumerate(f, 1) if COMPARISON.search(line)]
+                    if hits:
+                        found[os.path.relpath(path, REPO)] = hits
+    assert len(found) <= 2, found

@@ -1,0 +1,87 @@
+"""Gradient accumulation gives the update of one batch N times larger; the encoder's
+rematerialization gives the same gradients."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from albert_tf import AlbertSpanExtractor
+from albert_tf.errors import UserError
+from albert_tf.training.finetune.train import TrainConfig
+from albert_tf.training.runtime.optimization import create_optimizer
+from tests.helpers.model_harness import encoder_inputs, tiny_config
+
+ROWS = 8
+
+
+def _data(config):
+    x = encoder_inputs(config, batch=ROWS, seq=7, seed=4)
+    rng = np.random.default_rng(5)
+    y = {"start_logits": rng.integers(0, 4, ROWS), "end_logits": rng.integers(0, 4, ROWS)}
+    return x, y
+
+
+def _model(config, **kwargs):
+    keras.utils.set_random_seed(1)  # dropout is 0: the span head has none, the config too
+    return AlbertSpanExtractor(config, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_n_accumulated_batches_make_the_update_of_one_batch_n_times_larger(name):
+    config = tiny_config()
+    x, y = _data(config)
+    whole, parts = _model(config), _model(config)
+    parts.set_weights(whole.get_weights())
+    initial = [w.copy() for w in whole.get_weights()]
+    for model, accumulation in ((whole, None), (parts, 4)):
+        model.compile(optimizer=create_optimizer(name, 1e-3, train_steps=10, warmup_steps=0,
+                                                 gradient_accumulation_steps=accumulation),
+                      jit_compile=False)
+    whole.fit(x, y, batch_size=ROWS, epochs=1, shuffle=False, verbose=0)
+    parts.fit(x, y, batch_size=ROWS // 4, epochs=1, steps_per_epoch=3, shuffle=False, verbose=0)
+    for before, after in zip(initial, parts.get_weights()):  # 3 of 4 parts: no update yet
+        np.testing.assert_array_equal(before, after)
+    parts.fit({k: v[6:] for k, v in x.items()}, {k: v[6:] for k, v in y.items()},
+              batch_size=ROWS // 4, epochs=1, shuffle=False, verbose=0)
+    assert int(parts.optimizer.iterations) == int(whole.optimizer.iterations) == 1
+    changed = 0
+    for a, b, before in zip(whole.get_weights(), parts.get_weights(), initial):
+        np.testing.assert_allclose(b, a, atol=2e-6, rtol=0)
+        changed += not np.allclose(a, before)
+    assert changed > 10  # the update moved the weights, both the same way
+
+
+def test_the_batch_must_split_evenly():
+    with pytest.raises(UserError, match="batch_size=6 is not divisible by "
+                                        "gradient_accumulation_steps=4"):
+        TrainConfig(output_dir="x", batch_size=6, gradient_accumulation_steps=4)
+    assert TrainConfig(output_dir="x", batch_size=8, gradient_accumulation_steps=4
+                       ).micro_batch_size == 2
+
+
+def test_rematerialized_blocks_give_the_same_loss_and_gradients():
+    import tensorflow as tf
+
+    config = tiny_config(num_hidden_groups=2, inner_group_num=2)
+    x, y = _data(config)
+    plain, remat = _model(config), _model(config, remat=True)
+    remat.set_weights(plain.get_weights())
+    grads = []
+    for model in (plain, remat):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                y["start_logits"], out["start_logits"]))
+        grads.append((float(loss), tape.gradient(loss, model.trainable_variables)))
+    assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-6)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        if a is None:  # the pooler: this model does not read it
+            assert b is None
+            continue
+        np.testing.assert_allclose(tf.convert_to_tensor(b).numpy(),
+                                   tf.convert_to_tensor(a).numpy(), atol=1e-5, rtol=0)
+    assert AlbertSpanExtractor.from_config(remat.get_config()).encoder.remat
+    with pytest.raises(ValueError, match="remat=True needs hidden_dropout_prob=0"):
+        _model(tiny_config(hidden_dropout_prob=0.1), remat=True)
