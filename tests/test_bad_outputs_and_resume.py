@@ -741,9 +741,9 @@ def test_a_failed_ablate_leaves_nothing_that_blocks_the_corrected_rerun(capsys, 
     assert os.listdir(tmp_path) == []
     # An ablation.json no data or run was made under binds nothing.
     output.mkdir()
-    (output / ablate.CONFIG_FILE).write_text(json.dumps({"steps": 99}))
+    (output / ablate.ABLATION_FILE).write_text(json.dumps({"steps": 99}))
     ablate._prepare_output(ablate.AblateOptions(output=str(output), steps=2))
-    assert json.loads((output / ablate.CONFIG_FILE).read_text())["steps"] == 2
+    assert json.loads((output / ablate.ABLATION_FILE).read_text())["steps"] == 2
 
 
 def test_a_path_with_a_newline_stays_one_line(capsys, tmp_path):

@@ -23,6 +23,9 @@ Both targets hold only weights shared per group across depth (sharing="all"); Ke
 also only the tanh GELU, one dropout rate and num_layers divisible by num_groups. When
 E == H both are written an identity E -> H projection (they always have one), which
 reads back as none.
+
+Long because it holds both targets' writers and the checks that refuse a model before
+any weight is read; split, each format's refusals would sit apart from what it writes.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ rerunning the same command after a crash or kill skips the finished shards. A ru
 that fails or is interrupted before any shard is finished leaves the directory as it
 was (create_data_config.json, stats/ and the directories it created are removed); a
 run that made no instances keeps only summary.json, which says why.
+
+Long because the command's checks, its resumable output rule and its shard loop share
+the one set of options; split, they would pass them around in pieces.
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ def _prepare_output(output_dir: str, config: dict) -> list[str]:
     """
     atomic.check_writable_directory(output_dir, "--output-dir")
     # Shards and statistics beside no create_data_config.json / summary.json are not ours.
-    atomic.check_resumable(output_dir, (SHARD_GLOB, STATS_DIR), (CONFIG_FILE, SUMMARY_FILE),
+    atomic.check_resumable(output_dir, (SHARD_GLOB, STATS_DIR), (DATA_CONFIG_FILE, SUMMARY_FILE),
                            "--output-dir", "create-data")
     stats = os.path.join(output_dir, STATS_DIR)
     path = os.path.join(output_dir, DATA_CONFIG_FILE)

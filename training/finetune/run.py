@@ -58,6 +58,7 @@ from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordEr
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
+from . import race, sequence, squad
 from .bucketing import check_buckets
 from .examples import DataError, check_label_name
 from .families import build_task, family, task_defaults

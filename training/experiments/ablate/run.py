@@ -22,6 +22,9 @@ OUTPUT/
 A configuration whose result.json exists is skipped, so rerunning the command
 after a kill continues where it stopped (a half-trained configuration resumes
 from its last pretraining checkpoint).
+
+Long because it is the command's table of configurations, their runs, the output rule
+that makes a rerun continue, and the command line that configures them.
 """
 
 from __future__ import annotations
