@@ -17,8 +17,12 @@ setup: $(BIN)/albert-tf
 demo: setup
 	$(BIN)/albert-tf demo
 
+# Two workers (pytest-xdist), each test module on one of them: the suite is as much
+# waiting (subprocesses, I/O, single-threaded Python) as computing.
+TEST_WORKERS := -n 2 --dist loadfile
+
 test: setup
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q $(TEST_WORKERS) tests
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q $(TEST_WORKERS) -m "not slow" tests

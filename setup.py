@@ -66,7 +66,8 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        "test": ["pytest>=8", "jax", "scikit-learn", "scipy"],  # independent metric checks
+        # jax, scikit-learn, scipy: independent metric checks; pytest-xdist: make test's workers
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy"],
         "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],

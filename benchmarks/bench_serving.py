@@ -6,9 +6,11 @@ checkpoint, exported with `albert-tf export`'s defaults and reloaded with
 tf.saved_model.load, and written as a Hugging Face directory (`convert --to hf`) from which
 transformers (PyTorch eager) and ONNX Runtime (that module exported to ONNX) serve it with
 transformers' tokenizer: raw text in, probabilities out, in one process. The three must
-agree to 1e-4 on every text before anything is timed. Calls are interleaved (A, B, C, A,
-B, C, ...): batch 1 with a 12-word text and a ~128-piece text (p50, p99) and batch 32
-with documentation sentences (texts/s). Then the SavedModel's time is split: the
+agree to 1e-4 on every text before anything is timed. Calls are interleaved (A, B, C,
+B, C, A, ..., the order rotating): batch 1 with a 12-word text and a ~128-piece text (p50,
+p99), once call by call (each call after the other stacks' calls, their weights in the
+caches) and once in blocks of --block calls per stack (back to back, as a server answers
+one request after another), and batch 32 with documentation sentences (texts/s). Then the SavedModel's time is split: the
 `token_ids` signature on the same texts tokenized in Python (the encoder and read-out)
 vs the text signature (plus tokenization and packing in the graph).
 
@@ -269,17 +271,27 @@ def long_text(tokenizer, texts: list[str], pieces: int = 126) -> str:
     return " ".join(words[:low])
 
 
-def interleaved(stacks: dict, batches: list, warmup: int = 3) -> dict[str, list[float]]:
-    """Seconds per call of every stack, the stacks taking turns on each batch."""
+def interleaved(stacks: dict, batches: list, warmup: int = 3,
+                block: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of every stack, the stacks taking turns.
+
+    `block` 1: on each batch in turn, so every call follows the other stacks' calls (their
+    weights in the caches: a process serving several models). `block` N: N calls each in
+    turn (a server answering one request after another). The order of the stacks rotates
+    from round to round, so none always follows the same one.
+    """
     for batch in batches[:warmup]:
         for fn in stacks.values():
             fn(batch)
     times = {name: [] for name in stacks}
-    for batch in batches:
-        for name, fn in stacks.items():
-            start = time.perf_counter()
-            fn(batch)
-            times[name].append(time.perf_counter() - start)
+    order = list(stacks)
+    for start in range(0, len(batches), block):
+        for name in order:
+            for batch in batches[start:start + block]:
+                began = time.perf_counter()
+                stacks[name](batch)
+                times[name].append(time.perf_counter() - began)
+        order = order[1:] + order[:1]
     return times
 
 
@@ -345,15 +357,20 @@ def peers_main(args) -> int:
             print("the stacks disagree (> 1e-4), not timing them: " + ", ".join(
                 f"{name} on {case} {d:.1e}" for (name, case), d in differences.items()))
             return 1
-        figures = {name: {} for name in stacks}
-        for label, text in (("12 words", short), ("long", long)):
-            times = interleaved(stacks, [[text]] * args.requests)
-            for name, t in times.items():
-                figures[name][label] = (np.percentile(t, 50) * 1e3, np.percentile(t, 99) * 1e3)
         batches = [many[i * 32:(i + 1) * 32] for i in range(args.requests)]
-        for name, t in interleaved(stacks, batches).items():
-            figures[name]["batch 32"] = 32 * len(t) / sum(t)
-        print_peers(figures, ours)
+        batch32 = {name: 32 * len(t) / sum(t) for name, t in interleaved(stacks, batches).items()}
+        for block, how in ((1, "calls interleaved one by one (each after the other stacks' "
+                               "calls)"),
+                           (args.block, f"in blocks of {args.block} calls (back to back, as a "
+                                        "server answers)")):
+            figures = {name: {"batch 32": batch32[name]} for name in stacks}
+            for label, text in (("12 words", short), ("long", long)):
+                times = interleaved(stacks, [[text]] * args.requests, block=block)
+                for name, t in times.items():
+                    figures[name][label] = (np.percentile(t, 50) * 1e3,
+                                            np.percentile(t, 99) * 1e3)
+            print(f"\nbatch 1 {how}; batch 32 interleaved:")
+            print_peers(figures, ours)
         split = time_split(text_signature, ids_signature, tokenizer, seq_length,
                            {"batch 1, 12 words": [[short]] * args.requests,
                             "batch 32": batches})
@@ -465,6 +482,8 @@ def main() -> int:
     parser.add_argument("--seq-length", type=int,
                         help="default: 128 (64 for the demo's model); --eager: 512")
     parser.add_argument("--requests", type=int, default=40, help="timed calls per figure")
+    parser.add_argument("--block", type=int, default=10,
+                        help="batch-1 calls each stack makes in a row in the second table")
     parser.add_argument("--spm-model", help="SentencePiece model (default: train one)")
     parser.add_argument("--precision", action="store_true",
                         help="bfloat16 vs float32 exports instead (use --seq-length 128)")

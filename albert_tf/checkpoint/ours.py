@@ -245,6 +245,8 @@ def task_record_of(model, label_names: list[str] | None = None,
     spec = model.task_spec
     held = getattr(model, "task_record", None)
     fields = {k: v for k, v in held.to_dict().items() if k != "task"} if held else {}
+    if seq_length is not None:  # the task's own defaults are fitted to the new length again
+        fields = {k: v for k, v in fields.items() if spec.defaults.get(k, object()) != v}
     decided = {"do_lower_case": do_lower_case, "seq_length": seq_length,
                "precision": model.dtype_policy.name, **spec.record_fields_of(model)}
     if spec.classes:

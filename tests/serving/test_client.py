@@ -207,7 +207,13 @@ def test_predict_gives_the_same_rows_over_rest_grpc_and_locally(models, servers,
         argv = [*route, "--model", "albert_cls", "--input", str(text_file), "--output", str(out),
                 "--batch-size", "2"]
         assert client.main(argv) == 0, route
-        assert _read_jsonl(out) == want, route
+        got = _read_jsonl(out)
+        # Batches of 2 rows run other matrix shapes than one call on every text: the same
+        # labels, probabilities equal to float32 rounding.
+        assert [{k: v for k, v in row.items() if k != "probabilities"} for row in got] == [
+            {k: v for k, v in row.items() if k != "probabilities"} for row in want], route
+        np.testing.assert_allclose([row["probabilities"] for row in got],
+                                   [row["probabilities"] for row in want], atol=1e-6, rtol=0)
 
 
 def test_predict_reads_jsonl_for_two_input_signatures(models, servers, tmp_path):
