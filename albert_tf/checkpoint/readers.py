@@ -259,47 +259,38 @@ def read_hf(directory: str) -> TensorSource:
 
 
 # ---------------------------------------------------------------------- Keras .h5
-def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    """Every model dataset in a Keras `.weights.h5` file: its path and shape.
+def _h5_model_datasets(path: str) -> list:
+    """(name, dataset attributes: shape, dtype, attrs) of every model dataset of a Keras
+    `.weights.h5` file; optimizer state (`optimizer/...`, written by `save_weights` of a
+    compiled model) is left out: like the TF1 Adam slots, it is not part of the model."""
+    import h5py  # deferred: only Keras weights files need it
 
-    Optimizer state (`optimizer/...`, written by `save_weights` of a compiled model)
-    is left out: like the TF1 Adam slots, it is not part of the model.
-    """
-    import h5py  # deferred: only our format's weights file needs it
-
-    shapes = {}
+    found = []
 
     def visit(name, obj):
         if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/"):
-            shapes[name] = tuple(obj.shape)
+            found.append((name, tuple(obj.shape), obj.dtype, dict(obj.attrs)))
 
     try:
         with h5py.File(path, "r") as f:
             f.visititems(visit)
     except OSError as e:
         raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
-    return shapes
+    return found
+
+
+def h5_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """Every model dataset in a Keras `.weights.h5` file: its path and shape."""
+    return {name: shape for name, shape, _, _ in _h5_model_datasets(path)}
 
 
 def h5_not_float(path: str) -> list[str]:
     """The model datasets of a Keras `.weights.h5` file that do not hold floating-point
     values (a bfloat16 variable, stored as marked 2-byte integers, does), as
     `weight_problem` words them."""
-    import h5py  # deferred: only Keras weights files need it
-
-    problems = []
-
-    def visit(name, obj):
-        if isinstance(obj, h5py.Dataset) and not name.startswith("optimizer/") and \
-                obj.dtype.kind != "f" and obj.attrs.get("dtype") not in ("bfloat16", b"bfloat16"):
-            problems.append(f"{name} ({obj.dtype} values, not floating point)")
-
-    try:
-        with h5py.File(path, "r") as f:
-            f.visititems(visit)
-    except OSError as e:
-        raise CheckpointError(f"{path}: not a readable HDF5 weights file: {e}") from None
-    return problems
+    return [f"{name} ({dtype} values, not floating point)"
+            for name, _, dtype, attrs in _h5_model_datasets(path)
+            if dtype.kind != "f" and attrs.get("dtype") not in ("bfloat16", b"bfloat16")]
 
 
 def read_keras_h5(files: dict[str, str], kind: str, path: str) -> TensorSource:

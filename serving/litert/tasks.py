@@ -24,7 +24,7 @@ from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.spm import MASK_PIECE
 
 from ..signatures.base import IDS_SPEC, TEXT_SPEC
-from ..signatures.tasks import TOP_K
+from ..signatures.tasks import TOP_K, class_outputs, encoder_features
 from .text_graph import LiteText, trim_ids
 
 
@@ -93,11 +93,7 @@ class EncoderLite(LiteModule):
     """Encoder features, as the SavedModel's PretrainedModule."""
 
     def readout(self, features):
-        encoder = getattr(self.model, "encoder", self.model)
-        out = encoder(features, training=False)
-        return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
-                "sequence_output": tf.cast(out["sequence_output"], tf.float32),
-                "input_mask": features["input_mask"]}
+        return encoder_features(self.model, features)
 
 
 class FillMaskLite(EncoderLite):
@@ -161,12 +157,7 @@ class ClassifierLite(LiteModule):
 
     def readout(self, features):
         logits = self.model(features, training=False)["logits"]
-        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        outputs = {"label_id": label_id, "label": tf.gather(self.label_names, label_id)}
-        if self.multi_label:
-            probabilities = tf.sigmoid(logits)
-            return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
-        return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
+        return class_outputs(logits, self.label_names, self.multi_label)
 
 
 class RegressorLite(LiteModule):

@@ -43,15 +43,31 @@ from .base import (
 TOP_K = 5  # fill_mask candidates per [MASK]
 
 
+def class_outputs(logits, label_names: tf.Tensor, multi_label: bool) -> dict[str, tf.Tensor]:
+    """A classifier's served outputs from its logits [B,C]: probabilities (softmax, or
+    per-class sigmoids and `active` for multi_label), label_id and the label's name."""
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    outputs = {"label_id": label_id, "label": tf.gather(label_names, label_id)}
+    if multi_label:
+        probabilities = tf.sigmoid(logits)
+        return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
+    return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+
+def encoder_features(model, features) -> dict[str, tf.Tensor]:
+    """The encoder outputs a signature serves (float32), for any model or its encoder."""
+    encoder = getattr(model, "encoder", model)
+    out = encoder(features, training=False)
+    return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(out["sequence_output"], tf.float32),
+            "input_mask": features["input_mask"]}
+
+
 class PretrainedModule(ServingModule):
     """Encoder features for text and pairs; fill_mask when the model has its MLM head."""
 
     def _encode(self, features):
-        encoder = getattr(self.model, "encoder", self.model)
-        out = encoder(features, training=False)
-        return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
-                "sequence_output": tf.cast(out["sequence_output"], tf.float32),
-                "input_mask": features["input_mask"]}
+        return encoder_features(self.model, features)
 
     @tf.function(input_signature=[TEXT_SPEC])
     def encode(self, text):
@@ -136,12 +152,7 @@ class ClassifierModule(ServingModule):
     def _classify(self, features):
         logits = run_by_length(lambda group: self.model(group, training=False)["logits"],
                                features, self.pad_multiple, [None, self.model.num_classes])
-        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        outputs = {"label_id": label_id, "label": tf.gather(self.label_names, label_id)}
-        if self.multi_label:
-            probabilities = tf.sigmoid(logits)
-            return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
-        return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
+        return class_outputs(logits, self.label_names, self.multi_label)
 
     @tf.function(input_signature=[TEXT_SPEC])
     def classify(self, text):
