@@ -58,11 +58,12 @@ from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordEr
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
+from ..runtime.fit_steps import check_accumulation
 from . import race, sequence, squad
 from .bucketing import check_buckets
 from .examples import DataError, check_label_name
 from .families import build_task, family, task_defaults
-from .train import RUN_FILES, TrainConfig, check_accumulation, finetune
+from .train import RUN_FILES, TrainConfig, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
 

@@ -32,7 +32,11 @@ from albert_tf.inputs import INPUT_NAMES
 
 from ..runtime import layout as run_layout
 from ..runtime.distribute import is_chief, resolve_jit_compile
-from ..runtime.fit_steps import install_step_functions
+from ..runtime.fit_steps import (
+    check_accumulation,
+    check_replica_accumulation,
+    install_step_functions,
+)
 from ..runtime.optimization import create_optimizer
 from ..runtime.tensorboard import ScalarLogger, write_scalars
 from .bucketing import Encoded, check_buckets, default_buckets, make_dataset
@@ -76,9 +80,9 @@ class TrainConfig:
     is `warmup_steps`, or `warmup_proportion` of all steps when that is None.
     `buckets` are padded lengths for length bucketing (None: the default powers
     of two up to `seq_length`; [] pads every batch to `seq_length`).
-    `gradient_accumulation_steps` N splits each batch of `batch_size` into N batches
-    of batch_size / N whose gradients make one update: the same training in less
-    memory (steps, warmup and the schedule count updates).
+    `gradient_accumulation_steps` N runs each batch of `batch_size` as N parts of
+    batch_size / N, one after another, whose gradients make one update: the same
+    training in less memory (`fit_steps`; steps, warmup and the schedule count updates).
     """
 
     output_dir: str
@@ -114,11 +118,6 @@ class TrainConfig:
         if self.buckets:
             check_buckets(self.buckets, self.seq_length)
 
-    @property
-    def micro_batch_size(self) -> int:
-        """The examples of one forward and backward pass (batch_size / accumulation)."""
-        return self.batch_size // self.gradient_accumulation_steps
-
     def bucket_lengths(self) -> list[int] | None:
         if self.buckets is None:
             return default_buckets(self.seq_length)
@@ -133,14 +132,6 @@ class TrainConfig:
         warmup = self.warmup_steps if self.warmup_steps is not None else int(
             self.warmup_proportion * total)
         return epochs, per_epoch, epochs * per_epoch, warmup
-
-
-def check_accumulation(batch_size: int, steps: int, where: str = "") -> None:
-    """Refuses a batch that N accumulation steps do not split evenly (the one rule)."""
-    if steps > 1 and batch_size % steps:
-        raise UserError(f"batch_size={batch_size} is not divisible by gradient_accumulation_steps="
-                        f"{steps}{where}: each update takes batch_size examples in "
-                        f"{steps} equal parts")
 
 
 def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length: int,
@@ -223,6 +214,9 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     if task.train is None or not len(task.train):
         raise UserError(f"{task.name}: no training examples")
     strategy = strategy or tf.distribute.get_strategy()
+    check_replica_accumulation(config.batch_size // strategy.num_replicas_in_sync,
+                               config.gradient_accumulation_steps, strategy, "batch_size",
+                               config.batch_size)
     os.makedirs(config.output_dir, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
     epochs, per_epoch, total, warmup = config.schedule(len(task.train))
@@ -233,18 +227,18 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     def predict(data: Encoded) -> dict[str, list[np.ndarray]]:
         return predict_rows(model, data, config.eval_batch_size, config.seq_length, buckets)
 
-    logger.info("%s: %d examples, %d epochs x %d steps (batch %d), warmup %d, %s lr %g",
-                task.name, len(task.train), epochs, per_epoch, config.batch_size, warmup,
-                config.optimizer, config.learning_rate)
+    parts = config.gradient_accumulation_steps
+    logger.info("%s: %d examples, %d epochs x %d steps (batch %d%s), warmup %d, %s lr %g",
+                task.name, len(task.train), epochs, per_epoch, config.batch_size,
+                f" in {parts} parts of {config.batch_size // parts}" if parts > 1 else "",
+                warmup, config.optimizer, config.learning_rate)
     callbacks = [ScalarLogger(run_layout.tensorboard_dir(config.output_dir),
                               every=max(1, min(100, per_epoch // 10)))]
     evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
     callbacks += [evaluation] if evaluation else []
-    train_ds = make_dataset(task.train, config.micro_batch_size, config.seq_length, buckets,
+    train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
                             training=True, seed=config.seed)
-    # With accumulation a step of fit is one of the N batches of an update.
-    model.fit(train_ds, epochs=epochs,
-              steps_per_epoch=per_epoch * config.gradient_accumulation_steps, callbacks=callbacks,
+    model.fit(train_ds, epochs=epochs, steps_per_epoch=per_epoch, callbacks=callbacks,
               verbose=config.verbose, shuffle=False)  # the pipeline shuffles
     if evaluation is None:
         save()
@@ -272,11 +266,11 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
             model = task.build_model(loaded.config, encoder=loaded.encoder)
         model.config.check_sequence_length(config.seq_length)
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
-                                     weight_decay=config.weight_decay,
-                                     gradient_accumulation_steps=config.gradient_accumulation_steps)
+                                     weight_decay=config.weight_decay)
         # The loss and metrics are the task model's own (its entry in albert_tf.tasks).
         model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile))
-        install_step_functions(model)
+        # Each update is gradient_accumulation_steps parts of the batch, run in turn.
+        install_step_functions(model, config.gradient_accumulation_steps)
     return model
 
 

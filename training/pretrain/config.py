@@ -17,6 +17,8 @@ from albert_tf.arguments import number_field
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 
+from ..runtime.fit_steps import check_accumulation
+
 DATA_RESUME = ("skip", "reseed")
 
 
@@ -37,6 +39,9 @@ class PretrainConfig:
     max_predictions: typing.Optional[int] = number_field(  # None: read from the data
         None, minimum=1, hint="omit it to read it from the data")
     global_batch_size: int = number_field(4096, minimum=1)
+    # Each replica's batch runs as this many parts in turn, their gradients averaged
+    # into one update (training/runtime/fit_steps.py): less memory, the same steps.
+    gradient_accumulation_steps: int = number_field(1, minimum=1)
     train_steps: int = number_field(125_000, minimum=1)
     warmup_steps: int = number_field(3125, minimum=0)
     learning_rate: float = number_field(0.00176, exclusive_minimum=0.0)
@@ -73,6 +78,8 @@ class PretrainConfig:
             if not getattr(self, name):
                 raise UserError(f"{name} is required")
         arguments.check_numbers(self)  # every number: its type, finite, its range
+        check_accumulation(self.global_batch_size, self.gradient_accumulation_steps,
+                           field="global_batch_size")
         if self.seq_length is not None:  # None: from the data
             check_sequence_length(self.seq_length, where="omit it to read it from the data")
         spe = self.steps_per_execution

@@ -174,7 +174,7 @@ def build_model(cfg: PretrainConfig, strategy, vocab_size: int | None, resolved=
         # makes it agree across replicas.
         model.compile(optimizer=optimizer, steps_per_execution=cfg.steps_per_execution,
                       jit_compile=jit)
-        fit_steps.install_step_functions(model)
+        fit_steps.install_step_functions(model, cfg.gradient_accumulation_steps)
         model.optimizer.build(model.trainable_variables)  # slots exist before a restore
     return model
 
@@ -473,7 +473,9 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
 def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration | None,
          strategy, chief: bool, precision_choice: precision.PrecisionChoice | None) -> dict:
     """`run` once the strategy is built and output_dir claimed."""
-    distribute.scale_batch(cfg.global_batch_size, strategy)
+    fit_steps.check_replica_accumulation(distribute.scale_batch(cfg.global_batch_size, strategy),
+                                         cfg.gradient_accumulation_steps, strategy,
+                                         "global_batch_size", cfg.global_batch_size)
 
     shapes = data_shapes(cfg.train_data)
     cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
@@ -613,6 +615,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--init-checkpoint", help="start from these weights (TF1, HF or ours)")
     parser.add_argument("--global-batch-size", type=int)
     parser.add_argument("--train-steps", type=int)
+    parser.add_argument("--gradient-accumulation-steps", type=int, metavar="N",
+                        help="run each batch as N parts in turn, one update: less memory")
     parser.add_argument("--optimizer", choices=("lamb", "adamw"))
     parser.add_argument("--precision", help="auto, float32, mixed_float16, mixed_bfloat16")
     parser.add_argument("--strategy", help="default, cpu, mirrored, multi_worker, tpu[:NAME]")

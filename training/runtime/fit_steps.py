@@ -26,6 +26,17 @@ every strategy (each workaround names its upstream issue):
   contains `strategy.run`, which XLA cannot place across devices (and Keras' "auto"
   turns XLA off under tf.distribute). We compile the per-replica forward/backward
   pass; the cross-replica gradient sum and the optimizer update run outside XLA.
+
+And gradient accumulation (`accumulation_steps` N > 1), the one way both training
+commands have it: each replica splits its batch into N equal parts and runs the
+forward/backward pass on them one after another (a `tf.while_loop` with no parallel
+iterations, so only one part's activations are alive at a time), averaging the
+gradients before the one update. A step of `fit` stays one update of the whole
+batch, so step counts, schedules, checkpoints, resumes and the step-time
+calibration mean the same with or without it. The average of the parts' mean losses
+is the whole batch's mean loss when the parts weigh the same (as data-parallel
+replicas average theirs, and the original ALBERT its TPU cores'); for the masked-LM
+loss, normalized by each part's count of masked tokens, it is that per-part mean.
 """
 
 from __future__ import annotations
@@ -35,12 +46,34 @@ import types
 import keras
 import tensorflow as tf
 
+from albert_tf.errors import UserError
 from albert_tf.keras_compat import unscale_loss_for_distribution
 
 
-def install_step_functions(model: keras.Model) -> keras.Model:
+def check_accumulation(batch_size: int, steps: int, where: str = "",
+                       field: str = "batch_size") -> None:
+    """Refuses a batch (`field`) that N accumulation steps do not split evenly (the one rule)."""
+    if steps > 1 and batch_size % steps:
+        raise UserError(f"{field}={batch_size} is not divisible by gradient_accumulation_steps="
+                        f"{steps}{where}: each update takes batch_size examples in "
+                        f"{steps} equal parts")
+
+
+def check_replica_accumulation(per_replica: int, steps: int, strategy, field: str,
+                               batch_size: int) -> None:
+    """`check_accumulation` for the batch each replica of `strategy` runs."""
+    replicas = strategy.num_replicas_in_sync
+    if replicas == 1:
+        check_accumulation(batch_size, steps, field=field)
+    else:
+        check_accumulation(per_replica, steps, f" ({replicas} replicas share {field}="
+                                               f"{batch_size})", field="each replica's batch")
+
+
+def install_step_functions(model: keras.Model, accumulation_steps: int = 1) -> keras.Model:
     """Makes `model.fit` / `model.evaluate` work under any strategy with
-    `steps_per_execution` and `jit_compile` (see the module docstring).
+    `steps_per_execution` and `jit_compile` (see the module docstring), each update
+    made of `accumulation_steps` parts of every replica's batch.
 
     Call after `model.compile(...)` and before the optimizer is built; returns the
     model. The replacements are bound to this instance only. A stock
@@ -54,6 +87,7 @@ def install_step_functions(model: keras.Model) -> keras.Model:
         model.optimizer = LossScaleOptimizer(
             optimizer.inner_optimizer, initial_scale=optimizer.initial_scale,
             dynamic_growth_steps=optimizer.dynamic_growth_steps, name=optimizer.name)
+    model._accumulation_steps = int(accumulation_steps)
     model.make_train_function = types.MethodType(_make_train_function, model)
     model.make_test_function = types.MethodType(_make_test_function, model)
     model._maybe_symbolic_build = types.MethodType(_maybe_symbolic_build, model)
@@ -97,14 +131,52 @@ def _train_replica_step(model: keras.Model):
         forward_backward = tf.function(forward_backward, jit_compile=True,
                                        reduce_retracing=True)
 
+    parts = getattr(model, "_accumulation_steps", 1)
+
+    def part_step(x, y, sample_weight):
+        y_pred, grads = forward_backward(x, y, sample_weight)
+        _update_compiled_metrics(model, x, y, y_pred, sample_weight)
+        return grads
+
     def step(data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        y_pred, grads = forward_backward(x, y, sample_weight)
+        if parts == 1:
+            grads = part_step(x, y, sample_weight)
+        else:
+            grads = _accumulated(part_step, (x, y, sample_weight), parts)
         # Outside XLA: the optimizer all-reduces the gradients across replicas.
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        _update_compiled_metrics(model, x, y, y_pred, sample_weight)
 
     return step
+
+
+def _accumulated(part_step, data, parts: int) -> list:
+    """The mean of `part_step`'s gradients over `parts` equal slices of `data`, the
+    slices run one after another (see the module docstring)."""
+
+    # Batches split evenly: the configs check it (`check_accumulation`) and the
+    # training pipelines drop a last partial batch.
+    part = tf.shape(tf.nest.flatten(data)[0])[0] // parts
+
+    def sliced(i):
+        return tf.nest.map_structure(
+            lambda t: None if t is None else t[i * part:(i + 1) * part], data)
+
+    # The first part outside the loop: it tells which variables get no gradient.
+    first = part_step(*sliced(0))
+    held = [i for i, g in enumerate(first) if g is not None]
+
+    def body(i, sums):
+        grads = part_step(*sliced(i))
+        return i + 1, [s + tf.convert_to_tensor(grads[k]) for s, k in zip(sums, held)]
+
+    _, sums = tf.while_loop(lambda i, _: i < parts, body,
+                            (tf.constant(1), [tf.convert_to_tensor(first[k]) for k in held]),
+                            parallel_iterations=1)
+    grads = [None] * len(first)
+    for k, total in zip(held, sums):
+        grads[k] = total / parts
+    return grads
 
 
 def _update_compiled_metrics(model, x, y, y_pred, sample_weight):

@@ -168,3 +168,29 @@ def test_finetune_under_mirrored_strategy(spm_model_path, tmp_path):
     result = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, spm_model_path, str(tmp_path / "out")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_gradient_accumulation_trains_the_same_model(spm_model_path, tmp_path, monkeypatch,
+                                                     caplog):
+    """`gradient_accumulation_steps=4`: each step runs the batch of 8 as 4 parts of 2
+    and updates once; the run takes the same steps to the same weights (no dropout:
+    the parts would draw other masks than the whole batch)."""
+    monkeypatch.setattr("albert_tf.models.HEAD_DROPOUT", 0.0)
+    tokenizer = AlbertTokenizer(spm_model_path)
+    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
+                          num_hidden_layers=1, num_attention_heads=3, intermediate_size=16,
+                          max_position_embeddings=16, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0)
+    weights = []
+    caplog.set_level("INFO")
+    for steps in (1, 4):
+        out = str(tmp_path / f"out{steps}")
+        summary = finetune(_tiny_task(tokenizer), config, TrainConfig(
+            out, train_steps=6, batch_size=8, learning_rate=1e-3, seq_length=16,
+            gradient_accumulation_steps=steps, jit_compile=False, verbose=0))
+        assert [h["epoch"] for h in summary["history"]] == [1, 2]  # 24 examples: 3 steps each
+        weights.append(load_checkpoint(out).get_weights())
+    assert "steps (batch 8 in 4 parts of 2)" in caplog.text
+    assert len(weights[0]) == len(weights[1]) > 10
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)

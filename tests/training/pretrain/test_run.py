@@ -114,6 +114,12 @@ def test_cli_bad_input_is_one_line_and_status_2(tmp_path, capsys, records):
                  "--output-dir", str(tmp_path / "o")]) == 2
     assert "no TFRecord files match" in capsys.readouterr().err
 
+    assert main(["--train-data", records["train"], "--output-dir", str(tmp_path / "o"),
+                 "--global-batch-size", "10", "--gradient-accumulation-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and ("global_batch_size=10 is not divisible by "
+                                             "gradient_accumulation_steps=4") in err
+
     config = tmp_path / "albert_config.json"
     config.write_text(json.dumps({"vocab_size": 37, "embedding_size": 8, "hidden_size": 12,
                                   "num_hidden_layers": 1, "num_attention_heads": 3,
@@ -295,6 +301,23 @@ def test_mixed_precision_runs_stay_finite(records, tmp_path, precision):
     assert any("dynamic_scale" in n for n in names) == (precision == "mixed_float16")
     for weight in _weights(tmp_path / "model"):
         assert weight.dtype == np.float32 and np.all(np.isfinite(weight))
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_runs_the_same_steps_from_the_cli(records, tmp_path):
+    """`--gradient-accumulation-steps 4`: the run counts updates (steps, checkpoints, the
+    learning rate) as without it, records the setting and exports a finite model."""
+    _, summary = _run(_command(records, tmp_path, "--global-batch-size", "16",
+                               "--train-steps", "6", "--gradient-accumulation-steps", "4",
+                               "warmup_steps=2", "checkpoint_every=3", "log_every=3"))
+    assert (summary["start_step"], summary["step"]) == (0, 6)
+    assert np.isfinite(summary["history"]["loss"]).all() and len(summary["history"]["loss"]) == 2
+    record = json.loads((tmp_path / "run_config.json").read_text())
+    assert record["gradient_accumulation_steps"] == 4 and record["global_batch_size"] == 16
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.index")) == [
+        "ckpt-3.index", "ckpt-6.index"]
+    for weight in _weights(tmp_path / "model"):
+        assert np.all(np.isfinite(weight))
 
 
 @pytest.mark.slow
