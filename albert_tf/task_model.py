@@ -244,17 +244,19 @@ class AlbertTaskModel(ExportMixin, keras.Model):
                             f"({', '.join(INPUT_NAMES)}) or raw text, not {type(x).__name__}")
         segments = text.segments_of(x)
         if segments not in spec.text_segments:
-            takes = {(): "token ids only", (1,): "one text per example",
-                     (2,): "(text_a, text_b) pairs", (1, 2): "texts or (text_a, text_b) pairs"}
-            raise TypeError(f"{type(self).__name__} ({self.task}) takes "
-                            f"{takes[spec.text_segments]}, not {segments} text segment(s)")
+            forms = {1: "one text per example", 2: "(text_a, text_b) pairs",
+                     tasks.CHOICE_TEXTS: "(contexts, choices) with choices [B, K]"}
+            takes = " or ".join(forms[s] for s in spec.text_segments) or "token ids only"
+            raise TypeError(f"{type(self).__name__} ({self.task}) takes {takes} as raw text, "
+                            f"not {forms[segments]}")
         if self.preprocessor is None:
             raise ValueError(f"{type(self).__name__} has no preprocessor for raw text: load it "
                              "with from_preset (a checkpoint with its SentencePiece model), or "
                              "set model.preprocessor = AlbertPreprocessor(...)")
-        dataset = text.as_dataset(self.preprocessor, x, y, sample_weight,
-                                  label_output=spec.label_output, batch_size=batch_size,
-                                  shuffle=shuffle)
+        dataset = text.as_dataset(
+            self.preprocessor, x, y, sample_weight, label_output=spec.label_output,
+            batch_size=batch_size, shuffle=shuffle,
+            max_qa_length=self.task_record.max_qa_length if spec.choices else None)
         return dataset, None, None, None
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,

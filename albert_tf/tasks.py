@@ -41,6 +41,8 @@ __all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "COMMON_FIELDS", "
 SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
                  "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
+# The raw-text form of multiple choice: (contexts [B], choices [B, K]).
+CHOICE_TEXTS = "choices"
 # run_squad_v2's beam (--start_n_top 5, --end_n_top 5): the XLNet-style head of `span_beam`.
 BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
 # The masked-LM head's LayerNorm epsilon: the original's (and Hugging Face's); a KerasHub
@@ -79,8 +81,9 @@ class Task:
       metrics: output name -> metric kinds ("accuracy", "mae") for `compile()`.
       label_output: the output a plain label array `y` is the target of (None:
         `y` must be a dict keyed by output).
-      text_segments: the numbers of text segments `fit`/`predict` accept as raw
-        strings (1: texts, 2: (text_a, text_b) tuples); empty: tokenized only.
+      text_segments: the raw-text forms `fit`/`predict` accept (1: texts, 2:
+        (text_a, text_b) tuples, CHOICE_TEXTS: (contexts [B], choices [B, K]) tuples,
+        one (context, choice) pair per option); empty: tokenized only.
       masked_positions: the model takes `masked_lm_positions` [B,P] too.
       choices: the inputs are [B,K,T] (one row per option).
       optional_heads: parts a checkpoint of this task may lack as a whole (then
@@ -103,7 +106,7 @@ class Task:
     losses: Mapping[str, tuple[str, float]] = dataclasses.field(default_factory=lambda: _EMPTY)
     metrics: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=lambda: _EMPTY)
     label_output: str | None = None
-    text_segments: tuple[int, ...] = ()
+    text_segments: tuple[int | str, ...] = ()
     masked_positions: bool = False
     choices: bool = False
     optional_heads: tuple[str, ...] = ()
@@ -192,7 +195,8 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           text_segments=(2,), serving="span_beam"),
     _task("multiple_choice", "AlbertMultipleChoice", fields=tuple(MULTIPLE_CHOICE_DEFAULTS),
           defaults=MULTIPLE_CHOICE_DEFAULTS, losses=_CROSS_ENTROPY, metrics=_ACCURACY,
-          label_output="logits", choices=True, serving="multiple_choice",
+          label_output="logits", choices=True, text_segments=(CHOICE_TEXTS,),
+          serving="multiple_choice",
           hf_architecture="AlbertForMultipleChoice"),
 )})
 # The tasks a checkpoint's task record can name.

@@ -217,6 +217,21 @@ def digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarra
             np.array([len(row) for row in rows], np.int64))
 
 
+def keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
+    """The first `counts[b]` items of each row b of a [B, (n)] ragged tensor."""
+    rows = ids.value_rowids()
+    position = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(
+        ids.row_starts(), rows)
+    keep = position < tf.gather(tf.cast(counts, tf.int64), rows)
+    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(ids.flat_values, keep),
+                                             tf.boolean_mask(rows, keep), nrows=ids.nrows())
+
+
+def keep_last(ids: tf.RaggedTensor, count: int) -> tf.RaggedTensor:
+    """The last `count` items of each row of a [B, (n)] ragged tensor."""
+    return ids[:, -count:]
+
+
 def _text_tensor(texts):
     """A list (or NumPy array) of str / bytes as a tf.string tensor; anything else as is."""
     if isinstance(texts, (list, np.ndarray)):
@@ -369,6 +384,24 @@ class AlbertPreprocessor(keras.layers.Layer):
         type_ids, _ = tf_text.pad_model_inputs(type_ids, self.seq_length, pad_value=0)
         values = (word_ids, mask, type_ids)
         return {name: tf.cast(v, tf.int32) for name, v in zip(INPUT_NAMES, values)}, trimmed
+
+    def pack_choices(self, contexts: tf.Tensor, options: tf.Tensor,
+                     max_qa_length: int) -> dict[str, tf.Tensor]:
+        """The [B, K, seq_length] multiple-choice inputs of contexts [B] and options [B, K].
+
+        The one multiple-choice packing (the task models' raw text and the served
+        signature): option k of row b is `[CLS] context [SEP] option [SEP]`, and as
+        RACE fine-tuning packs it the option keeps its last `max_qa_length` pieces (at
+        most seq_length - 3) and the context is cut to fill the rest.
+        """
+        keep = min(int(max_qa_length), self.seq_length - 3)
+        shape = tf.shape(options, tf.int64)  # [B, K]
+        qa = keep_last(self.tokenize(tf.reshape(options, [-1])), keep)  # [B*K, (m)]
+        context = tf.gather(self.tokenize(contexts), tf.repeat(tf.range(shape[0]), shape[1]))
+        context = keep_first(context, self.seq_length - 3 - qa.row_lengths())
+        flat, _ = self.pack([context, qa])  # [B*K, T]
+        return {name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
+                for name, value in flat.items()}
 
     def _segments(self, inputs) -> list[tf.Tensor]:
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]

@@ -5,8 +5,10 @@ Part of the in-graph preprocessor (TensorFlow at module level); the models impor
 only when they are given text, so they run on any Keras backend with token ids.
 
 Accepted `x`: a string, a list / NumPy array / `tf.string` tensor of texts [B], a
-pair `(texts_a, texts_b)` of two such columns, or a `tf.data.Dataset` whose
-elements are such texts (alone, or with labels and sample weights). Labels `y`
+pair `(texts_a, texts_b)` of two such columns, for multiple choice `(contexts,
+choices)` with choices [B, K] (lists of K strings, a 2-D array or tensor: each option
+is the pair (context, choice), the model's [B, K, T] input), or a `tf.data.Dataset`
+whose elements are such texts (alone, or with labels and sample weights). Labels `y`
 that are not a dict become the target of the task's `label_output`.
 """
 
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.tasks import CHOICE_TEXTS
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
 __all__ = ["is_text", "as_dataset", "keyed_dataset", "AlbertPreprocessor", "DEFAULT_BATCH_SIZE"]
@@ -34,6 +37,21 @@ def _is_text_column(x) -> bool:
     return isinstance(x, tf.Tensor) and x.dtype == tf.string
 
 
+def _is_choices_column(x) -> bool:
+    """Rows of K strings each, K the same for every row ([B, K])."""
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(isinstance(row, (list, tuple)) and _is_text_column(row)
+                               for row in x) and len({len(row) for row in x}) == 1
+    if isinstance(x, np.ndarray):
+        return x.ndim == 2 and _is_text_column(x)
+    return isinstance(x, tf.Tensor) and x.dtype == tf.string and x.shape.rank == 2
+
+
+def _is_choices_pair(x) -> bool:
+    return (isinstance(x, tuple) and len(x) == 2 and _is_text_column(x[0])
+            and not _is_choices_column(x[0]) and _is_choices_column(x[1]))
+
+
 def is_text(x) -> bool:
     """Whether `x` is raw text in a form `as_dataset` takes (datasets: whether their
     inputs are strings)."""
@@ -44,7 +62,8 @@ def is_text(x) -> bool:
         if isinstance(inputs, tuple) and inputs and not _is_text_spec(inputs):
             inputs = inputs[0]  # (x, y) or (x, y, sample_weight)
         return _is_text_spec(inputs)
-    if isinstance(x, tuple) and len(x) == 2 and all(_is_text_column(c) for c in x):
+    if isinstance(x, tuple) and len(x) == 2 and (
+            all(_is_text_column(c) for c in x) or _is_choices_pair(x)):
         return True
     return _is_text_column(x)
 
@@ -55,13 +74,23 @@ def _is_text_spec(spec) -> bool:
         isinstance(s, tf.TensorSpec) and s.dtype == tf.string for s in specs)
 
 
-def segments_of(x) -> int:
-    """How many text segments `x` holds (1 or 2)."""
+def _is_choices_spec(spec) -> bool:
+    """A batch's (contexts [B], choices [B, K]) in a dataset's element spec."""
+    return (isinstance(spec, tuple) and len(spec) == 2 and _is_text_spec(spec)
+            and spec[1].shape.rank == spec[0].shape.rank + 1)
+
+
+def segments_of(x) -> int | str:
+    """How many text segments `x` holds (1 or 2), or `CHOICE_TEXTS` for (contexts, choices)."""
     if isinstance(x, tf.data.Dataset):
         inputs = x.element_spec
         if not _is_text_spec(inputs):
             inputs = inputs[0]
+        if _is_choices_spec(inputs):
+            return CHOICE_TEXTS
         return len(inputs) if isinstance(inputs, tuple) else 1
+    if _is_choices_pair(x):
+        return CHOICE_TEXTS
     return 2 if isinstance(x, tuple) and not isinstance(x, str) and len(x) == 2 and \
         all(_is_text_column(c) for c in x) else 1
 
@@ -78,7 +107,8 @@ def _target(y, label_output: str | None):
 
 
 def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str | None,
-               batch_size: int | None = None, shuffle: bool = False) -> tf.data.Dataset:
+               batch_size: int | None = None, shuffle: bool = False,
+               max_qa_length: int | None = None) -> tf.data.Dataset:
     """A batched dataset of (model inputs, labels[, sample weights]) from raw text.
 
     Args:
@@ -89,6 +119,8 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
       batch_size: rows per batch for in-memory `x` (default 32; a dataset is taken
         as batched).
       shuffle: reshuffle in-memory rows every epoch (as Keras does for arrays).
+      max_qa_length: for (contexts, choices): the pieces each choice keeps
+        (`AlbertPreprocessor.pack_choices`, the task record's).
     """
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
@@ -96,7 +128,7 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
                              "inside its elements")
         dataset = x
     else:
-        texts = tuple(_column(c) for c in x) if segments_of(x) == 2 else _column(x)
+        texts = tuple(_column(c) for c in x) if segments_of(x) != 1 else _column(x)
         parts: Any = (texts,) + tuple(v for v in (y, sample_weight) if v is not None)
         if y is None and sample_weight is not None:
             raise ValueError("sample_weight needs y")
@@ -105,11 +137,18 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
             dataset = dataset.shuffle(int(dataset.cardinality()), reshuffle_each_iteration=True)
         dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
 
+    def inputs(texts):
+        if _is_choices_spec(tf.nest.map_structure(tf.TensorSpec.from_tensor, texts)):
+            if max_qa_length is None:
+                raise ValueError("(contexts, choices) needs max_qa_length")
+            return preprocessor.pack_choices(*texts, max_qa_length)
+        return preprocessor(texts)
+
     if _is_text_spec(dataset.element_spec):  # texts alone
-        prepare = lambda *texts: preprocessor(texts if len(texts) == 2 else texts[0])  # noqa: E731
+        prepare = lambda *texts: inputs(texts if len(texts) == 2 else texts[0])  # noqa: E731
     else:  # (texts, labels[, sample weights])
         prepare = lambda texts, labels, *weights: (  # noqa: E731
-            preprocessor(texts), _target(labels, label_output), *weights)
+            inputs(texts), _target(labels, label_output), *weights)
     return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 

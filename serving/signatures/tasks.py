@@ -213,7 +213,7 @@ class MultipleChoiceModule(ServingModule):
         if record.task != "multiple_choice":
             raise ValueError(f"a multiple-choice model needs a multiple_choice record, "
                              f"not {record.task!r}")
-        self.max_qa_length = min(record.max_qa_length, preprocessor.seq_length - 3)
+        self.max_qa_length = record.max_qa_length  # pack_choices caps it at seq_length - 3
 
     def _choose(self, features):
         logits = run_by_length(lambda group: self.model(group, training=False)["logits"],
@@ -227,14 +227,7 @@ class MultipleChoiceModule(ServingModule):
         context, options = checked_inputs("serving_default",
                                           {"context": context, "options": options},
                                           min_columns={"options": 1})
-        shape = tf.shape(options, tf.int64)  # [B, K]
-        qa = text_graph.keep_last(pre.tokenize(tf.reshape(options, [-1])),
-                                  self.max_qa_length)  # [B*K, (m)]
-        contexts = tf.gather(pre.tokenize(context), tf.repeat(tf.range(shape[0]), shape[1]))
-        contexts = text_graph.keep_first(contexts, pre.seq_length - 3 - qa.row_lengths())
-        flat, _ = text_graph.pack(pre, [contexts, qa])  # [B*K, T]
-        features = {name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
-                    for name, value in flat.items()}
+        features = pre.pack_choices(context, options, self.max_qa_length)  # [B, K, T]
         return self._choose(text_graph.trim_padding(features, self.pad_multiple))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)

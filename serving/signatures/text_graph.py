@@ -3,6 +3,7 @@
 * `pack`: `[CLS] A [SEP] (B [SEP])` packing of token-id segments the serving graph
   tokenizes itself: `AlbertPreprocessor.pack`, the one packing function;
 * `trim_padding`: dynamic padding, so short requests do not pay for seq_length;
+* `keep_first` / `keep_last`: the preprocessor's cuts of ragged token rows;
 * `tokenize_with_masks`: "[MASK]" written in raw text becomes the [MASK] id
   (SentencePiece never produces a control symbol from text).
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.tokenizer.preprocessor import keep_first, keep_last  # noqa: F401 (re-exported)
 from albert_tf.tokenizer.spm import MASK_PIECE
 
 
@@ -46,21 +48,6 @@ def trim_padding(features: dict[str, tf.Tensor], multiple: int | None) -> dict[s
     longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))  # INT_MIN if B=0
     length = tf.clip_by_value((longest + multiple - 1) // multiple * multiple, 1, full)
     return {name: value[..., :length] for name, value in features.items()}
-
-
-def keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
-    """The first `counts[b]` items of each row b of a [B, (n)] ragged tensor."""
-    rows = ids.value_rowids()
-    position = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(
-        ids.row_starts(), rows)
-    keep = position < tf.gather(tf.cast(counts, tf.int64), rows)
-    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(ids.flat_values, keep),
-                                             tf.boolean_mask(rows, keep), nrows=ids.nrows())
-
-
-def keep_last(ids: tf.RaggedTensor, count: int) -> tf.RaggedTensor:
-    """The last `count` items of each row of a [B, (n)] ragged tensor."""
-    return ids[:, -count:]
 
 
 def tokenize_with_masks(pre, texts: tf.Tensor) -> tf.RaggedTensor:

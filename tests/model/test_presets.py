@@ -131,14 +131,59 @@ def test_token_ids_and_plain_labels_keep_working(pretrained):
 def test_tasks_say_which_text_they_take(pretrained):
     span = AlbertSpanExtractor.from_preset(pretrained, seq_length=16)
     assert span.predict((["who?"], ["the cast"]), verbose=0)["start_logits"].shape == (1, 16)
-    with pytest.raises(TypeError, match=r"takes \(text_a, text_b\) pairs, not 1 text segment"):
+    with pytest.raises(TypeError, match=r"takes \(text_a, text_b\) pairs as raw text, not one "
+                                        "text per example"):
         span.predict(TEXTS, verbose=0)
     choice = AlbertMultipleChoice.from_preset(pretrained, seq_length=16)
-    with pytest.raises(TypeError, match="takes token ids only"):
+    with pytest.raises(TypeError, match=r"takes \(contexts, choices\) with choices \[B, K\] as "
+                                        "raw text, not one text per example"):
         choice.predict(TEXTS, verbose=0)
+    classifier = AlbertSequenceClassifier.from_preset(pretrained, num_classes=2, seq_length=16)
+    with pytest.raises(TypeError, match=r"takes one text per example or \(text_a, text_b\) "
+                                        r"pairs as raw text, not \(contexts, choices\)"):
+        classifier.predict((TEXTS[:2], [["a", "b"], ["c", "d"]]), verbose=0)
     bare = AlbertSequenceClassifier(_config_of(pretrained), num_classes=2)
     with pytest.raises(ValueError, match="has no preprocessor for raw text"):
         bare.predict(TEXTS, verbose=0)
+
+
+def test_multiple_choice_takes_contexts_and_their_choices(pretrained):
+    """(contexts [B], choices [B, K]): option k of row b is (context b, choice b k) packed
+    as RACE fine-tuning packs it (the Python tokenizer's `encode_race` here: each choice
+    keeps its last pieces, the context is cut to fill); fit, evaluate and predict take it,
+    and tf.data of it."""
+    import tensorflow as tf
+
+    from albert_tf.tokenizer.spm import AlbertTokenizer
+    from albert_tf.training.finetune.race import RaceExample, encode_race
+
+    model = AlbertMultipleChoice.from_preset(pretrained, seq_length=16)
+    contexts = [TEXTS[0] * 3, TEXTS[1], ""]  # the first cut to fit
+    long_choice = " ".join(TEXTS[2:])  # keeps its last 13 pieces
+    choices = [["red", "green", long_choice], ["one", "two", "three"], ["up", "", "left"]]
+    labels = np.array([0, 2, 1])
+    tokenizer = AlbertTokenizer(os.path.join(pretrained, "spiece.model"))
+    examples = [RaceExample(str(i), "", c, "_", list(o), int(y))  # "_": the choice alone
+                for i, (c, o, y) in enumerate(zip(contexts, choices, labels))]
+    encoded = encode_race(tokenizer, examples, 16, max_qa_length=13).features
+    reference = {name: np.stack([np.pad(rows, ((0, 0), (0, 16 - rows.shape[1])),
+                                        constant_values=tokenizer.pad_id if name ==
+                                        "input_word_ids" else 0) for rows in values])
+                 for name, values in encoded.items()}
+    assert len(tokenizer.encode(long_choice)) > 13 and len(tokenizer.encode(contexts[0])) > 13
+    direct = as_numpy(model(reference, training=False))["logits"]
+    for x in ((contexts, choices), (np.array(contexts), np.array(choices)),
+              (tf.constant(contexts), tf.constant(choices))):
+        np.testing.assert_allclose(model.predict(x, verbose=0)["logits"], direct, atol=1e-6)
+    row = model.predict((contexts[1:2], choices[1:2]), verbose=0)["logits"]
+    np.testing.assert_allclose(row, direct[1:2], atol=1e-6)  # each row on its own
+    assert not np.allclose(direct[0], direct[1])
+    model.compile()
+    before = model.evaluate((contexts, choices), labels, verbose=0, return_dict=True)["loss"]
+    model.fit((contexts * 4, choices * 4), np.tile(labels, 4), batch_size=4, epochs=3, verbose=0)
+    dataset = tf.data.Dataset.from_tensor_slices(((contexts, choices), labels)).batch(2)
+    after = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
+    assert after < before
 
 
 def _config_of(path):
