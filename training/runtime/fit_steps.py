@@ -55,8 +55,7 @@ def check_accumulation(batch_size: int, steps: int, where: str = "",
     """Refuses a batch (`field`) that N accumulation steps do not split evenly (the one rule)."""
     if steps > 1 and batch_size % steps:
         raise UserError(f"{field}={batch_size} is not divisible by gradient_accumulation_steps="
-                        f"{steps}{where}: each update takes batch_size examples in "
-                        f"{steps} equal parts")
+                        f"{steps}{where}: each update runs the batch as {steps} equal parts")
 
 
 def check_replica_accumulation(per_replica: int, steps: int, strategy, field: str,
