@@ -240,7 +240,9 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         if hasattr(x, "element_spec") and not text.is_text(x):  # tokenized tf.data
             return text.keyed_dataset(x, spec.label_output), y, sample_weight, batch_size
         if not text.is_text(x):
-            raise TypeError(f"{type(self).__name__} takes a dict of token ids "
+            problem = text.choices_problem(x)
+            raise TypeError(f"{type(self).__name__}: {problem}" if problem else
+                            f"{type(self).__name__} takes a dict of token ids "
                             f"({', '.join(INPUT_NAMES)}) or raw text, not {type(x).__name__}")
         segments = text.segments_of(x)
         if segments not in spec.text_segments:

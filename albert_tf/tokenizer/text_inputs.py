@@ -52,6 +52,21 @@ def _is_choices_pair(x) -> bool:
             and not _is_choices_column(x[0]) and _is_choices_column(x[1]))
 
 
+def choices_problem(x) -> str | None:
+    """Why `x`, shaped like (contexts, choices), is not one (None: it is, or is not shaped so)."""
+    if not (isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], (list, tuple)) and x[1]
+            and all(isinstance(row, (list, tuple)) for row in x[1])):
+        return None
+    counts = [len(row) for row in x[1]]
+    for i, count in enumerate(counts):
+        if count != counts[0]:
+            return (f"choices must hold as many options in every row: row 0 has {counts[0]}, "
+                    f"row {i} has {count}")
+    if isinstance(x[0], (str, bytes)) or not _is_text_column(x[0]):
+        return "contexts must be a list of strings, one per row of choices"
+    return None
+
+
 def is_text(x) -> bool:
     """Whether `x` is raw text in a form `as_dataset` takes (datasets: whether their
     inputs are strings)."""
@@ -129,6 +144,9 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
         dataset = x
     else:
         texts = tuple(_column(c) for c in x) if segments_of(x) != 1 else _column(x)
+        if isinstance(texts, tuple) and texts[0].shape[0] != texts[1].shape[0]:
+            raise ValueError(f"the two text columns differ in rows: {texts[0].shape[0]} and "
+                             f"{texts[1].shape[0]}")
         parts: Any = (texts,) + tuple(v for v in (y, sample_weight) if v is not None)
         if y is None and sample_weight is not None:
             raise ValueError("sample_weight needs y")

@@ -138,6 +138,13 @@ def test_tasks_say_which_text_they_take(pretrained):
     with pytest.raises(TypeError, match=r"takes \(contexts, choices\) with choices \[B, K\] as "
                                         "raw text, not one text per example"):
         choice.predict(TEXTS, verbose=0)
+    for bad, message in (((["a", "b"], [["x", "y"], ["z"]]), "choices must hold as many options "
+                          "in every row: row 0 has 2, row 1 has 1"),
+                         (("a", [["x", "y"]]), "contexts must be a list of strings, one per row"),
+                         ((["a"], [["x", "y"], ["z", "w"]]), "the two text columns differ in "
+                          "rows: 1 and 2")):
+        with pytest.raises((TypeError, ValueError), match=message):
+            choice.predict(bad, verbose=0)
     classifier = AlbertSequenceClassifier.from_preset(pretrained, num_classes=2, seq_length=16)
     with pytest.raises(TypeError, match=r"takes one text per example or \(text_a, text_b\) "
                                         r"pairs as raw text, not \(contexts, choices\)"):
