@@ -37,7 +37,7 @@ import functools
 import sentencepiece as spm
 
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.preprocessor import proto_fields, spm_model_type
+from albert_tf.tokenizer.spm_proto import proto_fields, spm_model_type
 from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
 
 # ModelProto fields (sentencepiece_model.proto): pieces (1), normalizer_spec (3);
