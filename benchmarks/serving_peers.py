@@ -99,13 +99,22 @@ def export_onnx(hf_dir: str, path: str) -> str:
 
 
 def onnx_stack(hf_dir: str, seq_length: int, folder: str, spinning: bool = False):
+    return onnx_session_stack(hf_dir, export_onnx(hf_dir, os.path.join(folder, "albert.onnx")),
+                              seq_length, spinning=spinning)
+
+
+def onnx_session_stack(hf_dir: str, onnx_path: str, seq_length: int, threads: int | None = None,
+                       spinning: bool = False):
+    """ONNX Runtime on an exported graph (`threads`: its intra-op threads; None: its default)."""
     import onnxruntime as ort
 
-    path = export_onnx(hf_dir, os.path.join(folder, "albert.onnx"))
     options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
     if not spinning:  # its idle threads would otherwise spin on the cores the next call needs
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
     encode = hf_tokenizer(hf_dir, seq_length)
 
