@@ -35,8 +35,8 @@ from albert_tf.checkpoint.tokenizer_files import SPM_FILE
 from albert_tf.config import check_sequence_length
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length
 from albert_tf.tokenizer.spm_proto import spm_model_type
-from albert_tf.tokenizer.spm import AlbertTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -351,11 +351,10 @@ class AlbertPreprocessor(keras.layers.Layer):
         """The [B, K, seq_length] multiple-choice inputs of contexts [B] and options [B, K].
 
         The one multiple-choice packing (the task models' raw text and the served
-        signature): option k of row b is `[CLS] context [SEP] option [SEP]`, and as
-        RACE fine-tuning packs it the option keeps its last `max_qa_length` pieces (at
-        most seq_length - 3) and the context is cut to fill the rest.
+        signature): option k of row b is `[CLS] context [SEP] option [SEP]`, cut as
+        `albert_tf.tokenizer.spm.cut_choice` says (RACE's rule).
         """
-        keep = min(int(max_qa_length), self.seq_length - 3)
+        keep = choice_qa_length(max_qa_length, self.seq_length)
         shape = tf.shape(options, tf.int64)  # [B, K]
         qa = keep_last(self.tokenize(tf.reshape(options, [-1])), keep)  # [B*K, (m)]
         context = tf.gather(self.tokenize(contexts), tf.repeat(tf.range(shape[0]), shape[1]))

@@ -103,6 +103,23 @@ def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
     return list(tokens_a[:len_a]), list(tokens_b[:len_b])
 
 
+def choice_qa_length(max_qa_length: int, seq_length: int) -> int:
+    """The pieces a multiple-choice option keeps: `max_qa_length`, at most what a row of
+    `seq_length` holds beside [CLS] and two [SEP]s."""
+    return min(int(max_qa_length), seq_length - 3)
+
+
+def cut_choice(context_ids: Sequence, option_ids: Sequence, seq_length: int,
+               max_qa_length: int) -> tuple[list, list]:
+    """A multiple-choice row's two segments as RACE packs them (the original `race_utils`):
+    the option keeps its last `choice_qa_length` pieces, the context is cut to fill the
+    rest. The in-graph packings (`AlbertPreprocessor.pack_choices`, the LiteRT file's)
+    follow this rule."""
+    keep = choice_qa_length(max_qa_length, seq_length)
+    option = list(option_ids)[max(0, len(option_ids) - keep):]
+    return list(context_ids[:max(0, seq_length - 3 - len(option))]), option
+
+
 def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.SentencePieceProcessor]:
     """Reads and parses a SentencePiece .model file; clear errors for missing or corrupt files."""
     path = os.fspath(spm_model_path)

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
-from albert_tf.tokenizer.spm import MASK_PIECE
+from albert_tf.tokenizer.spm import MASK_PIECE, choice_qa_length, cut_choice
 
 from ..signatures.base import IDS_SPEC, TEXT_SPEC
 from ..signatures.tasks import TOP_K, class_outputs, encoder_features
@@ -176,7 +176,7 @@ class MultipleChoiceLite(LiteModule):
 
     def __init__(self, model, text, record):
         super().__init__(model, text, record)
-        self.max_qa_length = min(record.max_qa_length, text.seq_length - 3)
+        self.max_qa_length = choice_qa_length(record.max_qa_length, text.seq_length)
 
     def readout(self, features):
         logits = self.model(features, training=False)["logits"]  # [B, K]
@@ -213,8 +213,8 @@ class MultipleChoiceLite(LiteModule):
         for context, choices in zip(texts, options):
             ids = tok.encode(context)
             for option in choices:  # the option's last tokens, the context cut to fit
-                qa = tok.encode(option)[::-1][:self.max_qa_length][::-1]
-                rows.append(tok.pack(ids[:length - 3 - len(qa)], qa, length))
+                rows.append(tok.pack(*cut_choice(ids, tok.encode(option), length,
+                                                 self.max_qa_length), length))
         rows = [{name: [r[name] for r in rows[i:i + 3]] for name in INPUT_NAMES}
                 for i in range(0, len(rows), 3)]
         return [("serving_default", {"context": texts, "options": options},

@@ -24,6 +24,7 @@ from albert_tf import AlbertMultipleChoice, atomic, textio
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import DEFAULT_SEQ_LENGTH
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.spm import cut_choice
 
 from . import metrics
 from .bucketing import Encoded
@@ -139,8 +140,8 @@ def encode_race(tokenizer, examples: list[RaceExample], seq_length: int,
         article = tokenizer.encode(example.article)
         rows = []
         for option in example.options:
-            qa = tokenizer.encode(qa_text(example.question, option))[-max_qa_length:]
-            context = article[:max(0, seq_length - 3 - len(qa))]
+            context, qa = cut_choice(article, tokenizer.encode(qa_text(example.question, option)),
+                                     seq_length, max_qa_length)
             rows.append(([tokenizer.cls_id, *context, tokenizer.sep_id, *qa, tokenizer.sep_id],
                          len(context) + 2))
         length = max(len(ids) for ids, _ in rows)
