@@ -198,13 +198,14 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         the task's loss (and loss weights) and metrics, keyed by output."""
         if optimizer == "auto":
             optimizer = default_optimizer()
+        outputs = self._output_names() if "auto" in (loss, metrics) else set()
         if loss == "auto":
-            losses = self._task_losses()
+            losses = {name: value for name, value in self.task_spec.losses.items()
+                      if name in outputs}
             loss = {name: LOSSES[kind]() for name, (kind, _) in losses.items()} or None
             if loss_weights is None and loss and len(loss) > 1:
                 loss_weights = {name: weight for name, (_, weight) in losses.items()}
         if metrics == "auto":
-            outputs = self._output_names()
             metrics = {name: [METRICS[kind]() for kind in kinds]
                        for name, kinds in self.task_spec.metrics.items() if name in outputs}
             metrics = metrics or None
@@ -217,10 +218,6 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         self.compile(**keras.saving.deserialize_keras_object(config))
         if self.built:
             self.optimizer.build(self.trainable_variables)
-
-    def _task_losses(self) -> dict[str, tuple[str, float]]:
-        outputs = self._output_names()
-        return {name: value for name, value in self.task_spec.losses.items() if name in outputs}
 
     def _output_names(self) -> set[str]:
         """The outputs this model returns (a symbolic call: no computation)."""
@@ -237,14 +234,14 @@ class AlbertTaskModel(ExportMixin, keras.Model):
                 y = {spec.label_output: y}
             return x, y, sample_weight, batch_size
         text = _text_inputs()
-        if hasattr(x, "element_spec") and not text.is_text(x):  # tokenized tf.data
+        segments = text.text_form(x)
+        if hasattr(x, "element_spec") and segments is None:  # tokenized tf.data
             return text.keyed_dataset(x, spec.label_output), y, sample_weight, batch_size
-        if not text.is_text(x):
+        if segments is None:
             problem = text.choices_problem(x)
             raise TypeError(f"{type(self).__name__}: {problem}" if problem else
                             f"{type(self).__name__} takes a dict of token ids "
                             f"({', '.join(INPUT_NAMES)}) or raw text, not {type(x).__name__}")
-        segments = text.segments_of(x)
         if segments not in spec.text_segments:
             forms = {1: "one text per example", 2: "(text_a, text_b) pairs",
                      tasks.CHOICE_TEXTS: "(contexts, choices) with choices [B, K]"}

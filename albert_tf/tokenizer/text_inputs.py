@@ -22,7 +22,7 @@ import tensorflow as tf
 from albert_tf.tasks import CHOICE_TEXTS
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
-__all__ = ["is_text", "as_dataset", "keyed_dataset", "AlbertPreprocessor", "DEFAULT_BATCH_SIZE"]
+__all__ = ["is_text", "text_form", "as_dataset", "keyed_dataset", "AlbertPreprocessor", "DEFAULT_BATCH_SIZE"]
 
 # Keras' own default batch size for arrays.
 DEFAULT_BATCH_SIZE = 32
@@ -70,17 +70,7 @@ def choices_problem(x) -> str | None:
 def is_text(x) -> bool:
     """Whether `x` is raw text in a form `as_dataset` takes (datasets: whether their
     inputs are strings)."""
-    if isinstance(x, (str, bytes)):
-        return True
-    if isinstance(x, tf.data.Dataset):
-        inputs = x.element_spec
-        if isinstance(inputs, tuple) and inputs and not _is_text_spec(inputs):
-            inputs = inputs[0]  # (x, y) or (x, y, sample_weight)
-        return _is_text_spec(inputs)
-    if isinstance(x, tuple) and len(x) == 2 and (
-            all(_is_text_column(c) for c in x) or _is_choices_pair(x)):
-        return True
-    return _is_text_column(x)
+    return text_form(x) is not None
 
 
 def _is_text_spec(spec) -> bool:
@@ -95,19 +85,30 @@ def _is_choices_spec(spec) -> bool:
             and spec[1].shape.rank == spec[0].shape.rank + 1)
 
 
-def segments_of(x) -> int | str:
-    """How many text segments `x` holds (1 or 2), or `CHOICE_TEXTS` for (contexts, choices)."""
+def _dataset_inputs(spec):
+    """A dataset element's inputs: the element, or its first part when it is (x, y[, w])."""
+    if isinstance(spec, tuple) and spec and not _is_text_spec(spec):
+        return spec[0]
+    return spec
+
+
+def text_form(x) -> int | str | None:
+    """The raw-text form of `x`: 1 (texts), 2 ((texts_a, texts_b)), `CHOICE_TEXTS`
+    ((contexts, choices)), or None when `x` is not raw text."""
     if isinstance(x, tf.data.Dataset):
-        inputs = x.element_spec
+        inputs = _dataset_inputs(x.element_spec)
         if not _is_text_spec(inputs):
-            inputs = inputs[0]
+            return None
         if _is_choices_spec(inputs):
             return CHOICE_TEXTS
         return len(inputs) if isinstance(inputs, tuple) else 1
+    if isinstance(x, (str, bytes)):
+        return 1
     if _is_choices_pair(x):
         return CHOICE_TEXTS
-    return 2 if isinstance(x, tuple) and not isinstance(x, str) and len(x) == 2 and \
-        all(_is_text_column(c) for c in x) else 1
+    if isinstance(x, tuple) and len(x) == 2 and all(_is_text_column(c) for c in x):
+        return 2
+    return 1 if _is_text_column(x) else None
 
 
 def _column(x) -> tf.Tensor:
@@ -143,7 +144,7 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
                              "inside its elements")
         dataset = x
     else:
-        texts = tuple(_column(c) for c in x) if segments_of(x) != 1 else _column(x)
+        texts = tuple(_column(c) for c in x) if text_form(x) != 1 else _column(x)
         if isinstance(texts, tuple) and texts[0].shape[0] != texts[1].shape[0]:
             raise ValueError(f"the two text columns differ in rows: {texts[0].shape[0]} and "
                              f"{texts[1].shape[0]}")
