@@ -214,9 +214,8 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     if task.train is None or not len(task.train):
         raise UserError(f"{task.name}: no training examples")
     strategy = strategy or tf.distribute.get_strategy()
-    check_replica_accumulation(config.batch_size // strategy.num_replicas_in_sync,
-                               config.gradient_accumulation_steps, strategy, "batch_size",
-                               config.batch_size)
+    check_replica_accumulation(config.batch_size, config.gradient_accumulation_steps, strategy,
+                               "batch_size")
     os.makedirs(config.output_dir, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
     epochs, per_epoch, total, warmup = config.schedule(len(task.train))

@@ -427,13 +427,12 @@ def _export(model, cfg: PretrainConfig, seq_length: int) -> str:
     if "://" not in target:
         return save_checkpoint(model, target, spm_model=spm, seq_length=seq_length)
     with tempfile.TemporaryDirectory() as local:
-        save_checkpoint(model, run_layout.model_dir(local), spm_model=spm,
-                        seq_length=seq_length)
+        staged = save_checkpoint(model, run_layout.model_dir(local), spm_model=spm,
+                                 seq_length=seq_length)
         tf.io.gfile.makedirs(target)
-        for name in os.listdir(run_layout.model_dir(local)):
+        for name in os.listdir(staged):
             with atomic.atomic_path(os.path.join(target, name)) as tmp:  # each file whole
-                tf.io.gfile.copy(os.path.join(run_layout.model_dir(local), name), tmp,
-                                 overwrite=True)
+                tf.io.gfile.copy(os.path.join(staged, name), tmp, overwrite=True)
     return target
 
 
@@ -473,9 +472,9 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
 def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration | None,
          strategy, chief: bool, precision_choice: precision.PrecisionChoice | None) -> dict:
     """`run` once the strategy is built and output_dir claimed."""
-    fit_steps.check_replica_accumulation(distribute.scale_batch(cfg.global_batch_size, strategy),
-                                         cfg.gradient_accumulation_steps, strategy,
-                                         "global_batch_size", cfg.global_batch_size)
+    distribute.scale_batch(cfg.global_batch_size, strategy)  # splits across the replicas
+    fit_steps.check_replica_accumulation(cfg.global_batch_size, cfg.gradient_accumulation_steps,
+                                         strategy, "global_batch_size")
 
     shapes = data_shapes(cfg.train_data)
     cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))

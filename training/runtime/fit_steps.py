@@ -58,15 +58,16 @@ def check_accumulation(batch_size: int, steps: int, where: str = "",
                         f"{steps}{where}: each update runs the batch as {steps} equal parts")
 
 
-def check_replica_accumulation(per_replica: int, steps: int, strategy, field: str,
-                               batch_size: int) -> None:
-    """`check_accumulation` for the batch each replica of `strategy` runs."""
+def check_replica_accumulation(batch_size: int, steps: int, strategy, field: str) -> None:
+    """`check_accumulation` for the share of `batch_size` (`field`) each replica of
+    `strategy` runs (the batch itself must split across the replicas first)."""
     replicas = strategy.num_replicas_in_sync
     if replicas == 1:
         check_accumulation(batch_size, steps, field=field)
     else:
-        check_accumulation(per_replica, steps, f" ({replicas} replicas share {field}="
-                                               f"{batch_size})", field="each replica's batch")
+        check_accumulation(batch_size // replicas, steps, f" ({replicas} replicas share "
+                                                         f"{field}={batch_size})",
+                           field="each replica's batch")
 
 
 def install_step_functions(model: keras.Model, accumulation_steps: int = 1) -> keras.Model:

@@ -146,8 +146,8 @@ def test_the_batch_must_split_evenly():
     with pytest.raises(UserError, match=r"each replica's batch=6 is not divisible by "
                                         r"gradient_accumulation_steps=4 \(2 replicas share "
                                         r"global_batch_size=12\)"):
-        check_replica_accumulation(6, 4, TwoReplicas(), "global_batch_size", 12)
-    check_replica_accumulation(8, 4, TwoReplicas(), "global_batch_size", 16)
+        check_replica_accumulation(12, 4, TwoReplicas(), "global_batch_size")
+    check_replica_accumulation(16, 4, TwoReplicas(), "global_batch_size")
 
 
 def test_rematerialized_blocks_give_the_same_loss_and_gradients():
