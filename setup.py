@@ -66,8 +66,9 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        # jax, scikit-learn, scipy: independent metric checks; pytest-xdist: make test's workers
-        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy"],
+        # jax, scikit-learn, scipy, seqeval (entity F1): independent metric checks;
+        # pytest-xdist: make test's workers
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy", "seqeval>=1.2"],
         "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],
