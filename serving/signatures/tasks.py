@@ -13,7 +13,7 @@ Every task also has a `token_ids` signature for clients that tokenize themselves
 | pretraining | serving_default(text), text_pair(text_a, text_b) | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
 |  | fill_mask(text with "[MASK]") | top_k_tokens, top_k_ids, top_k_scores [B,M,k]; mask_positions [B,M] |
 | classification | serving_default, text_pair | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
-| token_classification (token_labels.py) | serving_default(text) | tokens, label, label_id [B,N], probabilities [B,N,C], start_char, end_char [B,N] |
+| token_classification (token_labels.py) | serving_default(text) | tokens, label, label_id [B,N], probabilities [B,N,C], start_char, end_char [B,N]; entity_type, entity_text, entity_start_char, entity_end_char, entity_score [B,E], entity_count [B] |
 | span_beam (span_beam.py) | serving_default(question, context) | as span, + null_score_diff [B] |
 | regression | serving_default, text_pair | score [B] |
 | span (span.py) | serving_default(question, context) | answer, start_char, end_char, score, has_answer [B] (+ no_answer_probability, SQuAD 2.0) |

@@ -12,15 +12,34 @@ pieces), runs the token classifier and reads out, for each piece of the text
 | probabilities | float32 [B,N,C], softmax over the classes | 0 |
 | start_char, end_char | int32 [B,N], the piece's characters in the raw text (a "▁word" piece includes the space before the word) | -1 |
 
+and the entities of each text (E = most entities in a row; `entities.py`): its
+whitespace-separated words labelled by their first pieces, grouped by conlleval's
+rule (IOB1, IOB2 and BIOES alike; the task record's `tag_scheme` names the one the
+model was trained on):
+
+| output | shape | padding |
+|---|---|---|
+| entity_type | string [B,E], the type (PER in B-PER) | "" |
+| entity_text | string [B,E], exactly the raw text's characters start_char:end_char | "" |
+| entity_start_char, entity_end_char | int32 [B,E], [start, end) in characters of the raw text | -1 |
+| entity_score | float32 [B,E], the mean over its words of their label's probability | 0 |
+| entity_count | int32 [B] | |
+
+Only the first window (seq_length - 2 pieces) is labelled: words past it read as O.
+
 `token_ids` takes packed ids and returns the logits and probabilities at every position.
 """
 
 from __future__ import annotations
 
+import logging
+
 import tensorflow as tf
 
-from . import offsets, text_graph
+from . import entities, offsets, text_graph
 from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs
+
+logger = logging.getLogger(__name__)
 
 
 def _chars_before(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
@@ -38,6 +57,10 @@ class TokenClassifierModule(ServingModule):
         if len(names) != model.num_classes:
             raise ValueError(f"{len(names)} label names for {model.num_classes} classes")
         self.label_names = tf.constant(names)
+        self.entity_tables = entities.label_tables(names)
+        if not entities.tags_entity_ready(names):
+            logger.warning("label names %s are not all O or B-/I-/E-/S-TYPE tags: the entity "
+                           "outputs will be empty", names)
 
     @tf.function(input_signature=[TEXT_SPEC])
     def label_tokens(self, text):
@@ -57,7 +80,11 @@ class TokenClassifierModule(ServingModule):
         rows = ids.value_rowids()
         start_char = ids.with_flat_values(_chars_before(text, rows, starts.flat_values))
         end_char = ids.with_flat_values(_chars_before(text, rows, ends.flat_values))
-        return {"tokens": pre.sentencepiece.id_to_string(ids).to_tensor(""),
+        found = entities.words(text)
+        word_label, word_score = entities.word_labels(
+            found, starts, label_id, tf.reduce_max(probabilities, -1))
+        return {**entities.entities(text, found, word_label, word_score, self.entity_tables),
+                "tokens": pre.sentencepiece.id_to_string(ids).to_tensor(""),
                 "label_id": label_id,
                 "label": tf.where(is_token, tf.gather(self.label_names, tf.maximum(label_id, 0)),
                                   ""),
