@@ -29,8 +29,8 @@ import logging
 import os
 import re
 
-from albert_tf.checkpoint import released
 from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.checkpoint.released import find_released, suggest
 
 __all__ = ["HF_SCHEME", "KAGGLE_SCHEME", "HF_FILES", "CHECKPOINT_HELP", "resolve_checkpoint",
            "is_handle", "not_found_hint"]
@@ -75,7 +75,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> str:
         return _from_kaggle(path)
     if os.path.lexists(path) or os.path.lexists(path + ".index"):
         return path
-    entry = released.find_released(path)
+    entry = find_released(path)
     if entry is not None:
         logger.info("%s: the released checkpoint %s, read from %s", path, entry.name,
                     entry.handle)
@@ -86,7 +86,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> str:
 def not_found_hint(path: str) -> str:
     """What to add to "no such file or directory" for `path`: the released names it may
     have meant."""
-    close = released.suggest(os.path.basename(os.path.normpath(path)))
+    close = suggest(os.path.basename(os.path.normpath(path)))
     if close:
         return f" (did you mean {' or '.join(close)}? `albert-tf presets` lists the released names)"
     return ""
