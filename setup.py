@@ -68,7 +68,10 @@ setup(
     extras_require={
         # jax, scikit-learn, scipy, seqeval (entity F1): independent metric checks;
         # pytest-xdist: make test's workers
-        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy", "seqeval>=1.2"],
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy", "seqeval>=1.2",
+                 "huggingface_hub>=0.30", "kagglehub>=0.3"],
+        # hf:// and kaggle:// checkpoint handles (albert_tf/checkpoint/hub.py)
+        "hub": ["huggingface_hub>=0.30", "kagglehub>=0.3"],
         "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],

@@ -32,6 +32,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
+from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
@@ -291,8 +292,8 @@ def tf_version() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help="albert-tf, Hugging Face or TF1 "
-                   "checkpoint directory (fine-tuned ones serve their heads)")
+    p.add_argument("--checkpoint", required=True,
+                   help=f"{CHECKPOINT_HELP}; fine-tuned ones serve their heads")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
@@ -318,12 +319,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     cli.setup_logging()
-    if not os.path.lexists(args.checkpoint):
-        raise ExportError(f"--checkpoint {args.checkpoint}: no such directory")
-    if not os.path.isdir(args.checkpoint):
-        raise ExportError(f"--checkpoint {args.checkpoint} is a file; give the checkpoint's "
+    checkpoint = resolve_checkpoint(args.checkpoint)  # a hub handle or released name too
+    if not os.path.lexists(checkpoint):
+        raise ExportError(f"--checkpoint {checkpoint}: no such directory"
+                          f"{not_found_hint(checkpoint)}")
+    if not os.path.isdir(checkpoint):
+        raise ExportError(f"--checkpoint {checkpoint} is a file; give the checkpoint's "
                           "directory")
-    path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
+    path = export(checkpoint, args.output, args.version, args.task, args.seq_length,
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
                   format=args.format, quantize=args.quantize)
     print(path)
