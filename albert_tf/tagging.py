@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 __all__ = ["OUTSIDE", "SCHEMES", "PREFIXES", "split_tag", "entities", "starts_entity",
-           "detect_scheme", "check_tag", "scheme_label_names", "windows", "best_window"]
+           "detect_scheme", "check_tag", "scheme_label_names", "window_step", "windows",
+           "best_window"]
 
 OUTSIDE = "O"
 SCHEMES = ("iob1", "iob2", "bioes")
@@ -118,12 +119,17 @@ def check_tag(previous: str | None, tag: str, scheme: str) -> str | None:
     return None
 
 
+def window_step(width: int) -> int:
+    """Positions between the starts of two windows of `width`: half a window."""
+    return max(1, width // 2)
+
+
 def windows(length: int, width: int) -> list[tuple[int, int]]:
     """Overlapping [start, end) windows of at most `width` positions covering `length`,
-    each starting half a window after the previous one (one window when it fits)."""
+    each starting `window_step(width)` after the previous one (one window when it fits)."""
     if width < 1:
         raise ValueError(f"width={width} must be >= 1")
-    step = max(1, width // 2)
+    step = window_step(width)
     spans, start = [], 0
     while True:
         end = min(start + width, length)

@@ -8,8 +8,7 @@ and each one is reported with its type, its text (exactly the raw text's charact
 from `start_char` to `end_char`), and a score: the mean over its words of the
 probability of the word's label.
 
-A word with no piece in the window the model saw (past seq_length - 2 pieces, or
-made only of characters the tokenizer drops) is read as O.
+A word with no piece (made only of characters the tokenizer drops) is read as O.
 
 Everything works on the flat values of ragged tensors, keyed `row * ROW_STRIDE +
 position` for per-row searches (as `offsets.py`).
@@ -90,14 +89,13 @@ def words(texts: tf.Tensor) -> dict[str, tf.RaggedTensor]:
             "end_byte": ragged(tf.boolean_mask(byte_start.flat_values + width, closes))}
 
 
-def word_labels(found: dict[str, tf.RaggedTensor], piece_starts: tf.RaggedTensor,
+def word_labels(found: dict[str, tf.RaggedTensor], piece_ends: tf.RaggedTensor,
                 label_id: tf.Tensor, probability: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Each word's label and its probability: those of the word's first piece.
 
     Args:
       found: `words(texts)`.
-      piece_starts: [B, (n)] byte offsets of the pieces the model labelled (a "▁word"
-        piece starts at the space before its word).
+      piece_ends: [B, (n)] byte offsets just past each piece the model labelled.
       label_id, probability: [B, N] per piece, N >= n.
 
     Returns:
@@ -106,15 +104,18 @@ def word_labels(found: dict[str, tf.RaggedTensor], piece_starts: tf.RaggedTensor
     """
     word_rows = found["end_byte"].value_rowids()
     word_end = word_rows * ROW_STRIDE + found["end_byte"].flat_values  # sorted
-    piece_rows = piece_starts.value_rowids()
-    # A piece belongs to the first word of its row that ends after the piece starts.
-    word = tf.searchsorted(word_end, piece_rows * ROW_STRIDE + piece_starts.flat_values,
+    piece_rows = piece_ends.value_rowids()
+    # A piece belongs to the first word of its row that ends after the piece's last byte:
+    # the word it ends in, or for a lone "▁" (the space before a word) the next word.
+    # (Its start would not do: "▁alone" of "and \u200b alone" starts at the space after
+    # "and", before the word "\u200b", which SentencePiece drops.)
+    word = tf.searchsorted(word_end, piece_rows * ROW_STRIDE + piece_ends.flat_values - 1,
                            side="right", out_type=tf.int64)
     words_total = tf.size(word_end, out_type=tf.int64)
     in_row = (word < words_total) & (tf.gather(tf.concat([word_rows, [-1]], 0),
                                                tf.minimum(word, words_total)) == piece_rows)
     piece = tf.range(tf.size(piece_rows, out_type=tf.int64)) - tf.gather(
-        piece_starts.row_starts(), piece_rows)
+        piece_ends.row_starts(), piece_rows)
     index = tf.stack([piece_rows, piece], 1)
     piece_label = tf.gather_nd(label_id, index)
     piece_probability = tf.gather_nd(probability, index)

@@ -25,7 +25,11 @@ model was trained on):
 | entity_score | float32 [B,E], the mean over its words of their label's probability | 0 |
 | entity_count | int32 [B] | |
 
-Only the first window (seq_length - 2 pieces) is labelled: words past it read as O.
+A text longer than one window (seq_length - 2 pieces) is labelled window by window,
+as `finetune --task ner` evaluates it (`albert_tf.tagging.windows`, each half a window
+after the last): all windows of all rows run as one batch, in groups of similar length
+(`base.run_by_length`), and each piece takes its outputs from the window that gives it
+the most context (`tagging.best_window`).
 
 `token_ids` takes packed ids and returns the logits and probabilities at every position.
 """
@@ -36,8 +40,10 @@ import logging
 
 import tensorflow as tf
 
+from albert_tf import tagging
+
 from . import entities, offsets, text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs, run_by_length
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +73,9 @@ class TokenClassifierModule(ServingModule):
         pre = self.preprocessor
         (text,) = checked_inputs("serving_default", {"text": text})
         text = text_graph.sanitize(text)
-        pieces = offsets.tokenize_with_offsets(pre, text)
-        room = tf.fill(tf.shape(text), pre.seq_length - 2)
-        ids, starts, ends, _ = (text_graph.keep_first(x, room) for x in pieces)
-        features, _ = text_graph.pack(pre, [ids])
-        features = text_graph.trim_padding(features, self.pad_multiple)
-        probabilities = tf.nn.softmax(self.model(features, training=False)["logits"], -1)
-        width = tf.cast(tf.reduce_max(tf.concat([ids.row_lengths(), [0]], 0)), tf.int32)
-        probabilities = probabilities[:, 1:1 + width]  # [B,N,C]: the text's pieces
+        ids, starts, ends, _ = offsets.tokenize_with_offsets(pre, text)
+        probabilities = self._piece_probabilities(ids)  # [B,N,C]: the text's pieces
+        width = tf.shape(probabilities)[1]
         is_token = tf.sequence_mask(ids.row_lengths(), width)  # [B,N]
         label_id = tf.where(is_token, tf.argmax(probabilities, -1, output_type=tf.int32), -1)
         rows = ids.value_rowids()
@@ -82,7 +83,7 @@ class TokenClassifierModule(ServingModule):
         end_char = ids.with_flat_values(_chars_before(text, rows, ends.flat_values))
         found = entities.words(text)
         word_label, word_score = entities.word_labels(
-            found, starts, label_id, tf.reduce_max(probabilities, -1))
+            found, ends, label_id, tf.reduce_max(probabilities, -1))
         return {**entities.entities(text, found, word_label, word_score, self.entity_tables),
                 "tokens": pre.sentencepiece.id_to_string(ids).to_tensor(""),
                 "label_id": label_id,
@@ -91,6 +92,51 @@ class TokenClassifierModule(ServingModule):
                 "probabilities": probabilities * tf.cast(is_token, tf.float32)[..., None],
                 "start_char": tf.cast(start_char.to_tensor(-1), tf.int32),  # [B,N]
                 "end_char": tf.cast(end_char.to_tensor(-1), tf.int32)}
+
+    def _piece_probabilities(self, ids: tf.RaggedTensor) -> tf.Tensor:
+        """Class probabilities of every piece [B,N,C] (N = most pieces in a row; 0 past a
+        row's end), each from the window that gives the piece the most context."""
+        pre = self.preprocessor
+        width = pre.seq_length - 2
+        step = tagging.window_step(width)
+        lengths = ids.row_lengths()  # [B] int64
+        count = 1 + (tf.maximum(lengths - width, 0) + step - 1) // step  # windows per row
+        window_row = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), count)  # [W]
+        first_window = tf.cumsum(count, exclusive=True)  # [B]
+        start = (tf.range(tf.size(window_row, out_type=tf.int64))
+                 - tf.gather(first_window, window_row)) * step  # [W] in its row
+        size = tf.minimum(tf.gather(lengths, window_row) - start, width)
+        offset = tf.gather(ids.row_starts(), window_row) + start
+        flat = tf.ragged.range(offset, offset + size)  # [W, (size)] into ids' flat values
+        features, _ = text_graph.pack(pre, [flat.with_flat_values(
+            tf.gather(ids.flat_values, flat.flat_values))])
+        classes = self.model.num_classes
+
+        def run(group):  # [b, T'] -> probabilities [b, seq_length, C]
+            out = tf.nn.softmax(self.model(group, training=False)["logits"], -1)
+            return tf.pad(out, [[0, 0], [0, pre.seq_length - tf.shape(out)[1]], [0, 0]])
+
+        windows = run_by_length(run, features, self.pad_multiple,
+                                [None, pre.seq_length, classes])  # [W, seq_length, C]
+        # Each piece's window: of the (at most three) that may hold it, the one with the
+        # most context on the piece's shorter side, the first on ties (tagging.best_window).
+        rows = ids.value_rowids()
+        piece = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(ids.row_starts(), rows)
+        last = tf.gather(count, rows) - 1
+        best = tf.zeros_like(piece)
+        best_context = tf.fill(tf.shape(piece), tf.constant(-1, tf.int64))
+        for back in (2, 1, 0):  # candidates in increasing order
+            j = tf.minimum(piece // step, last) - back
+            window = tf.gather(first_window, rows) + tf.maximum(j, 0)
+            begin = tf.gather(start, window)
+            end = begin + tf.gather(size, window)
+            context = tf.minimum(piece - begin, end - 1 - piece)
+            better = (j >= 0) & (piece >= begin) & (piece < end) & (context > best_context)
+            best = tf.where(better, window, best)
+            best_context = tf.where(better, context, best_context)
+        position = piece - tf.gather(start, best) + 1  # after [CLS]
+        chosen = tf.gather_nd(windows, tf.stack([best, position], 1))  # [P, C]
+        return ids.with_flat_values(chosen).to_tensor(0.0, shape=[None, None, classes])
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def label_ids(self, input_word_ids, input_mask, input_type_ids):

@@ -23,8 +23,9 @@ TEXTS = [
     "Caf\u00e9 M\u00fcller \u2014 na\u00efve \u00fcber \U0001F600 emoji and \u200b alone",
     "",
     "one",
-    # Longer than one window: words past seq_length - 2 pieces read as O.
+    # Longer than one window (seq_length - 2 pieces): labelled window by window.
     "word " * 30 + "tail",
+    " ".join(f"Name{i} went to Place{i}," for i in range(12)),
 ]
 
 
@@ -54,23 +55,28 @@ def reference_entities(model, tokenizer, text):
         ids = tokenizer.encode(text[start:end])
         firsts.append(len(pieces) if ids else None)
         pieces.extend(ids)
-    packed = tokenizer.pack(pieces, seq_length=SEQ)
-    inputs = {k: np.asarray([v], np.int32) for k, v in packed.items()}
-    logits = model(inputs)
-    logits = np.asarray(logits["logits"] if isinstance(logits, dict) else logits)[0]
-    probabilities = _softmax(logits.astype(np.float64))
+    windows = tagging.windows(len(pieces), SEQ - 2)
+    window_probabilities = []
+    for start, end in windows:
+        packed = tokenizer.pack(pieces[start:end], seq_length=SEQ)
+        logits = model({k: np.asarray([v], np.int32) for k, v in packed.items()})
+        logits = np.asarray(logits["logits"] if isinstance(logits, dict) else logits)[0]
+        window_probabilities.append(_softmax(logits.astype(np.float64)))
+    # Each piece from the window that gives it the most context.
+    per_piece = [window_probabilities[w][p - windows[w][0] + 1]
+                 for p in range(len(pieces)) for w in [tagging.best_window(p, windows)]]
     tags, scores = [], []
     for first in firsts:
-        if first is None or first >= SEQ - 2:  # no piece in the window
+        if first is None:  # a word of nothing the tokenizer keeps
             tags.append("O"), scores.append(0.0)
             continue
-        row = probabilities[first + 1]
+        row = per_piece[first]
         tags.append(LABELS[int(row.argmax())]), scores.append(float(row.max()))
     out = []
     for kind, first, last in tagging.entities(tags):
         start, end = spans[first][0], spans[last - 1][1]
         out.append((kind, text[start:end], start, end, float(np.mean(scores[first:last]))))
-    return out, pieces
+    return out, pieces, np.array(per_piece).reshape(len(pieces), len(LABELS))
 
 
 def _served_entities(outputs, row):
@@ -95,17 +101,20 @@ def model_and_pre(spm_model_path):
 def _check(outputs, model, pre):
     seen = 0
     for row, text in enumerate(TEXTS):
-        want, pieces = reference_entities(model, pre.tokenizer, text)
+        want, pieces, per_piece = reference_entities(model, pre.tokenizer, text)
         got = _served_entities(outputs, row)
         # The graph tokenizes the whole text; the words' own pieces are the same.
         tokens = [t.decode() for t in outputs["tokens"][row] if t]
-        assert tokens == [pre.tokenizer.id_to_piece(i) for i in pieces[:SEQ - 2]]
+        assert tokens == [pre.tokenizer.id_to_piece(i) for i in pieces]
+        np.testing.assert_allclose(outputs["probabilities"][row][:len(pieces)], per_piece,
+                                   atol=1e-5)
         assert [g[:4] for g in got] == [w[:4] for w in want], text
         np.testing.assert_allclose([g[4] for g in got], [w[4] for w in want], atol=1e-5)
         for kind, entity, start, end, _ in got:  # exactly the raw text's slice
             assert entity == text[start:end] and entity == entity.strip() and entity
         seen += len(got)
     assert seen >= 5  # random weights: plenty of entities to compare
+    assert len(tagging.windows(len(outputs["tokens"][-1]), SEQ - 2)) >= 3
     width = outputs["entity_type"].shape[1]
     assert width == max(outputs["entity_count"])
     for row in range(len(TEXTS)):
