@@ -145,12 +145,12 @@ class ClassifierModule(ServingModule):
         if record.task != "classification" or record.num_classes != model.num_classes:
             raise ValueError(f"a classifier of {model.num_classes} classes needs a "
                              f"classification record of as many, not {record}")
-        names = list(record.label_names or [str(i) for i in range(model.num_classes)])
+        names = record.class_names()
         self.label_names = tf.constant(names)
         self.multi_label = record.problem_type == "multi_label"
 
     def _classify(self, features):
-        logits = run_by_length(lambda group: self.model(group, training=False)["logits"],
+        logits = run_by_length(lambda group: self.model(group, training=False),
                                features, self.pad_multiple, [None, self.model.num_classes])
         return class_outputs(logits, self.label_names, self.multi_label)
 
@@ -177,7 +177,7 @@ class RegressorModule(ServingModule):
     """A score per text or pair (e.g. STS-B similarity)."""
 
     def _score(self, features):
-        return {"score": run_by_length(lambda group: self.model(group, training=False)["score"],
+        return {"score": run_by_length(lambda group: self.model(group, training=False),
                                        features, self.pad_multiple, [None])}
 
     @tf.function(input_signature=[TEXT_SPEC])
@@ -216,7 +216,7 @@ class MultipleChoiceModule(ServingModule):
         self.max_qa_length = record.max_qa_length  # pack_choices caps it at seq_length - 3
 
     def _choose(self, features):
-        logits = run_by_length(lambda group: self.model(group, training=False)["logits"],
+        logits = run_by_length(lambda group: self.model(group, training=False),
                                features, self.pad_multiple, [None, None])  # [B, K]
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
