@@ -146,12 +146,12 @@ class ClassifierModule(ServingModule):
         if record.task != "classification" or record.num_classes != model.num_classes:
             raise ValueError(f"a classifier of {model.num_classes} classes needs a "
                              f"classification record of as many, not {record}")
-        names = list(record.label_names or [str(i) for i in range(model.num_classes)])
+        names = record.class_names()
         self.label_names = tf.constant(names)
         self.multi_label = record.problem_type == "multi_label"
 
     def _classify(self, features):
-        logits = self.run_rows(lambda group: self.model(group, training=False)["logits"],
+        logits = self.run_rows(lambda group: self.model(group, training=False),
                                features, [None, self.model.num_classes])
         return class_outputs(logits, self.label_names, self.multi_label)
 
@@ -180,7 +180,7 @@ class RegressorModule(ServingModule):
     batchable = True
 
     def _score(self, features):
-        return {"score": self.run_rows(lambda group: self.model(group, training=False)["score"],
+        return {"score": self.run_rows(lambda group: self.model(group, training=False),
                                        features, [None])}
 
     @tf.function(input_signature=[TEXT_SPEC])
@@ -221,7 +221,7 @@ class MultipleChoiceModule(ServingModule):
         self.max_qa_length = record.max_qa_length  # pack_choices caps it at seq_length - 3
 
     def _choose(self, features):
-        logits = self.run_rows(lambda group: self.model(group, training=False)["logits"],
+        logits = self.run_rows(lambda group: self.model(group, training=False),
                                features, [None, None])  # [B, K]
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
