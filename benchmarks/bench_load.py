@@ -2,8 +2,8 @@
 
 One albert-base-shape classifier (random weights, vocab_size 30,000 as released; texts
 tokenized by a 5,000-piece vocabulary trained from the embedded corpus) is written as
-each stack a server could load: the SavedModel as `albert-tf export` writes it, the
-LiteRT float32 file, and, when onnxruntime, torch and transformers are installed
+each stack a server could load: the SavedModel as `albert-tf export` writes it and with
+`--batching` (concurrent calls joined in the graph), the LiteRT float32 file, and, when onnxruntime, torch and transformers are installed
 (`pip install -e .[bench]`), the same weights exported to ONNX and run by ONNX Runtime's
 CPU provider from Hugging Face's tokenizer (`serving_peers`).
 
@@ -44,9 +44,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_serving import cpu_flags, sentences, spm_model, widen_head  # noqa: E402
 
-ONNX, SAVED, LITE = "onnxruntime", "savedmodel", "litert"
-LABELS = {SAVED: "SavedModel (as exported)", LITE: ".tflite float32",
-          ONNX: "ONNX Runtime float32"}
+ONNX, SAVED, BATCHED, LITE = "onnxruntime", "savedmodel", "batched", "litert"
+LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
+          LITE: ".tflite float32", ONNX: "ONNX Runtime float32"}
 
 
 def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str, str]:
@@ -55,11 +55,14 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
     from albert_tf.checkpoint import task_record_of
     from albert_tf.serving import export
     from albert_tf.serving.litert.convert import write_litert
+    from albert_tf.serving.signatures.base import Batching
     from albert_tf.tokenizer import AlbertPreprocessor
 
     preprocessor = AlbertPreprocessor(spm_path, seq_length)
-    paths = {SAVED: os.path.join(folder, "saved")}
+    paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched")}
     export.save_module(export.build_module(model, preprocessor), paths[SAVED], "bench")
+    export.save_module(export.build_module(model, preprocessor, batching=Batching()),
+                       paths[BATCHED], "bench")
     paths[LITE] = os.path.join(folder, "model.tflite")
     write_litert(model, preprocessor.tokenizer, task_record_of(model), paths[LITE],
                  "classification", seq_length, "none")
@@ -72,11 +75,11 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
 
 def load_stack(name: str, paths: dict, seq_length: int):
     """texts -> probabilities, for one stack; safe to call from several threads."""
-    if name == SAVED:
+    if name in (SAVED, BATCHED):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-        signature = tf.saved_model.load(paths[SAVED]).signatures["serving_default"]
+        signature = tf.saved_model.load(paths[name]).signatures["serving_default"]
         return lambda text: signature(text=tf.constant([text]))["probabilities"].numpy()
     if name == LITE:
         from albert_tf.serving.litert import runtime
@@ -238,7 +241,7 @@ def main() -> int:
         print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
               f"model={args.model}, seq_length {args.seq_length}; {args.seconds:.0f} s per load, "
               f"{args.repeats} repeats; load before {os.getloadavg()[0]:.2f}", flush=True)
-        stacks = [s for s in (SAVED, LITE, ONNX) if s in paths]
+        stacks = [s for s in (SAVED, BATCHED, LITE, ONNX) if s in paths]
         runs = {s: [] for s in stacks}
         for repeat in range(args.repeats):
             for stack in (stacks if repeat % 2 == 0 else stacks[::-1]):

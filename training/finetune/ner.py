@@ -147,7 +147,7 @@ class NerTask:
     def predicted_tags(self, name: str, predict) -> list[list[str]]:
         """Each sentence's predicted tags: a word's is its first piece's best class in
         the window that gives the word the most context."""
-        logits = predict(self.evals[name])["logits"]  # per window: [T, C]
+        logits = predict(self.evals[name])  # per window: [T, C] (the model's one output)
         best = [np.argmax(rows, axis=-1) for rows in logits]
         return [[self.label_names[int(best[example][position])] for example, position in words]
                 for words in self.windows[name].reads]
