@@ -61,6 +61,7 @@ METRICS = {
 }
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")  # a .keras file compiles it
 class TokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
     """Accuracy over the positions whose label is not `tasks.IGNORED_LABEL` (a token
     classifier's first pieces of words; the rest carry no label)."""
