@@ -39,7 +39,10 @@ __all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "COMMON_FIELDS", "
 # The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
 # --max_answer_length 30, --n_best_size 20) and run_race (--max_qa_length 128).
 SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
-                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
+                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5,
+                 # Served contexts: at most this many doc-stride windows a row (32 windows
+                 # of 384 pieces with stride 128: about 4,200 pieces, 20,000 characters).
+                 "max_windows": 32}
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # The raw-text form of multiple choice: (contexts [B], choices [B, K]).
 CHOICE_TEXTS = "choices"

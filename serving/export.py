@@ -34,6 +34,7 @@ from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
+from albert_tf.span_decoding import query_limit
 from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
@@ -171,7 +172,8 @@ def custom_ops(directory: str) -> list[str]:
 def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
            task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
-           precision: str = "auto", format: str = "savedmodel", quantize: str = "none") -> str:
+           precision: str = "auto", format: str = "savedmodel", quantize: str = "none",
+           doc_stride: int | None = None, max_windows: int | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -196,6 +198,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       format: savedmodel (BASE/NAME/VERSION/ for TF Serving) or litert (`output` is the
         .tflite file; see `litert.convert.write_litert`).
       quantize: for litert: none (float32), float16 or int8 (dynamic range).
+      doc_stride, max_windows: span models: the context pieces between window starts
+        and the windows a served context may need (default: the task record's); the
+        SavedModel records the settings it serves with in assets.extra/albert_task.json.
     """
 
     if format not in FORMATS:
@@ -204,7 +209,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
             save_checkpoint(checkpoint, directory)
             return export(directory, output, version, task, seq_length, spm_model,
-                          pad_multiple, token_ids_only, precision, format, quantize)
+                          pad_multiple, token_ids_only, precision, format, quantize,
+                          doc_stride, max_windows)
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
@@ -223,7 +229,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                           "*.model); pass --spm-model")
     if format == "savedmodel":
         warmup.require_serving_api()
-    record = source.task_record  # the one source of the task's settings
+    record = _windowing(source.task_record, doc_stride, max_windows)  # the one source
     dtype = serving_precision(precision, record.precision)
     model = source.load()
     limit = model.config.max_position_embeddings
@@ -245,6 +251,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         with layout.staged_directory(path) as staging:
             save_module(module, staging, os.path.basename(os.path.normpath(output)),
                         token_ids_only)
+            if record.doc_stride is not None and (task or model.task) == record.task:
+                served_record(record, seq_length).write(os.path.join(staging, warmup.WARMUP_DIR))
             needed = custom_ops(staging)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging
@@ -264,6 +272,25 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                 "links tensorflow-text's; use a release >= this TensorFlow, %s)",
                 ", ".join(needed) or "none", tf_version())
     return path
+
+
+def _windowing(record, doc_stride: int | None, max_windows: int | None):
+    """The record with export's --doc-stride / --max-windows; refused for other tasks."""
+    given = {k: v for k, v in (("doc_stride", doc_stride), ("max_windows", max_windows))
+             if v is not None}
+    if not given:
+        return record
+    if record.doc_stride is None:
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise ExportError(f"{flag} is for span (question answering) models; the checkpoint "
+                          f"holds a {record.task} model")
+    return record.replace(**given)  # validated: a number below 1 is named
+
+
+def served_record(record, seq_length: int):
+    """A span record as the SavedModel serves it: its seq_length, the question cut to fit."""
+    return record.replace(seq_length=seq_length, max_query_length=query_limit(
+        record.max_query_length, seq_length))
 
 
 def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,
@@ -298,6 +325,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    "(default: the fine-tuning length, else max_position_embeddings)")
+    p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
+                   "window starts (default: the task record's)")
+    p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
+                   "context may need; longer ones are refused (default: the task record's)")
     p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
                    "none (spiece.model or a single *.model)")
     p.add_argument("--token-ids-only", action="store_true",
@@ -325,7 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "directory")
     path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
-                  format=args.format, quantize=args.quantize)
+                  format=args.format, quantize=args.quantize, doc_stride=args.doc_stride,
+                  max_windows=args.max_windows)
     print(path)
     return 0
 

@@ -19,6 +19,7 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 | max_query_length | span | question pieces kept (64, at most seq_length - 4) |
 | max_answer_length | span | longest answer in pieces (30) |
 | n_best | span | candidate starts / ends per window (20) |
+| max_windows | span | doc-stride windows a served context may need (32); more is refused |
 | no_answer_threshold | span | "" when P(no answer) exceeds it (0.5; SQuAD 2.0 fine-tuning tunes it) |
 | null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
 | start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
@@ -96,6 +97,7 @@ class TaskRecord:
     max_query_length: int | None = None
     max_answer_length: int | None = None
     n_best: int | None = None
+    max_windows: int | None = None
     no_answer_threshold: float | None = None
     max_qa_length: int | None = None
     null_score_diff_threshold: float | None = None
@@ -246,7 +248,8 @@ class TaskRecord:
 
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
-        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best",
+                     "max_windows"):
             _check_int(name, getattr(self, name), 1, where)
         value = self.no_answer_threshold
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
