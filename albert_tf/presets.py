@@ -121,12 +121,11 @@ def _record(model, held: TaskRecord | None, tokenizer, seq_length: int,
             label_names) -> TaskRecord:
     """The checkpoint's record when its head is the model's, else the task's defaults;
     with the preprocessor's tokenizer settings and length."""
-    settings = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": tokenizer.keep_accents,
-                "seq_length": seq_length}
+    settings = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": tokenizer.keep_accents}
     if held is not None:
         if label_names is not None:
             settings["label_names"] = tuple(label_names)
-        return held.replace(**settings)
+        return held.at_seq_length(seq_length).replace(**settings)
     return task_record_of(model, label_names=label_names, do_lower_case=tokenizer.do_lower_case,
                           seq_length=seq_length,
                           extra_info={"keep_accents": tokenizer.keep_accents})

@@ -34,7 +34,6 @@ from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
-from albert_tf.span_decoding import query_limit
 from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
@@ -252,7 +251,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             save_module(module, staging, os.path.basename(os.path.normpath(output)),
                         token_ids_only)
             if record.doc_stride is not None and (task or model.task) == record.task:
-                served_record(record, seq_length).write(os.path.join(staging, warmup.WARMUP_DIR))
+                # What it serves with: the settings a client or a later reader can check.
+                record.at_seq_length(seq_length).write(os.path.join(staging, warmup.WARMUP_DIR))
             needed = custom_ops(staging)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging
@@ -285,12 +285,6 @@ def _windowing(record, doc_stride: int | None, max_windows: int | None):
         raise ExportError(f"{flag} is for span (question answering) models; the checkpoint "
                           f"holds a {record.task} model")
     return record.replace(**given)  # validated: a number below 1 is named
-
-
-def served_record(record, seq_length: int):
-    """A span record as the SavedModel serves it: its seq_length, the question cut to fit."""
-    return record.replace(seq_length=seq_length, max_query_length=query_limit(
-        record.max_query_length, seq_length))
 
 
 def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,

@@ -187,6 +187,15 @@ class TaskRecord:
         """A copy with `changes`, validated."""
         return dataclasses.replace(self, **changes)
 
+    def at_seq_length(self, seq_length: int) -> "TaskRecord":
+        """This record for sequences of `seq_length` (a model served or loaded at another
+        length): max_query_length and max_qa_length cut to fit it, as the defaults are."""
+        changes = {"seq_length": seq_length}
+        for name in ("max_query_length", "max_qa_length"):
+            if getattr(self, name) is not None:
+                changes[name] = _fit_default(name, getattr(self, name), seq_length)
+        return self.replace(**changes)
+
     # ------------------------------------------------------------ validation
     def __post_init__(self):
         where = f" in {self.source}" if self.source else ""
