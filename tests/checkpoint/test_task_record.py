@@ -83,7 +83,7 @@ def test_record_is_frozen_and_replace_validates():
     ({"task": "span", "num_classes": None, "label_names": None, "do_lower_case": True,
       "seq_length": 384, "answerability": True, "no_answer_threshold": 0.3},
      TaskRecord("span", 384, answerability=True, doc_stride=128, max_query_length=64,
-                max_answer_length=30, n_best=20, no_answer_threshold=0.3)),
+                max_answer_length=30, n_best=20, max_windows=32, no_answer_threshold=0.3)),
     ({"task": "multiple_choice", "num_classes": None, "label_names": None,
       "do_lower_case": True, "seq_length": 512},
      TaskRecord("multiple_choice", 512, max_qa_length=128)),
