@@ -225,6 +225,28 @@ def window_candidates(window: Window, start_logits: np.ndarray, end_logits: np.n
     return out
 
 
+def beam_candidates(window: Window, start_index: np.ndarray, start_log_probs: np.ndarray,
+                    end_index: np.ndarray, end_log_probs: np.ndarray,
+                    max_answer_length: int) -> list[tuple[float, int, int]]:
+    """The original run_squad_v2 beam head's spans in one window (its
+    `accumulate_predictions_v2`): start i of the beam [k1] with each of its ends
+    [k1 * k2] (row i * k2 + j), both in the context, the start in the window that gives it
+    the most context, end >= start, at most max_answer_length pieces; score = start +
+    end log-probability. (score, first piece, last piece), in beam order."""
+    k2 = len(end_index) // len(start_index)
+    out = []
+    for i, s in enumerate(start_index):
+        for j in range(k2):
+            e = end_index[i * k2 + j]
+            a, b = int(s) - window.offset, int(e) - window.offset
+            if not (0 <= a < window.count and 0 <= b < window.count) or not window.max_context[a]:
+                continue
+            if a <= b < a + max_answer_length:
+                out.append((float(start_log_probs[i] + end_log_probs[i * k2 + j]),
+                            window.first + a, window.first + b))
+    return out
+
+
 def is_ignorable(char: str) -> bool:
     """Whether `char` alone makes no visible text: whitespace, separators, controls,
     format characters, combining marks and U+FFFD (`serving.offsets.IGNORABLE`, the

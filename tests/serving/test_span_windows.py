@@ -184,3 +184,40 @@ def test_windows_past_the_cap_are_refused(pre, examples):
     with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_windows=4"):
         _served(module, [SquadExample("h", "what?", huge, [], None)])
     assert time.perf_counter() - started < 30
+
+
+def test_beam_head_decodes_across_windows_as_the_original(pre, examples):
+    """run_squad_v2's beam head over 3+ windows: the graph's answer is the best of
+    `span_decoding.beam_candidates` over the windows, its null_score_diff the lowest
+    cls_logits (the original's score_null)."""
+    from albert_tf import AlbertSpanBeamExtractor
+    from albert_tf.serving.signatures.span_beam import BeamSpanModule
+    from albert_tf.span_decoding import beam_candidates
+
+    config = _model(pre, False).config
+    model = AlbertSpanBeamExtractor(config, start_n_top=4, end_n_top=3)
+    rng = np.random.default_rng(9)
+    model.set_weights([rng.normal(0.0, 0.4, w.shape) if w.ndim > 1 else np.asarray(w)
+                       for w in model.get_weights()])
+    record = TaskRecord.create("span_beam", seq_length=SEQ, **SETTINGS, start_n_top=4,
+                               end_n_top=3, null_score_diff_threshold=1e6)
+    served = _served(BeamSpanModule(model, pre, record), examples)
+    data, windows, contexts = build_windows(pre.tokenizer, examples, SEQ, STRIDE, QUERY, False)
+    out = predict_rows(model, data, 8, SEQ, None)
+    found = 0
+    for row, example in enumerate(examples):
+        mine = [w for w, window in enumerate(windows) if window.example == row]
+        spans = [c for w in mine for c in beam_candidates(
+            windows[w], out["start_top_index"][w], out["start_top_log_probs"][w],
+            out["end_top_index"][w], out["end_top_log_probs"][w], record.max_answer_length)]
+        np.testing.assert_allclose(served["null_score_diff"][row],
+                                   min(out["cls_logits"][w] for w in mine), atol=1e-5)
+        assert bool(served["has_answer"][row]) == bool(spans)
+        if spans:
+            found += 1
+            score, first, last = max(spans, key=lambda c: c[0])
+            np.testing.assert_allclose(served["score"][row], score, atol=1e-5)
+            pieces = contexts[row]
+            want = example.context[pieces.starts[first]:pieces.ends[last]].strip()
+            assert served["answer"][row].decode() == want
+    assert found >= 5
