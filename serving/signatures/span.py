@@ -218,6 +218,8 @@ class SpanModule(ServingModule):
         pre, record = self.preprocessor, self.record
         limit = query_limit(record.max_query_length, pre.seq_length)
         query = text_graph.keep_first(pre.tokenize(question), tf.fill(tf.shape(question), limit))
+        context = span_windows.check_words(query.row_lengths(), context, pre.seq_length,
+                                           record.doc_stride, record.max_windows)
         ids, starts, ends, visible = offsets.tokenize_with_offsets(pre, context)
         windows = span_windows.split(query.row_lengths(), ids, pre.seq_length,
                                      record.doc_stride, record.max_windows)

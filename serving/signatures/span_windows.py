@@ -84,6 +84,32 @@ def split(query_lengths: tf.Tensor, pieces: tf.RaggedTensor, seq_length: int, do
                    tf.shape(num_pieces, out_type=tf.int64)[0])
 
 
+def check_words(query_lengths: tf.Tensor, context: tf.Tensor, seq_length: int, doc_stride: int,
+                max_windows: int, signature: str = "serving_default") -> tf.Tensor:
+    """`context`, released only if no row is sure to need more than `max_windows` windows.
+
+    A cheap bound before tokenization, so a huge context is refused in milliseconds: every
+    space-separated word with an ASCII letter or digit becomes at least one piece (nothing
+    drops those characters, and no piece crosses a space), so more such words than
+    `max_windows` windows hold pieces is refused as `split` would refuse it.
+    """
+    room = seq_length - 3 - tf.cast(query_lengths, tf.int64)
+    capacity = room + (max_windows - 1) * tf.minimum(room, tf.constant(doc_stride, tf.int64))
+    words = tf.strings.split(context, sep=" ")  # [B, (parts)]
+    solid = tf.strings.regex_full_match(words.flat_values, r"(?s).*[A-Za-z0-9].*")
+    least = tf.math.unsorted_segment_sum(tf.cast(solid, tf.int64), words.value_rowids(),
+                                         words.nrows())  # [B]
+    over = tf.argmax(tf.concat([tf.cast(least > capacity, tf.int32), [1]], 0),
+                     output_type=tf.int64)
+    check = _require(tf.reduce_all(least <= capacity), f"{signature}: the context of row ",
+                     over, " has at least ", tf.gather(tf.concat([least, [0]], 0), over),
+                     f" pieces, more than max_windows={max_windows} windows hold (seq_length "
+                     f"{seq_length}, doc_stride {doc_stride}); shorten it or export with a "
+                     "larger --max-windows")
+    with tf.control_dependencies([check]):
+        return tf.identity(context)
+
+
 def max_context(piece: tf.RaggedTensor, count: tf.Tensor, index: tf.RaggedTensor) -> tf.RaggedTensor:
     """bool [W, (count)]: the window gives its piece the highest `max_context_score`
     (MAX_CONTEXT_SCALE * shorter side + window length), a tie to the earlier window."""
