@@ -41,6 +41,7 @@ from . import layout, warmup
 from .litert import convert as litert
 from .signatures import tasks as signatures
 from .signatures.base import PAD_MULTIPLE, Batching
+from .signatures import span_windows
 from .signatures.span import SpanModule
 from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
 from .signatures.token_labels import TokenClassifierModule
@@ -245,7 +246,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                           "*.model); pass --spm-model")
     if format == "savedmodel":
         warmup.require_serving_api()
-    record = _windowing(source.task_record, doc_stride, max_windows)  # the one source
+    # The one source of the task's settings (export may set the span windows).
+    record = span_windows.with_windowing(source.task_record, doc_stride, max_windows)
     dtype = serving_precision(precision, record.precision)
     model = source.load()
     limit = model.config.max_position_embeddings
@@ -290,19 +292,6 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                 "links tensorflow-text's; use a release >= this TensorFlow, %s)",
                 ", ".join(needed) or "none", tf_version())
     return path
-
-
-def _windowing(record, doc_stride: int | None, max_windows: int | None):
-    """The record with export's --doc-stride / --max-windows; refused for other tasks."""
-    given = {k: v for k, v in (("doc_stride", doc_stride), ("max_windows", max_windows))
-             if v is not None}
-    if not given:
-        return record
-    if record.doc_stride is None:
-        flag = "--" + next(iter(given)).replace("_", "-")
-        raise ExportError(f"{flag} is for span (question answering) models; the checkpoint "
-                          f"holds a {record.task} model")
-    return record.replace(**given)  # validated: a number below 1 is named
 
 
 def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,

@@ -19,10 +19,24 @@ import dataclasses
 
 import tensorflow as tf
 
+from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
 from albert_tf.span_decoding import MAX_CONTEXT_SCALE
 
 from . import text_graph
 from .base import _require
+
+
+def with_windowing(record: TaskRecord, doc_stride: int | None,
+                   max_windows: int | None) -> TaskRecord:
+    """The record with export's --doc-stride / --max-windows (validated); refused for a
+    record that is not a span model's."""
+    given = {k: v for k, v in (("doc_stride", doc_stride), ("max_windows", max_windows))
+             if v is not None}
+    if given and record.doc_stride is None:
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise TaskRecordError(f"{flag} is for span (question answering) models; the "
+                              f"checkpoint holds a {record.task} model")
+    return record.replace(**given) if given else record
 
 
 @dataclasses.dataclass

@@ -11,6 +11,7 @@ round trip is in test_parity.py and test_long_qa_reference.py (slow).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -230,3 +231,20 @@ def test_beam_head_decodes_across_windows_as_the_original(pre, examples):
             want = example.context[pieces.starts[first]:pieces.ends[last]].strip()
             assert served["answer"][row].decode() == want
     assert found >= 5
+
+
+@pytest.mark.parametrize("checkpoint, flags, message", [
+    ("seq_single/hf", ["--doc-stride", "8"], "albert-tf export: --doc-stride is for span "
+     "(question answering) models; the checkpoint holds a classification model"),
+    ("qa/hf", ["--max-windows", "0"], "albert-tf export: max_windows=0 in "),
+])
+def test_export_window_flags_are_checked(tmp_path, capsys, checkpoint, flags, message):
+    from albert_tf.serving import export
+    from tests.helpers.paths import TASK_FIXTURES
+
+    argv = ["--checkpoint", f"{TASK_FIXTURES}/{checkpoint}", "--output", str(tmp_path / "m"),
+            *flags]
+    assert export.main(argv) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(message), error
+    assert not (tmp_path / "m").exists() or not os.listdir(tmp_path / "m")
