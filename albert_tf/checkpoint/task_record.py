@@ -42,7 +42,8 @@ import os
 from typing import Any, Mapping
 
 from albert_tf.atomic import atomic_write_json
-from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
+from albert_tf.config import (MAX_SEQ_LENGTH, MIN_SEQ_LENGTH, ConfigError, check_num_classes,
+                              check_sequence_length, check_size)
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.textio import EncodingError, FileSizeError, read_text
@@ -230,6 +231,7 @@ class TaskRecord:
         if self.num_classes is None:
             raise TaskRecordError(f"num_classes is missing{where} (a {self.task} record needs it)")
         _check_int("num_classes", self.num_classes, 1, where)
+        check_num_classes(self.num_classes, where.strip(), TaskRecordError)
         if self.label_names is not None:
             names = self.label_names
             if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
@@ -247,7 +249,8 @@ class TaskRecord:
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
         for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
-            _check_int(name, getattr(self, name), 1, where)
+            _check_int(name, getattr(self, name), 1, where)  # each counts pieces of a window
+            check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(), TaskRecordError)
         value = self.no_answer_threshold
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -261,6 +264,8 @@ class TaskRecord:
         for name in BEAM_DEFAULTS:
             if name in self.spec.fields:
                 _check_int(name, getattr(self, name), 1, where)
+                check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(),
+                           TaskRecordError)
         if self.seq_length is not None and self.max_query_length > self.seq_length - 4:
             raise TaskRecordError(f"max_query_length={self.max_query_length} exceeds seq_length="
                                   f"{self.seq_length} - 4 (the [CLS], two [SEP] and at least one "
