@@ -53,7 +53,8 @@ def follow_parent_from_environment() -> None:
     """In a spawned multiprocessing worker: `die_with_parent` of the pid its parent set.
     The variable is removed, so the worker's own children are not bound to their
     grandparent; other processes that inherit it (a command the parent runs) ignore it."""
-    if "--multiprocessing-fork" not in sys.argv:  # not a pool worker: a command, a tool
+    # sys.orig_argv: spawn's prepare() has replaced sys.argv with the parent's by now.
+    if "--multiprocessing-fork" not in getattr(sys, "orig_argv", sys.argv):  # not a worker
         return
     value = os.environ.pop(PARENT_ENV, "")
     if value.isdigit():
