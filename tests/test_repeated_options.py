@@ -26,7 +26,8 @@ def test_list_options_accumulate_as_one_list():
 
 
 @pytest.mark.parametrize("argv, flag, values", [
-    (["export", "--checkpoint", "c", "--output", "a", "--output", "b"], "--output", "'a', then 'b'"),
+    (["export", "--checkpoint", "c", "--output", "a", "--output", "b"], "--output",
+     "'a', then 'b'"),
     (["vocab", "--input", "t.txt", "--output", "v", "--vocab-size", "30", "--vocab-size", "40"],
      "--vocab-size", "30, then 40"),
     (["create-data", "--input", "c.txt", "--output-dir", "d", "--spm-model", "a.model",

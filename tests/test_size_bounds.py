@@ -124,7 +124,8 @@ def _edited_keras(source, target, edit):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda c: c["config"].update(vocab_size=10**9), "vocab_size=1,000,000,000 exceeds"),
-    (lambda c: c.update(num_classes=10**9), f"num_classes=1000000000 must be an integer in [1, {MAX_CLASSES}]"),
+    (lambda c: c.update(num_classes=10**9),
+     f"num_classes=1000000000 must be an integer in [1, {MAX_CLASSES}]"),
     (lambda c: c["config"].update(hidden_size=300_000), "hidden_size=300,000 exceeds"),
     (lambda c: c["preprocessor"]["config"].update(seq_length=10**7), "seq_length=10000000"),
 ])

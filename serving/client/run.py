@@ -255,7 +255,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
     p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
                    help="REST body form: row 'instances' or columnar 'inputs'")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds each request may take, whole: connecting, the headers and the body (default: 60)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds each request may take, whole: connecting, the headers "
+                        "and the body (default: 60)")
     return p
 
 

@@ -2,12 +2,13 @@
 
 `executor(processes, initializer, initargs)` is a spawn process pool (or, for one
 process, an executor that runs each task at once in this process). Its workers die
-with the parent, even on `kill -9`, from their first import (`albert_tf.lifetime`). A worker whose set-up fails
-keeps the error and raises it from each of its tasks (`raise_if_failed`), so the parent
-gets that one exception through the task's future, instead of a traceback printed by
-every worker and a broken pool. A worker that dies (killed, out of memory) becomes
-`WorkerError` in the parent (`result`). The parent checks every input it can before
-it starts a pool (create_data.load_vocabulary), so set-up failures are rare.
+with the parent, even on `kill -9`, from their first import (`albert_tf.lifetime`). A
+worker whose set-up fails keeps the error and raises it from each of its tasks
+(`raise_if_failed`), so the parent gets that one exception through the task's future,
+instead of a traceback printed by every worker and a broken pool. A worker that dies
+(killed, out of memory) becomes `WorkerError` in the parent (`result`). The parent checks
+every input it can before it starts a pool (create_data.load_vocabulary), so set-up
+failures are rare.
 """
 
 from __future__ import annotations
