@@ -127,14 +127,16 @@ def check_sequence_length(seq_length: int, max_position_embeddings: int | None =
     `check_sequence_length(2, 512, "--seq-length")` -> "seq_length=2 must be an integer
     from 3 ([CLS] [SEP] [SEP]) to max_position_embeddings=512 (--seq-length)".
     """
-    fits = (isinstance(seq_length, int) and not isinstance(seq_length, bool)
-            and MIN_SEQ_LENGTH <= seq_length <= MAX_SEQ_LENGTH
+    is_int = isinstance(seq_length, int) and not isinstance(seq_length, bool)
+    fits = (is_int and MIN_SEQ_LENGTH <= seq_length <= MAX_SEQ_LENGTH
             and (max_position_embeddings is None or seq_length <= max_position_embeddings))
     if not fits:
-        limit = (f"the model's max_position_embeddings (at most {MAX_SEQ_LENGTH})"
-                 if max_position_embeddings is None
+        limit = ("the model's max_position_embeddings" if max_position_embeddings is None
                  else f"max_position_embeddings={max_position_embeddings}")
         where = f" ({where})" if where else ""
+        if is_int and seq_length > MAX_SEQ_LENGTH:
+            raise ConfigError(f"seq_length={seq_length} exceeds the longest any model may "
+                              f"have, {MAX_SEQ_LENGTH}{where}")
         raise ConfigError(f"seq_length={seq_length!r} must be an integer from {MIN_SEQ_LENGTH} "
                           f"([CLS] [SEP] [SEP]) to {limit}{where}")
     return seq_length

@@ -145,7 +145,8 @@ def test_create_data_refuses_a_sequence_longer_than_any_model(capsys, tmp_path, 
     code, line = run_cli(capsys, "create-data", "--input", corpus_file, "--output-dir",
                          tmp_path / "d", "--spm-model", spm_model_path, "--max-seq-length",
                          "100000000")
-    assert_one_line_error(code, line, "seq_length=100000000", str(MAX_SEQ_LENGTH))
+    assert_one_line_error(code, line, "seq_length=100000000 exceeds the longest any model may "
+                          f"have, {MAX_SEQ_LENGTH}")
     assert not (tmp_path / "d").exists()
 
 

@@ -319,13 +319,9 @@ class AlbertPreprocessor(keras.layers.Layer):
         return super().__call__(inputs, *args, **kwargs)
 
     def cut(self, texts: tf.Tensor, keep_last: bool = False) -> tf.Tensor:
-        """Each text's first (`keep_last`: last) `text_byte_cap(seq_length)` bytes: what
-        the window can use, so a long text is not normalized and tokenized whole
-        (`spm.cut_text`, the Python tokenizer's same cut)."""
-        cap = text_byte_cap(self.seq_length)
-        if not keep_last:
-            return tf.strings.substr(texts, 0, cap)
-        start = tf.maximum(tf.strings.length(texts) - cap, 0)
+        """Each text's first (`keep_last`: last) bytes a window can use (`spm.cut_text`)."""
+        cap, lengths = text_byte_cap(self.seq_length), tf.strings.length(texts)
+        start = tf.maximum(lengths - cap, 0) if keep_last else tf.zeros_like(lengths)
         return tf.strings.substr(texts, start, tf.fill(tf.shape(texts), cap))
 
     def call(self, inputs) -> dict[str, tf.Tensor]:
@@ -366,10 +362,9 @@ class AlbertPreprocessor(keras.layers.Layer):
         """
         keep = choice_qa_length(max_qa_length, self.seq_length)
         shape = tf.shape(options, tf.int64)  # [B, K]
-        qa = keep_last(self.tokenize(self.cut(tf.reshape(options, [-1]), keep_last=True)),
-                       keep)  # [B*K, (m)]
-        context = tf.gather(self.tokenize(self.cut(contexts)),
-                            tf.repeat(tf.range(shape[0]), shape[1]))
+        qa = keep_last(self.tokenize(self.cut(tf.reshape(options, [-1]), True)), keep)  # [B*K, (m)]
+        context = tf.gather(self.tokenize(self.cut(contexts)), tf.repeat(tf.range(shape[0]),
+                                                                          shape[1]))
         context = keep_first(context, self.seq_length - 3 - qa.row_lengths())
         flat, _ = self.pack([context, qa])  # [B*K, T]
         return {name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
