@@ -165,3 +165,30 @@ def test_a_long_text_is_cut_to_what_the_window_uses_and_gives_the_same_ids(spm_m
         assert ids == tok.encode_pair(text, seq_length=16)["input_word_ids"]
         whole = tok.pack(tok.encode(text), seq_length=16)["input_word_ids"]  # uncut
         assert ids == whole
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"resolved": {"precis', "invalid JSON"),
+    ("", "invalid JSON"),
+    ("[1, 2]", "expected a JSON object, not an array"),
+    ("/dev/zero", "not a regular file"),
+    ("directory", "not a regular file"),
+])
+def test_a_run_record_is_read_through_the_size_rule_naming_the_file(tmp_path, content, message):
+    from albert_tf.errors import UserError
+    from albert_tf.training.pretrain.progress import RUN_CONFIG_FILE, read_run_config
+
+    path = tmp_path / RUN_CONFIG_FILE
+    if content == "/dev/zero":
+        os.symlink("/dev/zero", path)
+    elif content == "directory":
+        path.mkdir()
+    else:
+        path.write_text(content)
+    start = time.monotonic()
+    with pytest.raises(UserError) as caught:
+        read_run_config(str(tmp_path))
+    line = str(caught.value)
+    assert str(path) in line and "\n" not in line and "use a new output_dir" in line, line
+    assert message in line or "character device" in line or "directory" in line, line
+    assert time.monotonic() - start < 5
