@@ -134,7 +134,7 @@ def check_sequence_length(seq_length: int, max_position_embeddings: int | None =
         limit = ("the model's max_position_embeddings" if max_position_embeddings is None
                  else f"max_position_embeddings={max_position_embeddings}")
         where = f" ({where})" if where else ""
-        if is_int and seq_length > MAX_SEQ_LENGTH:
+        if is_int and seq_length > MAX_SEQ_LENGTH and max_position_embeddings is None:
             raise ConfigError(f"seq_length={seq_length} exceeds the longest any model may "
                               f"have, {MAX_SEQ_LENGTH}{where}")
         raise ConfigError(f"seq_length={seq_length!r} must be an integer from {MIN_SEQ_LENGTH} "
