@@ -12,7 +12,12 @@ first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece.
 
 import importlib
 
-from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf import lifetime
+
+# First: a pool worker follows its parent before any heavy import (albert_tf.lifetime).
+lifetime.follow_parent_from_environment()
+
+from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402 - after the line above
 
 __version__ = "0.1.0"
 

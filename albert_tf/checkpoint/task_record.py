@@ -43,7 +43,8 @@ import os
 from typing import Any, Mapping
 
 from albert_tf.atomic import atomic_write_json
-from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
+from albert_tf.config import (MAX_SEQ_LENGTH, MAX_WINDOWS, MIN_SEQ_LENGTH, ConfigError,
+                              check_num_classes, check_sequence_length, check_size)
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.textio import EncodingError, FileSizeError, read_text
@@ -246,6 +247,7 @@ class TaskRecord:
         if self.num_classes is None:
             raise TaskRecordError(f"num_classes is missing{where} (a {self.task} record needs it)")
         _check_int("num_classes", self.num_classes, 1, where)
+        check_num_classes(self.num_classes, where.strip(), TaskRecordError)
         if self.label_names is not None:
             names = self.label_names
             if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
@@ -262,9 +264,11 @@ class TaskRecord:
 
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
-        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best",
-                     "max_windows"):
-            _check_int(name, getattr(self, name), 1, where)
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
+            _check_int(name, getattr(self, name), 1, where)  # each counts pieces of a window
+            check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(), TaskRecordError)
+        _check_int("max_windows", self.max_windows, 1, where)
+        check_size("max_windows", self.max_windows, MAX_WINDOWS, where.strip(), TaskRecordError)
         value = self.no_answer_threshold
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -278,6 +282,8 @@ class TaskRecord:
         for name in BEAM_DEFAULTS:
             if name in self.spec.fields:
                 _check_int(name, getattr(self, name), 1, where)
+                check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(),
+                           TaskRecordError)
         if self.seq_length is not None and self.max_query_length > self.seq_length - 4:
             raise TaskRecordError(f"max_query_length={self.max_query_length} exceeds seq_length="
                                   f"{self.seq_length} - 4 (the [CLS], two [SEP] and at least one "

@@ -35,7 +35,7 @@ from albert_tf.checkpoint.tokenizer_files import SPM_FILE
 from albert_tf.config import check_sequence_length
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.normalize import unicode_tables
-from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length
+from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length, text_byte_cap
 from albert_tf.tokenizer.spm_proto import spm_model_type
 
 logger = logging.getLogger(__name__)
@@ -318,8 +318,14 @@ class AlbertPreprocessor(keras.layers.Layer):
             inputs = _text_tensor(inputs)
         return super().__call__(inputs, *args, **kwargs)
 
+    def cut(self, texts: tf.Tensor, keep_last: bool = False) -> tf.Tensor:
+        """Each text's first (`keep_last`: last) bytes a window can use (`spm.cut_text`)."""
+        cap, lengths = text_byte_cap(self.seq_length), tf.strings.length(texts)
+        start = tf.maximum(lengths - cap, 0) if keep_last else tf.zeros_like(lengths)
+        return tf.strings.substr(texts, start, tf.fill(tf.shape(texts), cap))
+
     def call(self, inputs) -> dict[str, tf.Tensor]:
-        segments = self._segments(inputs)
+        segments = [self.cut(segment) for segment in self._segments(inputs)]
         batch = tf.shape(segments[0])[0]
         # One normalise + tokenize pass over all segments, then split back.
         ids = self.tokenize(tf.concat(segments, axis=0))
@@ -356,8 +362,9 @@ class AlbertPreprocessor(keras.layers.Layer):
         """
         keep = choice_qa_length(max_qa_length, self.seq_length)
         shape = tf.shape(options, tf.int64)  # [B, K]
-        qa = keep_last(self.tokenize(tf.reshape(options, [-1])), keep)  # [B*K, (m)]
-        context = tf.gather(self.tokenize(contexts), tf.repeat(tf.range(shape[0]), shape[1]))
+        qa = keep_last(self.tokenize(self.cut(tf.reshape(options, [-1]), True)), keep)  # [B*K, (m)]
+        context = tf.gather(self.tokenize(self.cut(contexts)), tf.repeat(tf.range(shape[0]),
+                                                                          shape[1]))
         context = keep_first(context, self.seq_length - 3 - qa.row_lengths())
         flat, _ = self.pack([context, qa])  # [B*K, T]
         return {name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))

@@ -103,6 +103,35 @@ def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
     return list(tokens_a[:len_a]), list(tokens_b[:len_b])
 
 
+# The bytes of a text one token of a window can use: no piece is longer than 16
+# characters (SentencePiece's max_sentencepiece_length) of at most 4 UTF-8 bytes. A text
+# is cut to `text_byte_cap(seq_length)` bytes before it is tokenized whole, so a 1 MB
+# text costs what a window costs; what lies past the cap could not reach the window
+# unless the text is mostly whitespace or characters normalization drops.
+MAX_BYTES_PER_TOKEN = 64
+
+
+def text_byte_cap(seq_length: int) -> int:
+    """The most bytes of one text a window of `seq_length` tokens reads."""
+    return seq_length * MAX_BYTES_PER_TOKEN
+
+
+def cut_text(text: str | bytes, seq_length: int, keep_last: bool = False) -> str:
+    """`text`'s first (or, `keep_last`, last) `text_byte_cap(seq_length)` UTF-8 bytes,
+    as the in-graph preprocessor cuts it (`AlbertPreprocessor.cut`); a character the
+    cut splits becomes U+FFFD, as invalid UTF-8 does."""
+    cap = text_byte_cap(seq_length)
+    if isinstance(text, str):
+        if 4 * len(text) <= cap:  # short: nothing to cut, whatever its characters
+            return text
+        text = text.encode("utf-8", errors="surrogatepass")
+    elif not isinstance(text, bytes):
+        return _to_text(text)  # its TypeError
+    if len(text) > cap:
+        text = text[len(text) - cap:] if keep_last else text[:cap]
+    return _to_text(text)
+
+
 def choice_qa_length(max_qa_length: int, seq_length: int) -> int:
     """The pieces a multiple-choice option keeps: `max_qa_length`, at most what a row of
     `seq_length` holds beside [CLS] and two [SEP]s."""
@@ -246,10 +275,11 @@ class AlbertTokenizer:
 
     def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
                     seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
+        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does:
+        each text cut to what the window can use first (`cut_text`)."""
         check_sequence_length(seq_length)
-        ids_b = None if text_b is None else self.encode(text_b)
-        return self.pack(self.encode(text_a), ids_b, seq_length)
+        ids_b = None if text_b is None else self.encode(cut_text(text_b, seq_length))
+        return self.pack(self.encode(cut_text(text_a, seq_length)), ids_b, seq_length)
 
     def __repr__(self) -> str:
         return (f"AlbertTokenizer({self.spm_model_path!r}, do_lower_case={self.do_lower_case}, "
