@@ -14,6 +14,7 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 | do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False) |
 | num_classes, label_names | classification, token_classification | classes and their names |
 | problem_type | classification | single_label (softmax) or multi_label (sigmoid) |
+| tag_scheme | token_classification | the entity tags' scheme fine-tuning read: iob1, iob2 or bioes (None: not recorded, e.g. a foreign head) |
 | answerability | span | SQuAD 2.0's no-answer head (False) |
 | doc_stride | span | context pieces between window starts (128) |
 | max_query_length | span | question pieces kept (64, at most seq_length - 4) |
@@ -47,6 +48,7 @@ from albert_tf.config import (MAX_SEQ_LENGTH, MAX_WINDOWS, MIN_SEQ_LENGTH, Confi
                               check_num_classes, check_sequence_length, check_size)
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.tagging import SCHEMES
 from albert_tf.textio import EncodingError, FileSizeError, read_text
 from albert_tf.tasks import (
     BEAM_DEFAULTS,
@@ -93,6 +95,7 @@ class TaskRecord:
     num_classes: int | None = None
     label_names: tuple[str, ...] | None = None
     problem_type: str | None = None
+    tag_scheme: str | None = None
     answerability: bool | None = None
     doc_stride: int | None = None
     max_query_length: int | None = None
@@ -261,6 +264,9 @@ class TaskRecord:
         if "problem_type" in self.spec.fields and self.problem_type not in PROBLEM_TYPES:
             raise TaskRecordError(f"problem_type={self.problem_type!r}{where} is not one of "
                                   f"{', '.join(PROBLEM_TYPES)}")
+        if self.tag_scheme is not None and self.tag_scheme not in SCHEMES:
+            raise TaskRecordError(f"tag_scheme={self.tag_scheme!r}{where} is not one of "
+                                  f"{', '.join(SCHEMES)}")
 
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
