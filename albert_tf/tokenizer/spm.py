@@ -39,8 +39,11 @@ from typing import Sequence
 import sentencepiece as spm
 
 from albert_tf import textio
-from albert_tf.config import SHORT_SEQ_LENGTH, check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.packing import Packing, truncate_seq_pair
+
+__all__ = ["AlbertTokenizer", "normalize_text", "truncate_seq_pair", "choice_qa_length",
+           "cut_choice", "load_spm_model"]
 
 SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE = "<pad>"
@@ -86,23 +89,6 @@ def _ends_with_digit_comma(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
 
-def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
-                      max_length: int) -> tuple[list, list]:
-    """Shortens a pair to `max_length` items in total, the longer one first, B on ties.
-
-    The original `_truncate_seq_pair`. The result equals tensorflow-text's
-    `RoundRobinTrimmer` for two segments (tested exhaustively), whereas its
-    `ShrinkLongestTrimmer` breaks ties the other way.
-    """
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    while len_a + len_b > max_length:
-        if len_a > len_b:
-            len_a -= 1
-        else:
-            len_b -= 1
-    return list(tokens_a[:len_a]), list(tokens_b[:len_b])
-
-
 def choice_qa_length(max_qa_length: int, seq_length: int) -> int:
     """The pieces a multiple-choice option keeps: `max_qa_length`, at most what a row of
     `seq_length` holds beside [CLS] and two [SEP]s."""
@@ -136,7 +122,7 @@ def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.Senten
     return proto, processor
 
 
-class AlbertTokenizer:
+class AlbertTokenizer(Packing):
     """SentencePiece tokenization with the original ALBERT rules (needs only sentencepiece).
 
     Loads any ALBERT-style model as released (30k-clean.model, Hugging Face's
@@ -219,37 +205,6 @@ class AlbertTokenizer:
 
     def piece_to_id(self, piece: str) -> int:
         return self.sp_model.piece_to_id(piece)
-
-    def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None,
-             seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Packs token ids as `[CLS] A [SEP] (B [SEP])`, truncated and padded to `seq_length`.
-
-        Returns: {"input_word_ids", "input_mask", "input_type_ids"}, lists of
-        `seq_length` ints. A single segment keeps its first `seq_length - 2`
-        ids; a pair is cut by `truncate_seq_pair` to `seq_length - 3`. An empty
-        B still gets its [SEP] (pass None for a single segment).
-        """
-        check_sequence_length(seq_length)
-        if ids_b is None:
-            word_ids = [self.cls_id, *ids_a[:seq_length - 2], self.sep_id]
-            type_ids = [0] * len(word_ids)
-        else:
-            ids_a, ids_b = truncate_seq_pair(ids_a, ids_b, seq_length - 3)
-            word_ids = [self.cls_id, *ids_a, self.sep_id, *ids_b, self.sep_id]
-            type_ids = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
-        padding = seq_length - len(word_ids)
-        return {
-            "input_word_ids": [int(i) for i in word_ids] + [self.pad_id] * padding,
-            "input_mask": [1] * len(word_ids) + [0] * padding,
-            "input_type_ids": type_ids + [0] * padding,
-        }
-
-    def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
-                    seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
-        check_sequence_length(seq_length)
-        ids_b = None if text_b is None else self.encode(text_b)
-        return self.pack(self.encode(text_a), ids_b, seq_length)
 
     def __repr__(self) -> str:
         return (f"AlbertTokenizer({self.spm_model_path!r}, do_lower_case={self.do_lower_case}, "
