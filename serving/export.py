@@ -32,9 +32,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
+from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
-from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
 from .litert import convert as litert
@@ -217,10 +217,11 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             raise ExportError("--quantize is for --format litert")
         version, path = layout.resolve_version(output, version)
         atomic.check_writable_directory(output, "--output")
-    spm_model = source.tokenizer_files(spm_model).spm_model
+    files = source.tokenizer_files(spm_model)
+    spm_model = files.spm_model
     if spm_model is None:
-        raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
-                          "*.model); pass --spm-model")
+        raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
+                          f"{VOCAB_FILE}); pass --spm-model")
     if format == "savedmodel":
         warmup.require_serving_api()
     record = source.task_record  # the one source of the task's settings
@@ -230,8 +231,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     if seq_length is None:
         seq_length = record.seq_length or limit
     check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
-    preprocessor = AlbertPreprocessor(spm_model, seq_length, do_lower_case=record.do_lower_case,
-                                      keep_accents=record.keep_accents)
+    preprocessor = files.preprocessor(seq_length)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
