@@ -14,11 +14,6 @@ lines (stored in the fixture) in four forms. The original's rules are the Python
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
-import unicodedata
-
 import pytest
 
 from albert_tf.tokenizer.wordpiece import (
@@ -28,50 +23,22 @@ from albert_tf.tokenizer.wordpiece import (
     WordPieceTokenizer,
     read_vocab,
 )
-from tests.helpers.paths import FIXTURES
 from tests.helpers.tokenizer_cases import HARD_CASES, WORDPIECE_CASES
+from tests.helpers.wordpiece import FORMS, WORDPIECE_VOCAB, check_ids, parity
 
-FIXTURE = os.path.join(FIXTURES, "wordpiece")
-VOCAB = os.path.join(FIXTURE, "vocab.txt")
-
-
-@pytest.fixture(scope="module")
-def parity():
-    with gzip.open(os.path.join(FIXTURE, "parity.json.gz"), "rt", encoding="utf-8") as f:
-        return json.load(f)
+VOCAB = WORDPIECE_VOCAB
 
 
-def _rust_differs(line: str, options: dict) -> bool:
-    """Where Rust's BertTokenizer departs from the original's Python rules."""
-    sigma = options.get("do_lower_case", True) and "\u03a3" in line
-    return sigma or any(unicodedata.category(c) in ("Cn", "Co") for c in line)
-
-
-def test_fixture_covers_the_parity_cases(parity):
-    lines = set(parity["lines"])
+def test_fixture_covers_the_parity_cases():
+    lines = set(parity()["lines"])
     assert set(HARD_CASES) <= lines and set(WORDPIECE_CASES) <= lines
-    assert len(parity["lines"]) > 1300 and len(parity["forms"]) == 4
+    assert len(parity()["lines"]) > 1300 and tuple(parity()["forms"]) == FORMS
 
 
-@pytest.mark.parametrize("form", ["uncased", "cased", "uncased_accents", "uncased_no_cjk_split"])
-def test_ids_equal_transformers(parity, form):
-    entry = parity["forms"][form]
-    tok = WordPieceTokenizer(VOCAB, **entry["options"])
-    nfc_lines = rust_lines = 0
-    for line, legacy, bert in zip(parity["lines"], entry["legacy"], entry["bert"]):
-        ours = tok.encode(line)
-        nfc = unicodedata.normalize("NFC", line)
-        if nfc == line:
-            assert ours == legacy, line
-        else:
-            nfc_lines += 1
-            assert tok.encode(nfc) == legacy, line
-        if _rust_differs(line, entry["options"]):
-            rust_lines += 1
-        else:
-            assert ours == bert, line
-    # The exemptions stay exemptions: a handful of lines, not a blanket.
-    assert nfc_lines < 25 and rust_lines < 25
+@pytest.mark.parametrize("form", FORMS)
+def test_ids_equal_transformers(form):
+    tok = WordPieceTokenizer(VOCAB, **parity()["forms"][form]["options"])
+    check_ids(lambda lines: [tok.encode(line) for line in lines], form)
 
 
 def test_unknown_and_long_words():
