@@ -33,6 +33,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
+from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 
@@ -222,6 +223,11 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     if spm_model is None:
         raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
                           f"{VOCAB_FILE}); pass --spm-model")
+    if format == "litert" and files.kind == WORDPIECE:
+        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack.
+        raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
+                          "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
+                          "(--format savedmodel)")
     if format == "savedmodel":
         warmup.require_serving_api()
     record = source.task_record  # the one source of the task's settings

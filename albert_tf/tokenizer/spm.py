@@ -141,6 +141,8 @@ class AlbertTokenizer(Packing):
       >>> tok.encode_pair("a question", "a passage", seq_length=16)["input_word_ids"]
     """
 
+    kind = "sentencepiece"
+
     def __init__(self, spm_model_path: str | os.PathLike, do_lower_case: bool = True, *,
                  keep_accents: bool = False):
         self.spm_model_path = os.fspath(spm_model_path)

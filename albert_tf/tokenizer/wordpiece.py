@@ -174,6 +174,11 @@ class WordPieceTokenizer(Packing):
         """Whether accents are stripped: `strip_accents`, or lower-casing when it is None."""
         return self.do_lower_case if self.strip_accents is None else self.strip_accents
 
+    @property
+    def keep_accents(self) -> bool:
+        """The task record's name for not stripping accents (`not strips_accents`)."""
+        return not self.strips_accents
+
     # ---------------------------------------------------------------- basic tokenizer
     def clean(self, text: str | bytes) -> str:
         """Steps 1 and 2: control characters dropped, whitespace -> " ", CJK spaced."""
