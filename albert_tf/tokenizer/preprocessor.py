@@ -209,6 +209,13 @@ class AlbertPreprocessor(keras.layers.Layer):
                              "SentencePiece model")
         return self._sentencepiece
 
+    def id_to_string(self, ids: tf.Tensor) -> tf.Tensor:
+        """The vocabulary's token of each id (any shape) as tf.string, in the graph."""
+        self._vocabulary()
+        if self._wordpiece is not None:
+            return tf.gather(tf.constant(self._tokenizer.tokens), ids)
+        return self._sentencepiece.id_to_string(ids)
+
     # ------------------------------------------------------------ .keras assets
     def save_assets(self, dir_path: str) -> None:
         """Writes the vocabulary (the bytes read, not the file as it is now)."""
