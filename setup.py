@@ -67,7 +67,10 @@ setup(
     ],
     extras_require={
         # jax, scikit-learn, scipy: independent metric checks; pytest-xdist: make test's workers
-        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy"],
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy",
+                 "huggingface_hub>=0.30", "kagglehub>=0.3"],
+        # hf:// and kaggle:// checkpoint handles (albert_tf/checkpoint/hub.py)
+        "hub": ["huggingface_hub>=0.30", "kagglehub>=0.3"],
         "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],

@@ -1,7 +1,9 @@
 """Models built from AlbertEncoder and heads: the pretrainer and the fine-tuning models.
 
 All take a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` ([B,T];
-[B,K,T] for multiple choice) and return a dict of float32 outputs. What they share
+[B,K,T] for multiple choice). A single-output task (classifier, regressor, token
+classifier, multiple choice) returns its float32 array, as KerasHub's tasks do; the
+others a dict of float32 outputs. What they share
 (from_preset, compile defaults, raw text in fit / predict, .keras assets, export)
 is `albert_tf.task_model.AlbertTaskModel`.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numbers
 
 import keras
+import numpy as np
 from keras import ops
 
 from albert_tf import arguments, tasks
@@ -73,7 +76,7 @@ class AlbertPretrainer(AlbertTaskModel):
         self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
         self.sop_loss_tracker = keras.metrics.Mean(name="sop_loss")
         self.sop_accuracy = keras.metrics.SparseCategoricalAccuracy(name="sop_accuracy")
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         encoded = self._encode(inputs, training)
@@ -110,7 +113,8 @@ class AlbertPretrainer(AlbertTaskModel):
 class AlbertSequenceClassifier(AlbertTaskModel):
     """Classification of one text or a text pair from the pooled output.
 
-    Call: encoder inputs -> `{"logits": [B, num_classes]}`.
+    Call: encoder inputs -> logits [B, num_classes] (float32); `predict_labels(texts)`
+    gives the label names.
     """
 
     task = "classification"
@@ -122,11 +126,29 @@ class AlbertSequenceClassifier(AlbertTaskModel):
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
                                        name="classifier", dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
-        return {"logits": self.head(pooled, training=training)}
+        return self.head(pooled, training=training)
+
+    def predict_labels(self, x, batch_size=None, verbose=0) -> list:
+        """The label names a classifier predicts for `x` (raw text or token ids).
+
+        Single-label: one name per row (the argmax of the logits); multi-label
+        (`problem_type`): the names whose logit is above 0 (probability > 0.5), a list
+        per row. The names are the task record's `label_names`, else "0", "1", ...
+
+        Example:
+            >>> model.predict_labels(["a gripping film", "dull"])
+            ['positive', 'negative']
+        """
+        record = self.task_record
+        names = record.class_names()
+        logits = np.asarray(self.predict(x, batch_size=batch_size, verbose=verbose))  # [B,C]
+        if record.problem_type == "multi_label":
+            return [[names[c] for c in np.flatnonzero(row > 0)] for row in logits]
+        return [names[c] for c in np.argmax(logits, axis=-1)]
 
 
 
@@ -134,7 +156,8 @@ class AlbertSequenceClassifier(AlbertTaskModel):
 class AlbertSequenceRegressor(AlbertTaskModel):
     """Regression (e.g. STS-B) from the pooled output.
 
-    Call: encoder inputs -> `{"score": [B]}`.
+    Call: encoder inputs -> scores [B] (float32; Hugging Face's one-label head gives
+    [B, 1]).
     """
 
     task = "regression"
@@ -144,18 +167,18 @@ class AlbertSequenceRegressor(AlbertTaskModel):
         self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
                                        name="regressor", dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
-        return {"score": ops.squeeze(self.head(pooled, training=training), -1)}
+        return ops.squeeze(self.head(pooled, training=training), -1)  # [B]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTokenClassifier(AlbertTaskModel):
     """Per-token classification (e.g. tagging) from the sequence output.
 
-    Call: encoder inputs -> `{"logits": [B, T, num_classes]}`.
+    Call: encoder inputs -> logits [B, T, num_classes] (float32).
     """
 
     task = "token_classification"
@@ -168,11 +191,11 @@ class AlbertTokenClassifier(AlbertTaskModel):
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
                                        name="token_classifier", dtype=self.dtype_policy)
         self.head.build((None, None, self.config.hidden_size))
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
-        return {"logits": self.head(sequence, training=training)}
+        return self.head(sequence, training=training)
 
 
 
@@ -202,7 +225,7 @@ class AlbertSpanExtractor(AlbertTaskModel):
                                                       name="answerable_classifier",
                                                       dtype=self.dtype_policy)
             self.answerable_head.build((None, self.config.hidden_size))
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         encoded = self._encode(inputs, training)
@@ -221,7 +244,7 @@ class AlbertSpanExtractor(AlbertTaskModel):
 class AlbertMultipleChoice(AlbertTaskModel):
     """Multiple choice (RACE): each option is encoded with the context, one score each.
 
-    Call: encoder inputs of shape [B,K,T] -> `{"logits": [B,K]}`.
+    Call: encoder inputs of shape [B,K,T] -> logits [B,K] (float32).
     """
 
     task = "multiple_choice"
@@ -231,7 +254,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
         self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
                                        name="choice_classifier", dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         shape = ops.shape(inputs["input_word_ids"])
@@ -240,7 +263,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
                 for name in INPUT_NAMES}
         pooled = self.encoder(flat, training=training, pooled_only=True)["pooled_output"]
         scores = self.head(pooled, training=training)  # [B*K,1]
-        return {"logits": ops.reshape(scores, (batch, choices))}
+        return ops.reshape(scores, (batch, choices))  # [B,K]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -268,7 +291,7 @@ class AlbertMaskedLM(AlbertTaskModel):
                                      cfg.initializer_range, self.mlm_layer_norm_epsilon,
                                      name="mlm_head", dtype=self.dtype_policy)
         self.mlm_head.build((None, None, cfg.hidden_size))
-        self.built = True
+        self._built()
 
 
     def call(self, inputs, training=None):
@@ -309,7 +332,7 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
                                       cfg.initializer_range, name="beam_span_head",
                                       dtype=self.dtype_policy)
         self.beam_head.build()
-        self.built = True
+        self._built()
 
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]

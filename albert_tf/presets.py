@@ -50,11 +50,11 @@ def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = Tr
     spec = cls.task_spec
     parameters = inspect.signature(cls.__init__).parameters
     known = set(parameters) - {"self", "config", "encoder", "kwargs"}
-    unknown = sorted(set(kwargs) - known - {"dtype", "name", "remat"})
+    unknown = sorted(set(kwargs) - known - {"dtype", "name", "remat", "compile"})
     if unknown:
         raise TypeError(f"{cls.__name__}.from_preset got unknown argument(s) {unknown}; it "
-                        f"takes {', '.join(sorted(known | set(_PRESET_ARGUMENTS)))}, remat, dtype, "
-                        "name")
+                        f"takes {', '.join(sorted(known | set(_PRESET_ARGUMENTS)))}, remat, compile, "
+                        "dtype, name")
     opened = open_checkpoint(path)
     record = opened.task_record
     checkpoint_head = spec.model_kwargs(record) if record.spec is spec else {}

@@ -6,7 +6,10 @@ entry in `albert_tf.tasks` (`task_spec`) decides the rest:
 
 * `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint`
   reads (`albert_tf.presets`);
-* `compile()` with no arguments: AdamW and the task's loss and metrics;
+* it comes compiled: `compile()`'s defaults (AdamW, the task's loss and metrics) are
+  applied on construction (`compile=False` skips it), so `fit` works at once;
+* a single-output task (classifier, regressor, token classifier, multiple choice)
+  returns its array from `call`/`predict`, as KerasHub's tasks do; the others a dict;
 * `fit`, `evaluate`, `predict` take raw text (a list of strings, a `(texts_a,
   texts_b)` pair, a batched `tf.data` of them) as well as token-id dicts; a label
   array is the target of the task's `label_output`;
@@ -89,6 +92,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
       preprocessor: an `AlbertPreprocessor` for raw text (`from_preset` builds it from
         the checkpoint's vocabulary); None: token ids only.
       remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
+      compile: compile with the task's defaults once built (`compile()`); False: leave
+        it uncompiled.
     """
 
     task = ""
@@ -103,8 +108,9 @@ class AlbertTaskModel(ExportMixin, keras.Model):
             cls.task_spec = tasks.TASKS[cls.task]
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 preprocessor=None, remat: bool = False, **kwargs):
+                 preprocessor=None, remat: bool = False, compile: bool = True, **kwargs):
         super().__init__(**kwargs)
+        self._compile_on_init = bool(compile)
         self.config = as_config(config)
         if encoder is not None and encoder.config != self.config:
             raise ValueError("the encoder's config differs from the model's config")
@@ -112,6 +118,13 @@ class AlbertTaskModel(ExportMixin, keras.Model):
                                                 dtype=self.dtype_policy)
         self.preprocessor = preprocessor
         self._task_record: TaskRecord | None = None
+
+    def _built(self) -> None:
+        """Marks the model built (each subclass calls it once its heads exist) and
+        compiles it with the task's defaults unless constructed with compile=False."""
+        self.built = True
+        if self._compile_on_init:
+            self.compile()
 
     def _encode(self, inputs, training, pooled_only=False):
         """The encoder's outputs; `pooled_only`: the pooled output alone, the last block
@@ -177,7 +190,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
+        # Keras recompiles a loaded model from its saved compile config, if any.
+        config = {**config, "compile": False}
         if config.get("preprocessor") is not None:
             _text_inputs()  # registers AlbertPreprocessor (it imports the preprocessor)
             config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
@@ -199,6 +213,15 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         the task's loss (and loss weights) and metrics, keyed by output."""
         if optimizer == "auto":
             optimizer = default_optimizer()
+        spec = self.task_spec
+        if spec.single_output:  # one array out: one loss, a list of metrics
+            if loss == "auto":
+                loss = LOSSES[spec.losses[spec.label_output][0]]()
+            if metrics == "auto":
+                metrics = [METRICS[kind]() for kind in spec.metrics.get(spec.label_output, ())]
+            super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
+                            metrics=metrics or None, **kwargs)
+            return
         outputs = self._output_names() if "auto" in (loss, metrics) else set()
         if loss == "auto":
             losses = {name: value for name, value in self.task_spec.losses.items()
@@ -228,16 +251,21 @@ class AlbertTaskModel(ExportMixin, keras.Model):
 
     def _as_model_data(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
         """(x, y, sample_weight, batch_size) for Keras: raw text through the preprocessor
-        into a batched tf.data pipeline; plain labels keyed by the task's output."""
+        into a batched tf.data pipeline; plain labels keyed by the task's output (a
+        single-output task's labels are its one target, unkeyed)."""
         spec = self.task_spec
         if not _may_be_text(x):
-            if y is not None and not isinstance(y, dict) and spec.label_output is not None:
+            if spec.single_output:
+                if isinstance(y, dict) and set(y) == {spec.label_output}:
+                    y = y[spec.label_output]
+            elif y is not None and not isinstance(y, dict) and spec.label_output is not None:
                 y = {spec.label_output: y}
             return x, y, sample_weight, batch_size
         text = _text_inputs()
         segments = text.text_form(x)
         if hasattr(x, "element_spec") and segments is None:  # tokenized tf.data
-            return text.keyed_dataset(x, spec.label_output), y, sample_weight, batch_size
+            return text.keyed_dataset(x, spec.label_output, spec.single_output), y, \
+                sample_weight, batch_size
         if segments is None:
             problem = text.choices_problem(x)
             raise TypeError(f"{type(self).__name__}: {problem}" if problem else
@@ -254,7 +282,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
                              "with from_preset (a checkpoint with its SentencePiece model), or "
                              "set model.preprocessor = AlbertPreprocessor(...)")
         dataset = text.as_dataset(
-            self.preprocessor, x, y, sample_weight, label_output=spec.label_output,
+            self.preprocessor, x, y, sample_weight,
+            label_output=None if spec.single_output else spec.label_output,
             batch_size=batch_size, shuffle=shuffle,
             max_qa_length=self.task_record.max_qa_length if spec.choices else None)
         return dataset, None, None, None
@@ -291,3 +320,4 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         x, _, _, batch_size = self._as_model_data(x, batch_size=batch_size)
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
                                callbacks=callbacks)
+

@@ -81,7 +81,10 @@ class Task:
         computes its own (pretraining) or has no training loss here.
       metrics: output name -> metric kinds ("accuracy", "mae") for `compile()`.
       label_output: the output a plain label array `y` is the target of (None:
-        `y` must be a dict keyed by output).
+        `y` must be a dict keyed by output); a single-output task's one output goes by
+        this name outside the model (encoded labels, the serving signatures).
+      single_output: the model's `call`/`predict` returns its one output as an array,
+        not a dict (KerasHub's convention for its classifiers).
       text_segments: the raw-text forms `fit`/`predict` accept (1: texts, 2:
         (text_a, text_b) tuples, CHOICE_TEXTS: (contexts [B], choices [B, K]) tuples,
         one (context, choice) pair per option); empty: tokenized only.
@@ -107,6 +110,7 @@ class Task:
     losses: Mapping[str, tuple[str, float]] = dataclasses.field(default_factory=lambda: _EMPTY)
     metrics: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=lambda: _EMPTY)
     label_output: str | None = None
+    single_output: bool = False
     text_segments: tuple[int | str, ...] = ()
     masked_positions: bool = False
     choices: bool = False
@@ -172,16 +176,16 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
     _task("classification", "AlbertSequenceClassifier", head_args=("num_classes",),
           fields=_CLASSES + ("problem_type",), defaults={"problem_type": "single_label"},
           losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
-          text_segments=(1, 2), serving="classifier",
+          single_output=True, text_segments=(1, 2), serving="classifier",
           hf_architecture="AlbertForSequenceClassification",
           keras_hub="keras_hub>AlbertTextClassifier"),
     _task("regression", "AlbertSequenceRegressor",
           losses={"score": ("mean_squared_error", 1.0)}, metrics={"score": ("mae",)},
-          label_output="score", text_segments=(1, 2), serving="regressor",
+          label_output="score", single_output=True, text_segments=(1, 2), serving="regressor",
           hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression"),
     _task("token_classification", "AlbertTokenClassifier", head_args=("num_classes",),
           fields=_CLASSES, losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
-          text_segments=(1,), serving="token_labels",
+          single_output=True, text_segments=(1,), serving="token_labels",
           hf_architecture="AlbertForTokenClassification"),
     _task("span", "AlbertSpanExtractor", head_args=("answerability",), fields=_SPAN_FIELDS,
           defaults=SPAN_DEFAULTS,
@@ -196,7 +200,8 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           text_segments=(2,), serving="span_beam"),
     _task("multiple_choice", "AlbertMultipleChoice", fields=tuple(MULTIPLE_CHOICE_DEFAULTS),
           defaults=MULTIPLE_CHOICE_DEFAULTS, losses=_CROSS_ENTROPY, metrics=_ACCURACY,
-          label_output="logits", choices=True, text_segments=(CHOICE_TEXTS,),
+          label_output="logits", single_output=True, choices=True,
+          text_segments=(CHOICE_TEXTS,),
           serving="multiple_choice",
           hf_architecture="AlbertForMultipleChoice"),
 )})

@@ -56,7 +56,7 @@ def build_model(name: str, vocab_size: int):
                               num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)
     model = AlbertSequenceClassifier(config, 2)
     model.compile(optimizer=create_optimizer("adamw", 2e-5, 1000, 100),
-                  loss={"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
 

@@ -69,7 +69,7 @@ def child(args) -> dict:
     shape = (args.batch, args.seq_length)
     x = {"input_word_ids": rng.integers(5, config.vocab_size, shape).astype("int32"),
          "input_mask": np.ones(shape, "int32"), "input_type_ids": np.zeros(shape, "int32")}
-    y = {"logits": rng.integers(0, 2, args.batch).astype("int32")}
+    y = rng.integers(0, 2, args.batch).astype("int32")
     built = _current_rss_mib()
     if gpu:
         tf.config.experimental.reset_memory_stats("GPU:0")

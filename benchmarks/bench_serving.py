@@ -121,7 +121,7 @@ def eager_predict(model, tokenizer, seq_length: int):
         longest = max(sum(r["input_mask"]) for r in rows)
         length = min(seq_length, -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
         features = {k: np.array([r[k][:length] for r in rows], np.int32) for k in rows[0]}
-        return model(features, training=False)["logits"].numpy()
+        return model(features, training=False).numpy()  # logits [B,C]
     return run
 
 
@@ -194,12 +194,12 @@ def finetuned_classifier(spm_path: str, texts: list[str], steps: int, seq_length
                           num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
                           max_position_embeddings=seq_length)
     model = AlbertSequenceClassifier(config, 3)
-    model.compile(optimizer=keras.optimizers.Adam(3e-4), loss={
-        "logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
+    model.compile(optimizer=keras.optimizers.Adam(3e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     train = {k: v[dev:] for k, v in x.items()}
-    model.fit(train, {"logits": labels[dev:]}, batch_size=32, verbose=0,
+    model.fit(train, labels[dev:], batch_size=32, verbose=0,
               epochs=max(1, steps * 32 // len(labels[dev:])))
-    logits = model.predict({k: v[:dev] for k, v in x.items()}, verbose=0)["logits"]
+    logits = model.predict({k: v[:dev] for k, v in x.items()}, verbose=0)
     accuracy = float((logits.argmax(-1) == labels[:dev]).mean())
     return model, texts[:dev], accuracy
 

@@ -251,7 +251,10 @@ class OpenedCheckpoint(abc.ABC):
           CheckpointError: unreadable files, or tensors that do not fit the config
             (every missing, unexpected and mis-shaped tensor listed at once).
         """
-        return self._load()
+        model = self._load()
+        if model.task_spec.recorded:  # a task model, not the encoder
+            model.compile()  # ready to fit, as a constructed task model is
+        return model
 
     # ------------------------------------------------------------ what a reader implements
     @abc.abstractmethod
@@ -274,8 +277,10 @@ def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
 
 
 def build_task_model(config: AlbertConfig, record: TaskRecord):
-    """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`."""
-    return record.spec.model_type()(config, **task_model_kwargs(record))
+    """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`,
+    uncompiled: its weights are loaded first (an optimizer would be read from the file
+    too), then `OpenedCheckpoint.load` compiles it."""
+    return record.spec.model_type()(config, compile=False, **task_model_kwargs(record))
 
 
 class TensorIndexCheckpoint(OpenedCheckpoint):

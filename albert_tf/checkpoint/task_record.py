@@ -186,6 +186,11 @@ class TaskRecord:
         """The task's entry in `albert_tf.tasks`: its model, head arguments, loss, serving."""
         return _TASK_TABLE[self.task]
 
+    def class_names(self) -> list[str]:
+        """The classes' names as predictions and the serving signatures give them: the
+        record's `label_names`, else "0", "1", ... (num_classes of them)."""
+        return list(self.label_names or [str(i) for i in range(self.num_classes or 0)])
+
     def replace(self, **changes) -> "TaskRecord":
         """A copy with `changes`, validated."""
         return dataclasses.replace(self, **changes)

@@ -171,10 +171,17 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
     return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def keyed_dataset(dataset: tf.data.Dataset, label_output: str | None) -> tf.data.Dataset:
-    """A dataset of tokenized (x, y[, w]) whose plain labels are keyed by `label_output`."""
+def keyed_dataset(dataset: tf.data.Dataset, label_output: str | None,
+                  single_output: bool = False) -> tf.data.Dataset:
+    """A dataset of tokenized (x, y[, w]) whose plain labels are keyed by `label_output`;
+    `single_output` (the model returns one array): labels keyed by it are unwrapped."""
     spec = dataset.element_spec
-    if not isinstance(spec, tuple) or len(spec) < 2 or isinstance(spec[1], dict) \
-            or label_output is None:
+    if not isinstance(spec, tuple) or len(spec) < 2 or label_output is None:
+        return dataset
+    if single_output:
+        if isinstance(spec[1], dict) and set(spec[1]) == {label_output}:
+            return dataset.map(lambda x, y, *w: (x, y[label_output], *w))
+        return dataset
+    if isinstance(spec[1], dict):
         return dataset
     return dataset.map(lambda x, y, *w: (x, {label_output: y}, *w))

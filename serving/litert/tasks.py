@@ -151,12 +151,12 @@ class ClassifierLite(LiteModule):
 
     def __init__(self, model, text, record):
         super().__init__(model, text, record)
-        names = list(record.label_names or [str(i) for i in range(model.num_classes)])
+        names = record.class_names()
         self.label_names = tf.constant(names)
         self.multi_label = record.problem_type == "multi_label"
 
     def readout(self, features):
-        logits = self.model(features, training=False)["logits"]
+        logits = self.model(features, training=False)
         return class_outputs(logits, self.label_names, self.multi_label)
 
 
@@ -164,7 +164,7 @@ class RegressorLite(LiteModule):
     """A score per text or pair."""
 
     def readout(self, features):
-        return {"score": self.model(features, training=False)["score"]}
+        return {"score": self.model(features, training=False)}
 
 
 class MultipleChoiceLite(LiteModule):
@@ -179,7 +179,7 @@ class MultipleChoiceLite(LiteModule):
         self.max_qa_length = choice_qa_length(record.max_qa_length, text.seq_length)
 
     def readout(self, features):
-        logits = self.model(features, training=False)["logits"]  # [B, K]
+        logits = self.model(features, training=False)  # [B, K]
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 

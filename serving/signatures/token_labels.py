@@ -49,7 +49,7 @@ class TokenClassifierModule(ServingModule):
         ids, starts, ends, _ = (text_graph.keep_first(x, room) for x in pieces)
         features, _ = text_graph.pack(pre, [ids])
         features = text_graph.trim_padding(features, self.pad_multiple)
-        probabilities = tf.nn.softmax(self.model(features, training=False)["logits"], -1)
+        probabilities = tf.nn.softmax(self.model(features, training=False), -1)
         width = tf.cast(tf.reduce_max(tf.concat([ids.row_lengths(), [0]], 0)), tf.int32)
         probabilities = probabilities[:, 1:1 + width]  # [B,N,C]: the text's pieces
         is_token = tf.sequence_mask(ids.row_lengths(), width)  # [B,N]
@@ -68,7 +68,7 @@ class TokenClassifierModule(ServingModule):
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def label_ids(self, input_word_ids, input_mask, input_type_ids):
         logits = self.model(self._trim_ids(input_word_ids, input_mask, input_type_ids),
-                            training=False)["logits"]
+                            training=False)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
 
     def signatures(self):

@@ -305,11 +305,11 @@ def test_fine_tuned_models_round_trip(tmp_path):
     inputs = {k: ref[k] for k in INPUT_NAMES}
     classifier = AlbertSequenceClassifier(base.config, 3, encoder=base.encoder)
     save_checkpoint(classifier, tmp_path / "cls", label_names=["a", "b", "c"], seq_length=7)
-    expected = keras.ops.convert_to_numpy(classifier(inputs)["logits"])
+    expected = keras.ops.convert_to_numpy(classifier(inputs))
     loaded = load_checkpoint(tmp_path / "cls")
     assert type(loaded) is AlbertSequenceClassifier and loaded.num_classes == 3
     assert open_checkpoint(tmp_path / "cls").task_record.to_dict()["label_names"] == ["a", "b", "c"]
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(inputs)["logits"]), expected)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(inputs)), expected)
     span = AlbertSpanExtractor(base.config, answerability=True, encoder=base.encoder)
     expected = keras.ops.convert_to_numpy(span(inputs)["answerable_logits"])
     save_checkpoint(span, tmp_path / "span")

@@ -57,7 +57,10 @@ def max_delta(model, name: str) -> dict[str, float]:
     """max |ours - reference| per output (on real tokens for per-token outputs)."""
     ref = reference(name)
     inputs = {k: ref[k] for k in (*INPUT_NAMES, "masked_lm_positions") if k in ref}
-    out = {k: keras.ops.convert_to_numpy(v) for k, v in model(inputs).items()}
+    out = model(inputs)
+    if model.task_spec.single_output:  # one array, named as the task's output
+        out = {model.task_spec.label_output: out}
+    out = {k: keras.ops.convert_to_numpy(v) for k, v in out.items()}
     mask = ref["input_mask"].astype(bool)
     deltas = {}
     if "logits" in ref and ref["logits"].ndim == 3 and name == "token":
@@ -200,7 +203,10 @@ def test_beam_head_shapes_and_candidates():
     config = tiny_config()
     inputs = encoder_inputs(config, seq=SEQ, batch=BATCH)
     model = AlbertSpanBeamExtractor(config, start_n_top=3, end_n_top=2)
-    out = {k: keras.ops.convert_to_numpy(v) for k, v in model(inputs).items()}
+    out = model(inputs)
+    if model.task_spec.single_output:  # one array, named as the task's output
+        out = {model.task_spec.label_output: out}
+    out = {k: keras.ops.convert_to_numpy(v) for k, v in out.items()}
     assert out["start_top_index"].shape == (BATCH, 3) and out["start_top_index"].dtype == np.int32
     assert out["end_top_index"].shape == (BATCH, 6) and out["end_top_index"].dtype == np.int32
     assert out["end_top_log_probs"].dtype == out["cls_logits"].dtype == np.float32

@@ -132,7 +132,7 @@ def test_hf_round_trip_through_our_reader(written_hf, tmp_path):
     assert convert.main([src, str(dst), "--to", "hf"]) == 0
     back = open_checkpoint(dst)
     assert back.format == "hf" and back.task_record.label_names == tuple(LABELS)
-    np.testing.assert_allclose(back.load()(INPUTS)["logits"], model(INPUTS)["logits"],
+    np.testing.assert_allclose(back.load()(INPUTS), model(INPUTS),
                                atol=1e-6, rtol=0)
 
 
@@ -145,7 +145,7 @@ def test_keras_hub_preset_to_hf_and_back_equals_keras_hub(tmp_path):
     assert (tokenizer["do_lower_case"], tokenizer["keep_accents"]) == (False, True)
     with np.load(os.path.join(KERAS_HUB, "classifier", "reference.npz")) as ref:
         inputs = {k: ref[k] for k in INPUTS}
-        logits = np.asarray(open_checkpoint(dst).load()(inputs)["logits"], np.float64)
+        logits = np.asarray(open_checkpoint(dst).load()(inputs), np.float64)
         probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         np.testing.assert_allclose(probabilities, ref["probabilities"], atol=1e-4, rtol=0)
 
@@ -196,7 +196,7 @@ def test_keras_hub_round_trip_through_our_reader(written_keras_hub, name):
     for got, want in zip(outputs(loaded), outputs(model)):
         np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
     if name == "classifier":
-        np.testing.assert_allclose(loaded(INPUTS)["logits"], model(INPUTS)["logits"],
+        np.testing.assert_allclose(loaded(INPUTS), model(INPUTS),
                                    atol=1e-6, rtol=0)
     if name == "masked_lm":
         inputs = {**INPUTS, "masked_lm_positions": np.array([[1, 3], [1, 0]])}

@@ -184,9 +184,6 @@ def test_task_model_outputs():
     config = tiny_config()
     inputs = encoder_inputs(config)
     cases = [
-        (AlbertSequenceClassifier(config, num_classes=3), {"logits": (BATCH, 3)}),
-        (AlbertSequenceRegressor(config), {"score": (BATCH,)}),
-        (AlbertTokenClassifier(config, num_classes=4), {"logits": (BATCH, SEQ, 4)}),
         (AlbertSpanExtractor(config), {"start_logits": (BATCH, SEQ), "end_logits": (BATCH, SEQ)}),
         (AlbertSpanExtractor(config, answerability=True),
          {"start_logits": (BATCH, SEQ), "end_logits": (BATCH, SEQ), "answerable_logits": (BATCH,)}),
@@ -195,16 +192,25 @@ def test_task_model_outputs():
         out = model(inputs)
         assert {k: tuple(v.shape) for k, v in out.items()} == shapes
         assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in out.values())
-    choice = AlbertMultipleChoice(config)
-    out = choice(encoder_inputs(config, batch=CHOICES, leading=(BATCH,)))
-    assert tuple(out["logits"].shape) == (BATCH, CHOICES)
+    # Single-output tasks return their array, as KerasHub's tasks do.
+    arrays = [
+        (AlbertSequenceClassifier(config, num_classes=3), inputs, (BATCH, 3)),
+        (AlbertSequenceRegressor(config), inputs, (BATCH,)),
+        (AlbertTokenClassifier(config, num_classes=4), inputs, (BATCH, SEQ, 4)),
+        (AlbertMultipleChoice(config), encoder_inputs(config, batch=CHOICES, leading=(BATCH,)),
+         (BATCH, CHOICES)),
+    ]
+    for model, x, shape in arrays:
+        out = model(x)
+        assert not isinstance(out, dict) and tuple(out.shape) == shape, type(model).__name__
+        assert keras.backend.standardize_dtype(out.dtype) == "float32"
 
 
 def test_multiple_choice_scores_each_option_independently():
     config = tiny_config()
     model = AlbertMultipleChoice(config)
     inputs = encoder_inputs(config, batch=CHOICES, leading=(BATCH,))
-    logits = as_numpy(model(inputs))["logits"]
+    logits = as_numpy(model(inputs))
     single = {k: v[1, 2:3] for k, v in inputs.items()}
     pooled = as_numpy(model.encoder(single))["pooled_output"]
     expected = pooled @ np.asarray(model.head.dense.kernel) + np.asarray(model.head.dense.bias)
@@ -363,4 +369,4 @@ def test_pooled_only_computes_the_same_pooled_output(sharing, groups, inner):
     # The classifier reads it that way; its logits are the head on the full call's output.
     classifier = AlbertSequenceClassifier(config, 3, encoder=encoder)
     head = classifier.head(full["pooled_output"])
-    np.testing.assert_allclose(classifier(inputs)["logits"], head, atol=1e-6)
+    np.testing.assert_allclose(classifier(inputs), head, atol=1e-6)

@@ -94,6 +94,39 @@ def test_from_preset_refuses_what_it_cannot_decide(pretrained):
         AlbertSequenceClassifier.from_preset(pretrained, num_labels=2)
 
 
+def test_a_new_task_model_predicts_arrays_and_fits_without_compile(pretrained):
+    keras.utils.set_random_seed(1)
+    model = AlbertSequenceClassifier.from_preset(pretrained, num_classes=3, seq_length=16,
+                                                 label_names=["neg", "mixed", "pos"])
+    logits = model.predict(TEXTS, verbose=0)
+    assert isinstance(logits, np.ndarray) and logits.shape == (len(TEXTS), 3)
+    predicted = np.argmax(logits, axis=-1)  # one class per text, as KerasHub's
+    assert predicted.shape == (len(TEXTS),)
+    assert model.predict_labels(TEXTS) == [["neg", "mixed", "pos"][i] for i in predicted]
+    # Compiled on construction with the task's defaults: fit works at once.
+    assert isinstance(model.optimizer, keras.optimizers.AdamW)
+    history = model.fit(TEXTS, [0, 1, 2, 0, 1, 2], batch_size=3, epochs=2, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
+    assert np.all(np.isfinite(history.history["loss"]))
+    bare = AlbertSequenceClassifier.from_preset(pretrained, num_classes=3, compile=False)
+    assert not bare.compiled
+    with pytest.raises(ValueError, match="compile"):
+        bare.fit(TEXTS, [0, 1, 2, 0, 1, 2], verbose=0)
+    regressor = AlbertSequenceRegressor.from_preset(pretrained, seq_length=16)
+    scores = regressor.predict(TEXTS, verbose=0)
+    assert isinstance(scores, np.ndarray) and scores.shape == (len(TEXTS),)
+    assert set(regressor.fit(TEXTS, np.linspace(0, 1, 6), verbose=0).history) == {"loss", "mae"}
+
+
+def test_predict_labels_of_a_multi_label_classifier(pretrained):
+    model = AlbertSequenceClassifier.from_preset(pretrained, num_classes=3, seq_length=16,
+                                                 label_names=["a", "b", "c"])
+    model.task_record = model.task_record.replace(problem_type="multi_label")
+    logits = model.predict(TEXTS, verbose=0)
+    want = [[name for name, logit in zip("abc", row) if logit > 0] for row in logits]
+    assert model.predict_labels(TEXTS) == want
+
+
 def test_fit_and_predict_take_texts_and_pairs(pretrained):
     keras.utils.set_random_seed(0)
     model = AlbertSequenceClassifier.from_preset(pretrained, num_classes=2, seq_length=16)
@@ -111,9 +144,9 @@ def test_fit_and_predict_take_texts_and_pairs(pretrained):
     for x in (TEXTS, pairs):
         predicted = model.predict(x, verbose=0)
         direct = as_numpy(model(model.preprocessor(x), training=False))
-        np.testing.assert_allclose(predicted["logits"], direct["logits"], atol=1e-6, rtol=0)
-    single = model.predict("just one text", verbose=0)["logits"]
-    np.testing.assert_allclose(single, model.predict(["just one text"], verbose=0)["logits"],
+        np.testing.assert_allclose(predicted, direct, atol=1e-6, rtol=0)
+    single = model.predict("just one text", verbose=0)
+    np.testing.assert_allclose(single, model.predict(["just one text"], verbose=0),
                                atol=1e-6)
 
 
@@ -124,8 +157,8 @@ def test_token_ids_and_plain_labels_keep_working(pretrained):
     history = model.fit(features, np.linspace(0, 1, len(TEXTS)), batch_size=2, epochs=1,
                         verbose=0)
     assert set(history.history) == {"loss", "mae"}
-    np.testing.assert_allclose(model.predict(features, verbose=0)["score"],
-                               model.predict(TEXTS, verbose=0)["score"], atol=1e-6)
+    np.testing.assert_allclose(model.predict(features, verbose=0),
+                               model.predict(TEXTS, verbose=0), atol=1e-6)
 
 
 def test_tasks_say_which_text_they_take(pretrained):
@@ -178,11 +211,11 @@ def test_multiple_choice_takes_contexts_and_their_choices(pretrained):
                                         "input_word_ids" else 0) for rows in values])
                  for name, values in encoded.items()}
     assert len(tokenizer.encode(long_choice)) > 13 and len(tokenizer.encode(contexts[0])) > 13
-    direct = as_numpy(model(reference, training=False))["logits"]
+    direct = as_numpy(model(reference, training=False))
     for x in ((contexts, choices), (np.array(contexts), np.array(choices)),
               (tf.constant(contexts), tf.constant(choices))):
-        np.testing.assert_allclose(model.predict(x, verbose=0)["logits"], direct, atol=1e-6)
-    row = model.predict((contexts[1:2], choices[1:2]), verbose=0)["logits"]
+        np.testing.assert_allclose(model.predict(x, verbose=0), direct, atol=1e-6)
+    row = model.predict((contexts[1:2], choices[1:2]), verbose=0)
     np.testing.assert_allclose(row, direct[1:2], atol=1e-6)  # each row on its own
     assert not np.allclose(direct[0], direct[1])
     model.compile()
@@ -202,12 +235,12 @@ def test_a_keras_file_carries_its_vocabulary_and_record(pretrained, tmp_path):
                                                  label_names=["neg", "pos"])
     model.compile()
     model.fit(TEXTS, LABELS, batch_size=3, epochs=1, verbose=0)
-    expected = model.predict(TEXTS, verbose=0)["logits"]
+    expected = model.predict(TEXTS, verbose=0)
     path = str(tmp_path / "m.keras")
     model.save(path)
     shutil.rmtree(pretrained)  # the vocabulary's original file is gone
     loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(loaded.predict(TEXTS, verbose=0)["logits"], expected,
+    np.testing.assert_allclose(loaded.predict(TEXTS, verbose=0), expected,
                                atol=1e-5, rtol=0)
     assert loaded.task_record == model.task_record
     assert loaded.task_record.label_names == ("neg", "pos")
@@ -240,7 +273,7 @@ def test_save_checkpoint_and_export_take_what_the_model_holds(pretrained, tmp_pa
     path = albert_tf.export(model, str(tmp_path / "models" / "reviews"))
     served = tf.saved_model.load(path).signatures["serving_default"]
     answer = served(text=tf.constant(TEXTS))
-    probabilities = tf.nn.softmax(model.predict(TEXTS, verbose=0)["logits"]).numpy()
+    probabilities = tf.nn.softmax(model.predict(TEXTS, verbose=0)).numpy()
     np.testing.assert_allclose(answer["probabilities"].numpy(), probabilities, atol=1e-5)
     assert [label.decode() for label in answer["label"].numpy()] == [
         ["neg", "pos"][i] for i in probabilities.argmax(-1)]

@@ -58,7 +58,7 @@ def _config(vocab_size: int) -> AlbertConfig:
 def _spread_heads(tok, classifier, span_model) -> None:
     """Re-centres two heads' biases on the test inputs, so that random weights still
     predict every label somewhere and answer some questions but not others."""
-    logits = classifier(_ids(tok, HARD))["logits"].numpy()  # [B, C]
+    logits = classifier(_ids(tok, HARD)).numpy()  # [B, C]
     bias = classifier.head.dense.bias
     bias.assign(bias.numpy() - logits.mean(axis=0))
     rows = [_squad_features(tok, q, c)[0] for q, c in zip(SPAN_QUESTIONS, CONTEXTS + HARD)]
@@ -224,7 +224,7 @@ def test_classifier_returns_its_trained_label_names(exported, served):
               "text_pair": _ids(tok, HARD, HARD[::-1]), "token_ids": calls["token_ids"]}
     for signature, features in inputs.items():
         got = outputs[signature]
-        probs = tf.nn.softmax(model(features)["logits"]).numpy()
+        probs = tf.nn.softmax(model(features)).numpy()
         _close(got["probabilities"], probs)
         np.testing.assert_array_equal(got["label_id"], probs.argmax(-1))
         assert [label.decode() for label in got["label"]] == [LABELS[i] for i in probs.argmax(-1)]
@@ -234,8 +234,8 @@ def test_classifier_returns_its_trained_label_names(exported, served):
 def test_regressor_scores_equal_the_eager_model(exported, served):
     outputs, _, tok = served["regression"]
     model = load_checkpoint(exported["regression"][0])
-    _close(outputs["serving_default"]["score"], model(_ids(tok, HARD))["score"])
-    _close(outputs["text_pair"]["score"], model(_ids(tok, HARD, HARD[::-1]))["score"])
+    _close(outputs["serving_default"]["score"], model(_ids(tok, HARD)))
+    _close(outputs["text_pair"]["score"], model(_ids(tok, HARD, HARD[::-1])))
 
 
 def test_multiple_choice_equals_the_race_packing(exported, served):
@@ -253,7 +253,7 @@ def test_multiple_choice_equals_the_race_packing(exported, served):
         # 128 assumes seq_length 512).
         features = encode_race(tok, [example], SEQ, max_qa_length=SEQ - 3).features
         features = {k: np.asarray(v[0])[None] for k, v in features.items()}
-        probs = tf.nn.softmax(model(features)["logits"]).numpy()[0]
+        probs = tf.nn.softmax(model(features)).numpy()[0]
         _close(got["probabilities"][row], probs)
         assert got["choice"][row] == probs.argmax()
 
@@ -384,7 +384,7 @@ def test_tf1_session_loader_runs_the_text_signature(exported, tool_runs, spm_mod
 
     got = eval(tool_runs[0]["session"].strip().splitlines()[-1])  # noqa: S307 (our repr)
     model = load_checkpoint(exported["classification"][0])
-    probs = tf.nn.softmax(model(_ids(AlbertTokenizer(spm_model_path), TF1_TEXTS))["logits"])
+    probs = tf.nn.softmax(model(_ids(AlbertTokenizer(spm_model_path), TF1_TEXTS)))
     _close(np.array(got["probabilities"]), probs.numpy())
     assert got["label"] == [LABELS[i].encode() for i in probs.numpy().argmax(-1)]
 
@@ -400,7 +400,7 @@ def test_saved_model_cli_shows_and_runs_the_signatures(exported, tool_runs, spm_
                      "dtype: DT_BOOL", "shape: (-1)", "shape: (-1, -1)"):
         assert expected in text, expected
     model = load_checkpoint(exported["regression"][0])
-    want = model(_ids(AlbertTokenizer(spm_model_path), ["Hello, World!", ""]))["score"]
+    want = model(_ids(AlbertTokenizer(spm_model_path), ["Hello, World!", ""]))
     _close(np.load(tool_runs[1] / "score.npy"), want)
 
 
@@ -488,9 +488,9 @@ def test_bfloat16_export_serves_the_bfloat16_model(exported, tmp_path, spm_model
     model = load_checkpoint(checkpoint)
     cast = export.cast_model(model, "bfloat16")
     assert {w.dtype for w in cast.weights} == {"bfloat16"}
-    want = tf.nn.softmax(cast(features)["logits"]).numpy()
+    want = tf.nn.softmax(cast(features)).numpy()
     np.testing.assert_allclose(got["probabilities"], want, atol=2e-3, rtol=0)
-    full = tf.nn.softmax(model(features)["logits"]).numpy()
+    full = tf.nn.softmax(model(features)).numpy()
     np.testing.assert_allclose(got["probabilities"], full, atol=0.05, rtol=0)
     # The text signature's probabilities are the token_ids signature's on the same texts.
     text = served.signatures["serving_default"](text=tf.constant(HARD))

@@ -204,10 +204,10 @@ def test_length_groups_equal_one_call_on_the_whole_batch(pre, corpus_documents):
 
     def run(group):
         seen.append((group["input_mask"].shape[1], group["input_mask"].numpy().sum(1).tolist()))
-        return model(group)["logits"]
+        return model(group)
 
     got = base.run_by_length(run, full, 1, [None, 3], rows=4)
-    np.testing.assert_allclose(got, model(full)["logits"], atol=1e-5)
+    np.testing.assert_allclose(got, model(full), atol=1e-5)
     ranked = sorted(lengths.tolist())
     assert [rows for _, rows in seen] == [ranked[0:4], ranked[4:8], ranked[8:11]]
     assert [width for width, _ in seen] == [ranked[3], ranked[7], ranked[10]]
@@ -224,9 +224,9 @@ def test_length_groups_of_multiple_choice_rows(pre):
     mask = (np.arange(SEQ_LENGTH) < lengths[..., None]).astype(np.int32)  # [5, 3, T]
     features = {"input_word_ids": tf.constant(rng.integers(5, 50, mask.shape) * mask, tf.int32),
                 "input_mask": tf.constant(mask), "input_type_ids": tf.constant(mask * 0)}
-    got = base.run_by_length(lambda group: model(group)["logits"], features, 1, [None, None],
+    got = base.run_by_length(lambda group: model(group), features, 1, [None, None],
                              rows=2)
-    np.testing.assert_allclose(got, model(features)["logits"], atol=1e-5)
+    np.testing.assert_allclose(got, model(features), atol=1e-5)
 
 
 # --------------------------------------------------------------- span search

@@ -63,7 +63,7 @@ def exported(tmp_path_factory, spm_model_path):
               "regression": AlbertSequenceRegressor(config)}
     # Spread the classifier over its labels on the test texts (random weights sit near
     # uniform), so that a wrong probability or label shows.
-    logits = models["classification"](_ids(tok, TEXTS))["logits"].numpy()
+    logits = models["classification"](_ids(tok, TEXTS)).numpy()
     bias = models["classification"].head.dense.bias
     bias.assign(bias.numpy() - logits.mean(axis=0))
     root = tmp_path_factory.mktemp("litert")
@@ -102,7 +102,7 @@ def test_classifier_from_raw_text_equals_the_model(exported, spm_model_path):
             ("text_pair", {"text_a": TEXTS, "text_b": TEXTS[::-1]}, _ids(tok, TEXTS, TEXTS[::-1])),
             ("token_ids", _ids(tok, TEXTS, width=SEQ), _ids(tok, TEXTS))):
         got = _run(path, signature, **inputs)
-        want = tf.nn.softmax(model(ids)["logits"]).numpy()
+        want = tf.nn.softmax(model(ids)).numpy()
         np.testing.assert_allclose(got["probabilities"], want, atol=ATOL, rtol=0)
         assert got["label_id"].tolist() == want.argmax(-1).tolist()
         assert [s.decode() for s in got["label"]] == [LABELS[i] for i in want.argmax(-1)]
@@ -119,7 +119,7 @@ def test_regressor_and_encoder_features_equal_the_model(exported, spm_model_path
     checkpoint, path = exported["regression"]
     model = load_checkpoint(checkpoint)
     got = _run(path, "text_pair", text_a=TEXTS, text_b=TEXTS[::-1])
-    np.testing.assert_allclose(got["score"], model(_ids(tok, TEXTS, TEXTS[::-1]))["score"],
+    np.testing.assert_allclose(got["score"], model(_ids(tok, TEXTS, TEXTS[::-1])),
                                atol=ATOL, rtol=0)
     checkpoint, path = exported["encoder"]
     encoder = load_checkpoint(checkpoint).encoder
@@ -256,7 +256,7 @@ def test_multi_label_classifier_gives_sigmoids_and_active_classes(exported, tmp_
     output = str(tmp_path / "multi.tflite")
     convert.write_litert(model, tok, record, output, "classification", SEQ)
     got = _run(output, "serving_default", text=TEXTS)
-    want = tf.sigmoid(model(_ids(tok, TEXTS))["logits"]).numpy()
+    want = tf.sigmoid(model(_ids(tok, TEXTS))).numpy()
     np.testing.assert_allclose(got["probabilities"], want, atol=ATOL, rtol=0)
     assert got["active"].tolist() == (want > 0.5).tolist()
     assert got["active"].any() and not got["active"].all()
@@ -278,7 +278,7 @@ def test_multiple_choice_equals_the_race_packing(tmp_path, spm_model_path):
             qa = tok.encode(option)[-6:] if tok.encode(option) else []
             rows.append(tok.pack(tok.encode(context)[:24 - 3 - len(qa)], qa, 24))
     features = {k: np.array([r[k] for r in rows], np.int32).reshape(3, 3, 24) for k in rows[0]}
-    want = tf.nn.softmax(model(features)["logits"]).numpy()
+    want = tf.nn.softmax(model(features)).numpy()
     np.testing.assert_allclose(got["probabilities"], want, atol=ATOL, rtol=0)
     assert got["choice"].tolist() == want.argmax(-1).tolist()
     ids = _run(output, "token_ids", **features)

@@ -161,10 +161,9 @@ def runs(tmp_path_factory, spm_model_path, corpus_documents):
                                            task == "regress",
                                            None if task == "regress" else sorted(LABELS))
         runs[name]["texts"] = examples.texts_a
-        key = "score" if task == "regress" else "logits"
         outputs = predict_rows(load_checkpoint(out), encode_texts(tok, examples, 32), 8, 32, None)
-        values = np.stack(outputs[key])
-        if key == "logits":
+        values = np.stack(outputs)  # scores [N] or logits [N, C]
+        if task != "regress":
             values = np.exp(values - values.max(-1, keepdims=True))
             values /= values.sum(-1, keepdims=True)
         runs[name]["reference"] = values
@@ -208,7 +207,7 @@ def runs(tmp_path_factory, spm_model_path, corpus_documents):
                             "--set", f"max_qa_length={MAX_QA}", *FAST])
     dev = race.read_race(race.find_split(data, "dev"))
     encoded = race.encode_race(tok, dev, RACE_SEQ, MAX_QA)
-    logits = np.stack(predict_rows(load_checkpoint(out), encoded, 8, RACE_SEQ, None)["logits"])
+    logits = np.stack(predict_rows(load_checkpoint(out), encoded, 8, RACE_SEQ, None))
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     runs["race"]["reference"] = probabilities / probabilities.sum(-1, keepdims=True)
     runs["race"]["inputs"] = {

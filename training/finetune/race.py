@@ -187,7 +187,7 @@ class RaceTask:
         return {"max_qa_length": self.record.max_qa_length}
 
     def _accuracies(self, predict, data: Encoded, levels: list[str]) -> tuple[dict, np.ndarray]:
-        predicted = np.argmax(np.stack(predict(data)["logits"]), axis=-1)
+        predicted = np.argmax(np.stack(predict(data)), axis=-1)  # [N,K] -> [N]
         gold, levels = data.labels["logits"], np.array(levels)
         result = {"accuracy": metrics.accuracy(gold, predicted)}
         for level in LEVELS:

@@ -29,7 +29,7 @@ METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "spearman": metrics.spearman,
 }
 
-Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
+Predict = Callable[[Encoded], "dict[str, list[np.ndarray]] | list[np.ndarray]"]
 # Evaluation predictions go to <output>/predictions_<set>.tsv (id, label, prediction).
 EVAL_PREDICTIONS = "predictions"
 # What `SequenceTask.write_predictions` writes into a run directory (names or patterns).
@@ -45,7 +45,8 @@ class SequenceTask:
       metric_names: keys of `METRICS` computed on every evaluation set.
       main_metric: the metric that picks the best checkpoint; with several
         evaluation sets it is "<metric>_<set>" (e.g. "accuracy_matched").
-      train: encoded training data (labels under "logits" or "score").
+      train: encoded training data (labels under "logits" or "score", the task's
+        `label_output`).
       evals: evaluation set name -> encoded labelled data.
       tests: prediction file stem -> (example ids, encoded unlabelled data).
       format_predictions: class ids or scores [N] -> the strings written to test files.
@@ -81,9 +82,10 @@ class SequenceTask:
             return AlbertSequenceRegressor(config, encoder=encoder)
         return AlbertSequenceClassifier(config, len(self.label_names), encoder=encoder)
 
-    def predictions(self, outputs: dict[str, list[np.ndarray]]) -> np.ndarray:
-        """Model output rows -> class ids [N] (or scores [N] for regression)."""
-        values = np.stack(outputs[self.output_key])  # [N] scores or [N, C] logits
+    def predictions(self, outputs: list[np.ndarray]) -> np.ndarray:
+        """Model output rows (logits [C] or a score each) -> class ids [N] (or scores [N]
+        for regression)."""
+        values = np.stack(outputs)  # [N] scores or [N, C] logits
         return values if self.regression else np.argmax(values, axis=-1)
 
     def evaluate(self, predict: Predict) -> dict[str, float]:

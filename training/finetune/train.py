@@ -47,7 +47,7 @@ RESULTS_FILE = "eval_results.json"
 # What every fine-tuning run writes into its directory; each task adds its prediction files.
 RUN_FILES = (*CHECKPOINT_FILES, run_layout.TENSORBOARD_DIR, RESULTS_FILE)
 
-Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
+Predict = Callable[[Encoded], "dict[str, list[np.ndarray]] | list[np.ndarray]"]
 
 
 class Task(Protocol):
@@ -136,8 +136,9 @@ class TrainConfig:
 
 
 def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length: int,
-                 buckets: list[int] | None) -> dict[str, list[np.ndarray]]:
-    """Runs `model` on `data` and returns every output as one row per example, in order.
+                 buckets: list[int] | None) -> dict[str, list[np.ndarray]] | list[np.ndarray]:
+    """Runs `model` on `data` and returns every output as one row per example, in order:
+    a list of rows for a single-output model (its array), else a dict of them by output.
 
     Examples are grouped by bucket (or all padded to `seq_length`), so each
     `model.predict` call sees one static length and rows of per-token outputs have
@@ -150,17 +151,19 @@ def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length:
     else:
         groups = [(seq_length, np.arange(len(data)))]
     rows: dict[str, list] = {}
+    single = False
     for length, indices in groups:
         if not len(indices):
             continue
         ds = make_dataset(data.subset(indices), batch_size, int(length))
         ds = ds.map(lambda f, _: {name: f[name] for name in INPUT_NAMES})
         outputs = model.predict(ds, verbose=0)
-        for name, values in outputs.items():
+        single = not isinstance(outputs, dict)
+        for name, values in ({None: outputs} if single else outputs).items():
             column = rows.setdefault(name, [None] * len(data))
             for row, index in zip(values, indices):
                 column[index] = row
-    return rows
+    return rows[None] if single else rows
 
 
 class _EvaluateEachEpoch(keras.callbacks.Callback):
@@ -224,7 +227,7 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     model = _compiled_model(task, source, config, strategy, total, warmup)
     save = _Saver(task, model, config, is_chief(strategy))
 
-    def predict(data: Encoded) -> dict[str, list[np.ndarray]]:
+    def predict(data: Encoded) -> dict[str, list[np.ndarray]] | list[np.ndarray]:
         return predict_rows(model, data, config.eval_batch_size, config.seq_length, buckets)
 
     parts = config.gradient_accumulation_steps

@@ -53,7 +53,7 @@ def test_heldout_accuracy_matches_the_model_called_directly(tmp_path, spm_model_
     # Independently: each sentence packed to 32 tokens and the model called on it.
     packed = [tokenizer.encode_pair(r["text"], seq_length=32) for r in rows]
     inputs = {k: np.array([p[k] for p in packed], np.int32) for k in packed[0]}
-    predicted = np.argmax(np.asarray(model(inputs, training=False)["logits"]), axis=-1)
+    predicted = np.argmax(np.asarray(model(inputs, training=False)), axis=-1)
     gold = np.array([labels.index(r["label"]) for r in rows])
     assert result["examples"] == len(rows)
     assert result["accuracy"] == pytest.approx(float(np.mean(predicted == gold)))

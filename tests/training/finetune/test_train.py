@@ -88,7 +88,7 @@ def test_csv_task_learns_far_above_chance(word_task, spm_model_path, tmp_path):
     texts = [s for s, _ in word_task[1]]
     labels = np.array([int(y == "yes") for _, y in word_task[1]])
     data = encode_texts(tokenizer, TextExamples(texts, None, labels, [""] * len(texts)), 64)
-    logits = np.stack(predict_rows(model, data, 32, 64, [16, 32, 64])["logits"])
+    logits = np.stack(predict_rows(model, data, 32, 64, [16, 32, 64]))
     assert np.mean(np.argmax(logits, -1) == labels) == pytest.approx(results["best"]["accuracy"])
     tags = _scalars(os.path.join(out, "tensorboard", "eval"))
     assert tags["accuracy"] == [1, 2, 3, 4, 5, 6]

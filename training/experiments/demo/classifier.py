@@ -78,7 +78,7 @@ def heldout_accuracy(model_dir: str, heldout_file: str) -> dict:
     # One padded length (no buckets): one trace instead of one per bucket; the same
     # predictions up to rounding.
     outputs = predict_rows(opened.load(), data, EVAL_BATCH_SIZE, record.seq_length, None)
-    predicted = np.argmax(np.stack(outputs["logits"]), axis=-1)
+    predicted = np.argmax(np.stack(outputs), axis=-1)  # logits [N,C] -> [N]
     return {"accuracy": metrics.accuracy(data.labels["logits"], predicted),
             "examples": len(data)}
 
