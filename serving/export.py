@@ -333,8 +333,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    "(default: the fine-tuning length, else max_position_embeddings)")
-    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
-                   "none (spiece.model or a single *.model)")
+    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
+                   "SentencePiece .model, or a WordPiece vocab.txt")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
