@@ -272,6 +272,9 @@ class AlbertPreprocessor(keras.layers.Layer):
     def call(self, inputs) -> dict[str, tf.Tensor]:
         segments = self._segments(inputs)
         batch = tf.shape(segments[0])[0]
+        if len(segments) == 2:  # rows that do not pair up would crash tensorflow-text's trimmer
+            tf.debugging.assert_equal(batch, tf.shape(segments[1])[0], message=(
+                "AlbertPreprocessor: the two text segments have different batch sizes"))
         # One normalise + tokenize pass over all segments, then split back.
         ids = self.tokenize(tf.concat(segments, axis=0))
         ids = [ids[i * batch:(i + 1) * batch] for i in range(len(segments))]

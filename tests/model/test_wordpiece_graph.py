@@ -51,6 +51,12 @@ def test_pairs_and_packing_equal_the_python_tokenizer():
             tok.encode_pair(text_a, seq_length=24)["input_word_ids"]
 
 
+def test_pairs_of_different_batch_sizes_are_refused():
+    layer = _layer()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="different batch sizes"):
+        layer((tf.constant(["a", "b", "c"]), tf.constant(["d"])))
+
+
 def test_invalid_utf8_and_tf_function():
     layer = _layer()
     tok = layer.tokenizer
