@@ -33,9 +33,10 @@ from tensorflow.core.protobuf import saved_model_pb2
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
+from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
+from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
-from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
 from .litert import convert as litert
@@ -72,6 +73,10 @@ SERVING_MODULES = {
     "span_beam": BeamSpanModule,
     "multiple_choice": signatures.MultipleChoiceModule,
 }
+
+
+# The serving modules whose answers carry offsets into the raw text (`signatures.offsets`).
+OFFSET_MODULES = ("token_labels", "span", "span_beam")
 
 
 class ExportError(UserError):
@@ -240,10 +245,23 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             raise ExportError("--batching goes with the text signatures, not --token-ids-only")
         version, path = layout.resolve_version(output, version)
         atomic.check_writable_directory(output, "--output")
-    spm_model = source.tokenizer_files(spm_model).spm_model
+    files = source.tokenizer_files(spm_model)
+    spm_model = files.spm_model
     if spm_model is None:
-        raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
-                          "*.model); pass --spm-model")
+        raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
+                          f"{VOCAB_FILE}); pass --spm-model")
+    if (files.kind == WORDPIECE and not token_ids_only
+            and source.task_record.spec.serving in OFFSET_MODULES):
+        # Offsets map SentencePiece's pieces back to the raw text; WordPiece has no such map yet.
+        raise ExportError(f"{checkpoint}: a {source.task_record.task} model answers with "
+                          "character offsets in the raw text, which albert-tf computes for "
+                          "SentencePiece only; this model's tokenizer is WordPiece "
+                          f"({spm_model}): serve it through --token-ids-only")
+    if format == "litert" and files.kind == WORDPIECE:
+        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack.
+        raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
+                          "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
+                          "(--format savedmodel)")
     if format == "savedmodel":
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).
@@ -254,8 +272,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     if seq_length is None:
         seq_length = record.seq_length or limit
     check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
-    preprocessor = AlbertPreprocessor(spm_model, seq_length, do_lower_case=record.do_lower_case,
-                                      keep_accents=record.keep_accents)
+    preprocessor = files.preprocessor(seq_length)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
@@ -330,8 +347,8 @@ def _parser() -> argparse.ArgumentParser:
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
-    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
-                   "none (spiece.model or a single *.model)")
+    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
+                   "SentencePiece .model, or a WordPiece vocab.txt")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",

@@ -11,7 +11,9 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 |---|---|---|
 | task | all | pretraining, masked_lm, classification, regression, token_classification, span, span_beam, multiple_choice |
 | seq_length | all | tokens per sequence at fine-tuning (None: not fine-tuned) |
-| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False) |
+| tokenizer | all | the tokenizer's kind: sentencepiece (spiece.model) or wordpiece (vocab.txt, BERT's rules) (sentencepiece) |
+| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False); for WordPiece, keep_accents False strips accents |
+| tokenize_chinese_chars | all | WordPiece: every CJK ideograph a word of its own (True; SentencePiece ignores it) |
 | num_classes, label_names | classification, token_classification | classes and their names |
 | problem_type | classification | single_label (softmax) or multi_label (sigmoid) |
 | tag_scheme | token_classification | the entity tags' scheme fine-tuning read: iob1, iob2 or bioes (None: not recorded, e.g. a foreign head) |
@@ -59,6 +61,7 @@ from albert_tf.tasks import (
     Task,
 )
 from albert_tf.tasks import TASKS as _TASK_TABLE
+from albert_tf.tokenizer.kinds import TOKENIZER_KINDS
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
@@ -92,6 +95,8 @@ class TaskRecord:
     seq_length: int | None = None
     do_lower_case: bool = True
     keep_accents: bool = False
+    tokenizer: str = TOKENIZER_KINDS[0]
+    tokenize_chinese_chars: bool = True
     num_classes: int | None = None
     label_names: tuple[str, ...] | None = None
     problem_type: str | None = None
@@ -242,6 +247,10 @@ class TaskRecord:
                 raise TaskRecordError(str(e)) from None
         _check_bool("do_lower_case", self.do_lower_case, where)
         _check_bool("keep_accents", self.keep_accents, where)
+        _check_bool("tokenize_chinese_chars", self.tokenize_chinese_chars, where)
+        if self.tokenizer not in TOKENIZER_KINDS:
+            raise TaskRecordError(f"tokenizer={self.tokenizer!r}{where} is not one of "
+                                  f"{', '.join(TOKENIZER_KINDS)}")
         if self.precision is not None and self.precision not in PRECISIONS:
             raise TaskRecordError(f"precision={self.precision!r}{where} is not one of "
                                   f"{', '.join(PRECISIONS)}")
