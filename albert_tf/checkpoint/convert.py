@@ -1,8 +1,9 @@
-"""`albert-tf convert SRC DST`: a TF1 or Hugging Face ALBERT checkpoint -> albert-tf's format.
+"""`albert-tf convert SRC DST`: an ALBERT checkpoint of any format it reads -> albert-tf's format.
 
 SRC is an original google-research checkpoint (a directory with albert_config.json
-and model.ckpt-*, or a checkpoint prefix) or a Hugging Face ALBERT directory
-(config.json + model.safetensors or pytorch_model.bin). DST receives
+and model.ckpt-*, or a checkpoint prefix), a Hugging Face ALBERT directory
+(config.json + model.safetensors or pytorch_model.bin), a KerasHub preset, a TF Model
+Garden TF2 checkpoint, a TF-Hub SavedModel or an albert-tf directory. DST receives
 albert_config.json, model.weights.h5, albert_task.json and, when one is found or
 given, the SentencePiece model as spiece.model (its size must be the model's
 vocab_size). DST must be new or empty; --overwrite replaces a DST that holds a
@@ -28,7 +29,7 @@ import logging
 import os
 
 from albert_tf import arguments, atomic, cli, errors
-from albert_tf.checkpoint.formats import open_checkpoint
+from albert_tf.checkpoint.formats import FORMAT_NAMES, open_checkpoint
 from albert_tf.checkpoint.ours import WEIGHTS_FILE, check_replaceable, save_checkpoint
 from albert_tf.checkpoint.writers import TARGETS, WRITERS, check_destination, check_target
 
@@ -41,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = arguments.ArgumentParser(prog="albert-tf convert", description=__doc__.splitlines()[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="\n".join(__doc__.splitlines()[2:]))
-    parser.add_argument("src", help="TF1 checkpoint directory or prefix, or a Hugging Face "
-                                    "ALBERT directory")
+    parser.add_argument("src", help=f"the checkpoint: {FORMAT_NAMES} (a TF1 checkpoint "
+                                    "directory or prefix)")
     parser.add_argument("dst", help="output directory (albert-tf format)")
     parser.add_argument("--spm-model", help="SentencePiece model to include (default: "
                                             "spiece.model or the one *.model beside SRC)")

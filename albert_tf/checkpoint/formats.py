@@ -36,7 +36,7 @@ from albert_tf.checkpoint.ours import AlbertTfCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError
 from albert_tf.checkpoint.tfhub import TfHubCheckpoint
 
-__all__ = ["FORMATS", "detect_format", "open_checkpoint"]
+__all__ = ["FORMATS", "FORMAT_NAMES", "detect_format", "open_checkpoint"]
 
 # KerasHub before ours: a preset holds a model.weights.h5 too, and says what it is in
 # config.json. Ours next: one of our directories may also hold files another rule matches.
@@ -44,6 +44,9 @@ __all__ = ["FORMATS", "detect_format", "open_checkpoint"]
 FORMATS: dict[str, type[OpenedCheckpoint]] = {
     reader.format: reader for reader in (KerasHubCheckpoint, AlbertTfCheckpoint, HfCheckpoint,
                                          TfHubCheckpoint, ModelGardenCheckpoint, Tf1Checkpoint)}
+# What the commands' help says they read: each reader's name, from its `expects` "... (NAME)".
+FORMAT_NAMES = ", ".join(reader.expects.rsplit("(", 1)[1].rstrip(")")
+                         for reader in FORMATS.values())
 
 
 def detect_format(path: str | os.PathLike) -> str:

@@ -54,6 +54,7 @@ import tempfile
 
 from albert_tf import arguments, atomic, cli, errors
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
+from albert_tf.checkpoint.formats import FORMAT_NAMES
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
@@ -110,8 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="glue/<task>, squad/v1.1, squad/v2.0, race, "
                                                  "classify or regress")
     p.add_argument("--checkpoint", required=True,
-                   help="TF1, Hugging Face or albert-tf checkpoint to start from")
-    p.add_argument("--output", required=True, help="directory for the fine-tuned model")
+                   help=f"checkpoint to start from: {FORMAT_NAMES}")
+    p.add_argument("--output", "--output-dir", dest="output", required=True,
+                   help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
     p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
                                      "names, or positions (from 0) in a file without a header")
