@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
@@ -30,13 +31,15 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+import albert_tf
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
+from albert_tf.checkpoint.formats import FORMAT_NAMES
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
 
-from . import layout, warmup
+from . import layout, provenance, server_releases, warmup
 from .litert import convert as litert
 from .signatures import tasks as signatures
 from .signatures.base import PAD_MULTIPLE
@@ -171,7 +174,8 @@ def custom_ops(directory: str) -> list[str]:
 def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
            task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
-           precision: str = "auto", format: str = "savedmodel", quantize: str = "none") -> str:
+           precision: str = "auto", format: str = "savedmodel", quantize: str = "none",
+           source_name: str | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -196,6 +200,12 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       format: savedmodel (BASE/NAME/VERSION/ for TF Serving) or litert (`output` is the
         .tflite file; see `litert.convert.write_litert`).
       quantize: for litert: none (float32), float16 or int8 (dynamic range).
+      source_name: what the provenance record names as the source (default: the
+        checkpoint's absolute path).
+
+    Every SavedModel carries VERSION/assets/albert_tf_export.json (`provenance`): its task
+    record and label names, tokenizer, versions, source and weights hash, custom ops and
+    the oldest tensorflow/serving release that links them (`server_releases`).
     """
 
     if format not in FORMATS:
@@ -204,7 +214,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
             save_checkpoint(checkpoint, directory)
             return export(directory, output, version, task, seq_length, spm_model,
-                          pad_multiple, token_ids_only, precision, format, quantize)
+                          pad_multiple, token_ids_only, precision, format, quantize,
+                          source_name or f"{type(checkpoint).__name__} in memory")
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
@@ -246,6 +257,10 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             save_module(module, staging, os.path.basename(os.path.normpath(output)),
                         token_ids_only)
             needed = custom_ops(staging)
+            record_of_export = provenance.provenance(
+                record, source_name or os.path.abspath(checkpoint), model, needed,
+                _versions(), task or model.task, seq_length, dtype)
+            provenance.write_provenance(staging, record_of_export)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging
         # directory (removed, with any BASE/NAME this export created).
@@ -260,10 +275,20 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                           f"{os.path.join(output, layout.BATCHING_FILE)}: {e.strerror}") from None
     logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
                 seq_length, dtype, path)
-    logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "
-                "links tensorflow-text's; use a release >= this TensorFlow, %s)",
-                ", ".join(needed) or "none", tf_version())
+    oldest = server_releases.oldest_release(needed)
+    logger.info("the server needs these ops beyond core TensorFlow: %s; the oldest "
+                "tensorflow/serving with them: %s (exported with TensorFlow %s; image %s)",
+                ", ".join(needed) or "none",
+                oldest or "none known (see albert_tf/serving/server_releases.py)",
+                tf_version(), server_releases.image(server_releases.NEWEST_RELEASE))
     return path
+
+
+def _versions() -> dict[str, str]:
+    """The versions that made an export (its provenance record)."""
+    return {"albert_tf": albert_tf.__version__, "tensorflow": tf_version(),
+            "tensorflow_text": importlib.metadata.version("tensorflow-text"),
+            "keras": keras.__version__}
 
 
 def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,
@@ -291,8 +316,8 @@ def tf_version() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help="albert-tf, Hugging Face or TF1 "
-                   "checkpoint directory (fine-tuned ones serve their heads)")
+    p.add_argument("--checkpoint", required=True, help=f"checkpoint: {FORMAT_NAMES} "
+                   "(fine-tuned ones serve their heads)")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
