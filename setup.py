@@ -72,8 +72,11 @@ setup(
     # HTTP with the standard library and gRPC with tensorflow-serving-api: no extra).
     extras_require={
         # jax: the backend-agnostic tests; scikit-learn, scipy: independent metric checks;
-        # pytest-xdist: make test's workers
-        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy"],
+        # pytest-xdist: make test's workers; the hub clients: the hub tests
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy",
+                 "huggingface_hub>=0.30", "kagglehub>=0.3"],
+        # hf:// and kaggle:// checkpoint handles (albert_tf/checkpoint/hub.py)
+        "hub": ["huggingface_hub>=0.30", "kagglehub>=0.3"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],
         # The benchmarks' peers (benchmarks/bench_serving.py, bench_model.py): never needed by

@@ -39,6 +39,7 @@ COMMANDS = {
     "predict": ("albert_tf.serving.client.run", "query TF Serving (REST/gRPC) or a local SavedModel"),
     "convert": ("albert_tf.checkpoint.convert", "convert a checkpoint of any format it reads to albert-tf's, Hugging Face's or KerasHub's"),
     "params": ("albert_tf.params", "print parameter counts of the paper's configurations"),
+    "presets": ("albert_tf.checkpoint.released", "list the released ALBERT checkpoints and their hub handles"),
     "ablate": ("albert_tf.training.experiments.ablate.run", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),
 }
 

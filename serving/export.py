@@ -34,7 +34,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import albert_tf
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
-from albert_tf.checkpoint.formats import FORMAT_NAMES
+from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.tokenizer import AlbertPreprocessor
@@ -42,7 +42,7 @@ from albert_tf.tokenizer import AlbertPreprocessor
 from . import layout, provenance, server_releases, warmup
 from .litert import convert as litert
 from .signatures import tasks as signatures
-from .signatures.base import PAD_MULTIPLE
+from .signatures.base import PAD_MULTIPLE, Batching
 from .signatures.span import SpanModule
 from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
 from .signatures.token_labels import TokenClassifierModule
@@ -80,7 +80,7 @@ class ExportError(UserError):
 
 
 def build_module(model, preprocessor, task: str | None = None, record=None,
-                 pad_multiple: int | None = PAD_MULTIPLE):
+                 pad_multiple: int | None = PAD_MULTIPLE, batching: Batching | None = None):
     """The serving tf.Module for `model` (an `albert_tf.models` model).
 
     Args:
@@ -93,6 +93,9 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
         Foreign heads read their decision rules from the record too (problem_type,
         null_score_diff_threshold, the beam sizes).
+      batching: join concurrent calls into one batch in the graph (`Batching`); for the
+        modules whose model call is one row per text (classification, regression,
+        multiple choice).
     """
 
     spec = tasks.ALL_TASKS.get(task or model.task)
@@ -106,7 +109,13 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
         raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
                           f"use --task {model.task} or --task encoder")
     record = record if record is not None else task_record_of(model)
-    return SERVING_MODULES[spec.serving](served, preprocessor, record, pad_multiple)
+    module = SERVING_MODULES[spec.serving](served, preprocessor, record, pad_multiple)
+    if batching is not None:
+        if not module.batchable:
+            raise ExportError(f"--batching joins one-row-per-text model calls (classification, "
+                              f"regression, multiple choice); not {spec.name}'s")
+        module.batching = batching
+    return module
 
 
 def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
@@ -175,7 +184,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
            task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
            precision: str = "auto", format: str = "savedmodel", quantize: str = "none",
-           source_name: str | None = None) -> str:
+           batching: Batching | None = None, source_name: str | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -200,6 +209,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       format: savedmodel (BASE/NAME/VERSION/ for TF Serving) or litert (`output` is the
         .tflite file; see `litert.convert.write_litert`).
       quantize: for litert: none (float32), float16 or int8 (dynamic range).
+      batching: in-graph batching of concurrent requests (`Batching`; savedmodel only).
       source_name: what the provenance record names as the source (default: the
         checkpoint's absolute path).
 
@@ -214,18 +224,23 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
             save_checkpoint(checkpoint, directory)
             return export(directory, output, version, task, seq_length, spm_model,
-                          pad_multiple, token_ids_only, precision, format, quantize,
+                          pad_multiple, token_ids_only, precision, format, quantize, batching,
                           source_name or f"{type(checkpoint).__name__} in memory")
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
     if format == "litert":  # one file, checked against the model before it is kept
         _check_litert_options(output, version, token_ids_only, precision, quantize)
+        if batching is not None:
+            raise ExportError("--batching is for SavedModels; a .tflite file answers one "
+                              "caller at a time")
     else:
         # Then the target, before anything is loaded: an existing version is refused, an
         # unwritable BASE/NAME named as the user wrote it (not its hidden staging name).
         if quantize != "none":
             raise ExportError("--quantize is for --format litert")
+        if batching is not None and token_ids_only:
+            raise ExportError("--batching goes with the text signatures, not --token-ids-only")
         version, path = layout.resolve_version(output, version)
         atomic.check_writable_directory(output, "--output")
     spm_model = source.tokenizer_files(spm_model).spm_model
@@ -250,7 +265,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         litert.write_litert(model, preprocessor.tokenizer, record, output, task or model.task,
                             seq_length, quantize)
         return output
-    module = build_module(cast_model(model, dtype), preprocessor, task, record, pad_multiple)
+    module = build_module(cast_model(model, dtype), preprocessor, task, record, pad_multiple,
+                          batching)
     staging = ""
     try:
         with layout.staged_directory(path) as staging:
@@ -316,8 +332,8 @@ def tf_version() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help=f"checkpoint: {FORMAT_NAMES} "
-                   "(fine-tuned ones serve their heads)")
+    p.add_argument("--checkpoint", required=True,
+                   help=f"{CHECKPOINT_HELP}; fine-tuned ones serve their heads")
     p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
@@ -333,24 +349,52 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, default="savedmodel",
                    help="litert: --output is one .tflite file (raw text in, for phones and "
                    "edge devices; docs/on-device.md)")
+    p.add_argument("--batching", action="store_true",
+                   help="join concurrent requests into one batch inside the SavedModel "
+                   "(TensorFlow's BatchFunction op; classification, regression, multiple "
+                   "choice): for a server with many single-text clients; then leave TF "
+                   "Serving's --enable_batching off (docs/serving.md)")
+    p.add_argument("--batching-timeout-ms", type=float, default=Batching.timeout_ms,
+                   help="with --batching: how long a request waits for others (default "
+                   "%(default)s)")
+    p.add_argument("--batching-max-size", type=int, default=Batching.max_batch_size,
+                   help="with --batching: most rows in one joined batch (default %(default)s)")
     p.add_argument("--quantize", choices=litert.QUANTIZE, default="none",
                    help="litert only: float16 halves the weights, int8 (dynamic range) "
                    "quarters them")
     return p
 
 
+def _batching(args) -> Batching | None:
+    """--batching's options (refused without it, or out of range)."""
+    defaults = Batching()
+    given = {"--batching-timeout-ms": args.batching_timeout_ms != defaults.timeout_ms,
+             "--batching-max-size": args.batching_max_size != defaults.max_batch_size}
+    if not args.batching:
+        for flag in (f for f, changed in given.items() if changed):
+            raise ExportError(f"{flag} goes with --batching")
+        return None
+    if not 0 <= args.batching_timeout_ms <= 1000:  # NaN fails this too
+        raise ExportError(f"--batching-timeout-ms {args.batching_timeout_ms}: expected 0 to 1000")
+    if not 1 <= args.batching_max_size <= 1024:
+        raise ExportError(f"--batching-max-size {args.batching_max_size}: expected 1 to 1024")
+    return Batching(max_batch_size=args.batching_max_size, timeout_ms=args.batching_timeout_ms)
+
+
 @cli.command("export")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     cli.setup_logging()
-    if not os.path.lexists(args.checkpoint):
-        raise ExportError(f"--checkpoint {args.checkpoint}: no such directory")
-    if not os.path.isdir(args.checkpoint):
-        raise ExportError(f"--checkpoint {args.checkpoint} is a file; give the checkpoint's "
+    checkpoint = resolve_checkpoint(args.checkpoint)  # a hub handle or released name too
+    if not os.path.lexists(checkpoint):
+        raise ExportError(f"--checkpoint {checkpoint}: no such directory"
+                          f"{not_found_hint(checkpoint)}")
+    if not os.path.isdir(checkpoint):
+        raise ExportError(f"--checkpoint {checkpoint} is a file; give the checkpoint's "
                           "directory")
-    path = export(args.checkpoint, args.output, args.version, args.task, args.seq_length,
+    path = export(checkpoint, args.output, args.version, args.task, args.seq_length,
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
-                  format=args.format, quantize=args.quantize)
+                  format=args.format, quantize=args.quantize, batching=_batching(args))
     print(path)
     return 0
 

@@ -29,7 +29,8 @@ import logging
 import os
 
 from albert_tf import arguments, atomic, cli, errors
-from albert_tf.checkpoint.formats import FORMAT_NAMES, open_checkpoint
+from albert_tf.checkpoint.formats import open_checkpoint
+from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.checkpoint.ours import WEIGHTS_FILE, check_replaceable, save_checkpoint
 from albert_tf.checkpoint.writers import TARGETS, WRITERS, check_destination, check_target
 
@@ -42,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = arguments.ArgumentParser(prog="albert-tf convert", description=__doc__.splitlines()[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="\n".join(__doc__.splitlines()[2:]))
-    parser.add_argument("src", help=f"the checkpoint: {FORMAT_NAMES} (a TF1 checkpoint "
-                                    "directory or prefix)")
+    parser.add_argument("src", help=f"what to convert: {CHECKPOINT_HELP} (or a TF1 "
+                                    "checkpoint prefix)")
     parser.add_argument("dst", help="output directory (albert-tf format)")
     parser.add_argument("--spm-model", help="SentencePiece model to include (default: "
                                             "spiece.model or the one *.model beside SRC)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 
 from albert_tf.checkpoint.foreign import HfCheckpoint, Tf1Checkpoint
+from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.kerashub import KerasHubCheckpoint
 from albert_tf.checkpoint.model_garden import ModelGardenCheckpoint
 from albert_tf.checkpoint.opened import OpenedCheckpoint
@@ -36,7 +37,7 @@ from albert_tf.checkpoint.ours import AlbertTfCheckpoint
 from albert_tf.checkpoint.readers import CheckpointError
 from albert_tf.checkpoint.tfhub import TfHubCheckpoint
 
-__all__ = ["FORMATS", "FORMAT_NAMES", "detect_format", "open_checkpoint"]
+__all__ = ["FORMATS", "detect_format", "open_checkpoint"]
 
 # KerasHub before ours: a preset holds a model.weights.h5 too, and says what it is in
 # config.json. Ours next: one of our directories may also hold files another rule matches.
@@ -44,9 +45,6 @@ __all__ = ["FORMATS", "FORMAT_NAMES", "detect_format", "open_checkpoint"]
 FORMATS: dict[str, type[OpenedCheckpoint]] = {
     reader.format: reader for reader in (KerasHubCheckpoint, AlbertTfCheckpoint, HfCheckpoint,
                                          TfHubCheckpoint, ModelGardenCheckpoint, Tf1Checkpoint)}
-# What the commands' help says they read: each reader's name, from its `expects` "... (NAME)".
-FORMAT_NAMES = ", ".join(reader.expects.rsplit("(", 1)[1].rstrip(")")
-                         for reader in FORMATS.values())
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -61,7 +59,7 @@ def detect_format(path: str | os.PathLike) -> str:
         if reader.detect(path):
             return name
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise CheckpointError(f"{path}: no such file or directory")
+        raise CheckpointError(f"{path}: no such file or directory{not_found_hint(path)}")
     expected = [reader.expects for reader in FORMATS.values()]
     raise CheckpointError(f"{path}: not a checkpoint: expected {', '.join(expected[:-1])}, "
                           f"or {expected[-1]}")
@@ -71,8 +69,11 @@ def open_checkpoint(path: str | os.PathLike, task: str | None = None) -> OpenedC
     """Opens the checkpoint at `path`: its format detected once, nothing else read yet.
 
     Args:
-      path: one of our directories, a Hugging Face ALBERT directory, or an original
-        TF1 checkpoint (directory with albert_config.json + model.ckpt-*, or prefix).
+      path: one of our directories, a Hugging Face ALBERT directory, an original
+        TF1 checkpoint (directory with albert_config.json + model.ckpt-*, or prefix), a
+        KerasHub preset, a Model Garden or TF-Hub directory; or a handle
+        (hf://ORG/NAME[@REVISION], kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]) or a
+        released checkpoint's name (`albert-tf presets`), resolved by `hub.resolve_checkpoint`.
       task: for a TF1 checkpoint whose variables fit two of the original scripts
         (`output_weights` [1, H]: "regression" or "multiple_choice"); elsewhere, if
         given, it must be the checkpoint's task (or "encoder", which accepts any):
@@ -92,5 +93,5 @@ def open_checkpoint(path: str | os.PathLike, task: str | None = None) -> OpenedC
         ('tf1', 768)
         >>> model = ckpt.load()
     """
-    path = os.fspath(path)
+    path = resolve_checkpoint(path)
     return FORMATS[detect_format(path)](path, task)

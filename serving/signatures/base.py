@@ -10,6 +10,8 @@ reads its inputs through it, so a malformed request is an InvalidArgumentError.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -22,6 +24,29 @@ from . import text_graph
 # (oneDNN kernels for the new shape), less than the rounding to 16 cost each call.
 PAD_MULTIPLE = 1
 GROUP_ROWS = 8  # rows per length group of `run_by_length`
+# The most rows one request may hold when the export batches in the graph (`Batching`):
+# the batching op's input limit; larger requests are refused by the op.
+MAX_REQUEST_ROWS = 4096
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    """In-graph batching of concurrent requests (`export --batching`): the model call of
+    every signature goes through TensorFlow's BatchFunction op, which joins the rows of
+    calls that arrive within `timeout_ms` of each other (up to `max_batch_size` rows) and
+    runs them as one batch on `threads` threads. Each request's rows are padded to the
+    export's sequence length to be joined, and the joined batch is run in length groups
+    (`run_by_length`), so a long request does not make short ones pay for its length."""
+
+    max_batch_size: int = 32
+    timeout_ms: float = 2.0
+    threads: int = 1
+    max_enqueued_batches: int = 100
+
+    def as_record(self) -> dict:
+        return dataclasses.asdict(self)
+
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string)
 IDS_SPEC = tf.TensorSpec([None, None], tf.int32)
@@ -162,10 +187,38 @@ class ServingModule:
         `preprocessor.seq_length`.
     """
 
+    # In-graph batching of concurrent calls (`Batching`), set by `export.build_module` on
+    # the modules whose model call runs one row per text through `run_rows`.
+    batching: Batching | None = None
+    batchable = False
+
     def __init__(self, model, preprocessor, pad_multiple: int | None = PAD_MULTIPLE):
         self.model = model
         self.preprocessor = preprocessor
         self.pad_multiple = pad_multiple
+
+    def run_rows(self, run, features: dict[str, tf.Tensor], element_shape: list) -> tf.Tensor:
+        """`run_by_length(run, features, ...)`, through the batching op when the export asks
+        for it (`Batching`): concurrent calls are then run as one batch."""
+        if self.batching is None:
+            return run_by_length(run, features, self.pad_multiple, element_shape)
+        options, length = self.batching, self.preprocessor.seq_length
+        names = list(features)
+
+        # A request larger than max_batch_size is split (enable_large_batch_splitting);
+        # every size up to it is allowed, so a joined batch is never padded with rows.
+        @tf.nondifferentiable_batch_function(
+            num_batch_threads=options.threads, max_batch_size=MAX_REQUEST_ROWS,
+            allowed_batch_sizes=list(range(1, options.max_batch_size + 1)),
+            batch_timeout_micros=int(options.timeout_ms * 1000),
+            max_enqueued_batches=options.max_enqueued_batches, enable_large_batch_splitting=True)
+        def batched(*values):
+            return run_by_length(run, dict(zip(names, values)), self.pad_multiple, element_shape)
+
+        # Each call's rows padded to the export's length, so that calls can be joined.
+        padded = [tf.pad(value, [[0, 0]] * (value.shape.rank - 1) +
+                         [[0, length - tf.shape(value)[-1]]]) for value in features.values()]
+        return batched(*padded)
 
     def _text_features(self, text) -> dict[str, tf.Tensor]:
         """`serving_default(text)`'s input, checked (`checked_inputs`), packed and trimmed."""

@@ -36,7 +36,6 @@ from .base import (
     TEXT_SPEC,
     ServingModule,
     checked_inputs,
-    run_by_length,
     strings,
 )
 
@@ -140,6 +139,8 @@ class ClassifierModule(ServingModule):
     probable class. `label_names` name the classes (default "0", "1", ...).
     """
 
+    batchable = True
+
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
         if record.task != "classification" or record.num_classes != model.num_classes:
@@ -150,8 +151,8 @@ class ClassifierModule(ServingModule):
         self.multi_label = record.problem_type == "multi_label"
 
     def _classify(self, features):
-        logits = run_by_length(lambda group: self.model(group, training=False),
-                               features, self.pad_multiple, [None, self.model.num_classes])
+        logits = self.run_rows(lambda group: self.model(group, training=False),
+                               features, [None, self.model.num_classes])
         return class_outputs(logits, self.label_names, self.multi_label)
 
     @tf.function(input_signature=[TEXT_SPEC])
@@ -176,9 +177,11 @@ class ClassifierModule(ServingModule):
 class RegressorModule(ServingModule):
     """A score per text or pair (e.g. STS-B similarity)."""
 
+    batchable = True
+
     def _score(self, features):
-        return {"score": run_by_length(lambda group: self.model(group, training=False),
-                                       features, self.pad_multiple, [None])}
+        return {"score": self.run_rows(lambda group: self.model(group, training=False),
+                                       features, [None])}
 
     @tf.function(input_signature=[TEXT_SPEC])
     def regress(self, text):
@@ -208,6 +211,8 @@ class MultipleChoiceModule(ServingModule):
     the model's task record) and the context is cut to fill the rest.
     """
 
+    batchable = True
+
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
         if record.task != "multiple_choice":
@@ -216,8 +221,8 @@ class MultipleChoiceModule(ServingModule):
         self.max_qa_length = record.max_qa_length  # pack_choices caps it at seq_length - 3
 
     def _choose(self, features):
-        logits = run_by_length(lambda group: self.model(group, training=False),
-                               features, self.pad_multiple, [None, None])  # [B, K]
+        logits = self.run_rows(lambda group: self.model(group, training=False),
+                               features, [None, None])  # [B, K]
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 

@@ -54,7 +54,7 @@ import tempfile
 
 from albert_tf import arguments, atomic, cli, errors
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
-from albert_tf.checkpoint.formats import FORMAT_NAMES
+from albert_tf.checkpoint.hub import CHECKPOINT_HELP, resolve_checkpoint
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="glue/<task>, squad/v1.1, squad/v2.0, race, "
                                                  "classify or regress")
     p.add_argument("--checkpoint", required=True,
-                   help=f"checkpoint to start from: {FORMAT_NAMES}")
+                   help=f"what to start from: {CHECKPOINT_HELP}")
     p.add_argument("--output", "--output-dir", dest="output", required=True,
                    help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
@@ -231,8 +231,9 @@ def run(args: FinetuneOptions) -> dict:
         settings["train_steps"] = None  # --epochs replaces a default step count
     check_settings(settings, flags, train_set)
     check_task_options(args.task, settings["seq_length"], task_options)
-    replace = check_output(args.checkpoint, args.output, args.overwrite, args.data)
-    source = open_checkpoint(args.checkpoint)  # once: config, tokenizer and weights
+    checkpoint = resolve_checkpoint(args.checkpoint)  # a hub handle or released name too
+    replace = check_output(checkpoint, args.output, args.overwrite, args.data)
+    source = open_checkpoint(checkpoint)  # once: config, tokenizer and weights
     source.config.check_sequence_length(  # before any data is read
         settings["seq_length"], where=f"checkpoint {args.checkpoint}")
     strategy = distribute.create_strategy(args.strategy)

@@ -57,6 +57,7 @@ from albert_tf import (
     save_checkpoint,
 )
 from albert_tf.checkpoint import open_checkpoint
+from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.checkpoint.opened import check_vocab_size
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import AlbertTokenizer
@@ -611,7 +612,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", "--output-dir", dest="output_dir",
                         help="checkpoints, TensorBoard logs and model/")
     parser.add_argument("--spm-model", help="SentencePiece model to ship with the result")
-    parser.add_argument("--init-checkpoint", help="start from these weights (TF1, HF or ours)")
+    parser.add_argument("--init-checkpoint", help=f"start from these weights: {CHECKPOINT_HELP}")
     parser.add_argument("--global-batch-size", type=int)
     parser.add_argument("--train-steps", type=int)
     parser.add_argument("--gradient-accumulation-steps", type=int, metavar="N",
