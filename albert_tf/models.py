@@ -16,8 +16,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from albert_tf import arguments, tasks
-from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf import arguments, span_decoding, tasks
+from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
@@ -31,13 +31,15 @@ HEAD_DROPOUT = 0.1
 
 
 
-def _count(name: str, value, model: str) -> int:
-    """A head's size (num_classes, beam sizes): an integer >= 1, else ConfigError naming it
-    (before a layer is built: Keras would answer with a message about `units`)."""
+def _count(name: str, value, model: str, maximum: int = MAX_CLASSES) -> int:
+    """A head's size (num_classes, beam sizes): an integer in [1, maximum] (the one bound,
+    `config.MAX_CLASSES`), else ConfigError naming it (before a layer is built: Keras
+    would answer with a message about `units`, or allocate what was asked)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)  # NumPy integers too
     try:
-        arguments.check_number(name, value, int, {arguments.MINIMUM: 1}, f" ({model})")
+        arguments.check_number(name, value, int, {arguments.MINIMUM: 1,
+                                                  arguments.MAXIMUM: maximum}, f" ({model})")
     except UserError as e:
         raise ConfigError(str(e)) from None
     return value
@@ -238,6 +240,42 @@ class AlbertSpanExtractor(AlbertTaskModel):
                 self.answerable_head(encoded["pooled_output"], training=training), -1)
         return outputs
 
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """`keras.Model.predict`; raw text `(questions, contexts)` is answered as the served
+        signature answers it: every doc-stride window of the context searched and
+        decoded by `albert_tf.span_decoding` (the task record's settings, the
+        preprocessor's seq_length), strings and character offsets out.
+
+        Returns, for raw text, {"answer": str [B], "start_char", "end_char": int32 [B],
+        "score": float32 [B], "has_answer": bool [B]} plus "no_answer_probability" (SQuAD
+        2.0 head) or "null_score_diff" (a foreign head's rule); else the logits.
+        """
+        pairs = _question_context_rows(x)
+        if pairs is None:
+            return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                                   callbacks=callbacks)
+        if self.preprocessor is None:
+            raise ValueError("AlbertSpanExtractor has no preprocessor for raw text: load it "
+                             "with from_preset, or set model.preprocessor")
+        run = lambda features: super(AlbertSpanExtractor, self).predict(  # noqa: E731
+            features, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+        return span_decoding.answer_questions(
+            self.preprocessor.tokenizer, self.task_record, self.preprocessor.seq_length,
+            *pairs, run, where="AlbertSpanExtractor.predict")
+
+
+def _question_context_rows(x):
+    """(questions, contexts) as lists when `x` is raw (question, context) text, else None."""
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        return None
+    rows = [[part] if isinstance(part, (str, bytes)) else part for part in x]
+    if not all(isinstance(part, (list, tuple)) or getattr(part, "ndim", None) == 1
+               for part in rows):
+        return None
+    if not all(isinstance(v, (str, bytes)) for part in rows for v in part):
+        return None
+    return [list(part) for part in rows]
+
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -322,8 +360,8 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
     uses_pooled_output = False
 
     def __init__(self, config, start_n_top: int, end_n_top: int, encoder=None, **kwargs):
-        start_n_top = _count("start_n_top", start_n_top, type(self).__name__)
-        end_n_top = _count("end_n_top", end_n_top, type(self).__name__)
+        start_n_top = _count("start_n_top", start_n_top, type(self).__name__, MAX_SEQ_LENGTH)
+        end_n_top = _count("end_n_top", end_n_top, type(self).__name__, MAX_SEQ_LENGTH)
         super().__init__(config, encoder, **kwargs)
         self.start_n_top = start_n_top
         self.end_n_top = end_n_top

@@ -158,6 +158,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         pre = self.preprocessor
         if pre is not None:
             fields.update(do_lower_case=pre.do_lower_case, keep_accents=pre.keep_accents,
+                          tokenizer=pre.kind, tokenize_chinese_chars=pre.tokenize_chinese_chars,
                           seq_length=pre.seq_length)
         return TaskRecord.create(self.task, **fields)
 

@@ -40,7 +40,10 @@ __all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "COMMON_FIELDS", "
 # The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
 # --max_answer_length 30, --n_best_size 20) and run_race (--max_qa_length 128).
 SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 64,
-                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5}
+                 "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5,
+                 # Served contexts: at most this many doc-stride windows a row (32 windows
+                 # of 384 pieces with stride 128: about 4,200 pieces, 20,000 characters).
+                 "max_windows": 32}
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # The raw-text form of multiple choice: (contexts [B], choices [B, K]).
 CHOICE_TEXTS = "choices"
@@ -53,7 +56,8 @@ MASKED_LM_DEFAULTS = {"mlm_layer_norm_epsilon": LAYER_NORM_EPSILON}
 # [SEP], padding), as Hugging Face's token classifiers mark it.
 IGNORED_LABEL = -100
 # The fields every task's record holds.
-COMMON_FIELDS = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
+COMMON_FIELDS = ("task", "seq_length", "tokenizer", "do_lower_case", "keep_accents",
+                 "tokenize_chinese_chars", "precision")
 _CLASSES = ("num_classes", "label_names")
 # SQuAD decisions of the foreign span heads: "" when the null score exceeds the best
 # answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both
@@ -98,7 +102,7 @@ class Task:
       optional_heads: parts a checkpoint of this task may lack as a whole (then
         they keep their initialisation, with a warning).
       serving: the serving module kind that answers for it
-        (`albert_tf.serving.export.SERVING_MODULES`).
+        (`albert_tf.serving.modules.SERVING_MODULES`).
       hf_architecture: the Hugging Face class `convert --to hf` writes for it (None: none).
       hf_fields: record fields a Hugging Face head of this task implies.
       hf_problem_type: the `problem_type` Hugging Face's config gives this task when its

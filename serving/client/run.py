@@ -204,12 +204,13 @@ def predicted_rows(backend, signature: str, input_path: str, batch_size: int,
 
 
 @contextlib.contextmanager
-def _open_output(path: str):
-    """stdout, or a file written under a temporary name and renamed when complete."""
+def _open_output(path: str, overwrite: bool = False):
+    """stdout, or a file written under a temporary name and renamed when complete (a file
+    that appeared meanwhile replaced only with --overwrite)."""
     if path == "-":
         yield sys.stdout
         return
-    with atomic.atomic_write(path) as stream:
+    with atomic.atomic_write(path, replace=overwrite) as stream:
         yield stream
 
 
@@ -291,7 +292,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
     p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
                    help="REST body form: row 'instances' or columnar 'inputs'")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds each request may take, whole: connecting, the headers "
+                        "and the body (default: 60)")
     return p
 
 
@@ -317,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    args.batch_size, jsonl)
         logger.info("wrote %d embeddings to %s", count, args.embeddings)
         return 0
-    with _open_output(args.output) as stream:
+    with _open_output(args.output, args.overwrite) as stream:
         count = predict_file(backend, args.signature, args.input, stream,
                              args.batch_size, jsonl)
     logger.info("wrote %d predictions to %s", count, args.output)

@@ -119,7 +119,7 @@ class PretrainedModule(ServingModule):
         logits = self.model({**features, "masked_lm_positions": tf.maximum(positions, 0)},
                             training=False)["mlm_logits"]  # [B, M, V]
         scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=TOP_K)
-        tokens = pre.sentencepiece.id_to_string(top_ids)
+        tokens = pre.id_to_string(top_ids)
         keep = has[:, :, None]
         return {"top_k_ids": tf.where(keep, top_ids, -1),
                 "top_k_tokens": tf.where(keep, tokens, ""),

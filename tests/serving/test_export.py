@@ -5,6 +5,7 @@ Python tokenizer; the TF1 session loader (the C++ server's path), saved_model_cl
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from albert_tf import (
     load_checkpoint,
     save_checkpoint,
 )
-from albert_tf.serving import export, layout, requests, warmup
+from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.serving import export, layout, provenance, requests, server_releases, warmup
 from albert_tf.serving.signatures.base import GROUP_ROWS, PAD_MULTIPLE
 from tests.helpers.fresh_process import run_fresh
 
@@ -45,6 +47,9 @@ CONTEXTS = [b"The Eiffel Tower is in Paris, France. It was built in 1889 for the
             "Z\u00fcrich  is the largest city in Switzerland; S\u00e3o Paulo is in Brazil.".encode(),
             b"ALBERT uses factorized embeddings and cross-layer parameter sharing (2019)."]
 SPAN_QUESTIONS = QUESTIONS + HARD[::-1] + [ONE_MB]  # the clean contexts get real questions
+# A span context of several windows at SEQ, ending inside a character (ONE_MB as a context is
+# refused past max_windows: test_span_windows.py).
+LONG_CONTEXT = ("w\u00f6rd " * 60).encode()[:-2]
 OPTIONS = [[b"a cat", b"a dog", b""], ["\u00fcber \U0001F600".encode(), b"\xff", ONE_MB]]
 
 
@@ -146,7 +151,7 @@ def served(exported, tmp_path_factory, spm_model_path):
                            "token_ids": _ids(tok, HARD)},
         "regression": {"serving_default": {"text": _strings(HARD)}, "text_pair": pair},
         "span": {"serving_default": {"question": _strings(SPAN_QUESTIONS),
-                                     "context": _strings(CONTEXTS + HARD + [ONE_MB])},
+                                     "context": _strings(CONTEXTS + HARD + [LONG_CONTEXT])},
                  "serving_default#none": {"question": _strings([]), "context": _strings([])}},
         "multiple_choice": {"serving_default": {"context": _strings([CONTEXTS[0], b""]),
                                                 "options": _strings(OPTIONS)}},
@@ -229,6 +234,12 @@ def test_classifier_returns_its_trained_label_names(exported, served):
         np.testing.assert_array_equal(got["label_id"], probs.argmax(-1))
         assert [label.decode() for label in got["label"]] == [LABELS[i] for i in probs.argmax(-1)]
     assert len(set(outputs["serving_default"]["label_id"].tolist())) > 1  # not constant
+    # The export says what it is: its provenance record names the labels it answers with.
+    checkpoint, path = exported["classification"]
+    with open(os.path.join(path, provenance.PROVENANCE_FILE), encoding="utf-8") as f:
+        record = json.load(f)
+    assert record["label_names"] == list(LABELS) == record["task_record"]["label_names"]
+    assert record["task"] == "classification" and record["tokenizer"]["kind"] == "sentencepiece"
 
 
 def test_regressor_scores_equal_the_eager_model(exported, served):
@@ -282,6 +293,14 @@ def _squad_features(tok, question: bytes, context: bytes | str):
     return features, pieces, ids, first
 
 
+def _windows(tok, question: bytes, context: str) -> int:
+    from albert_tf.span_decoding import align_context, question_windows
+
+    record = TaskRecord.create("span", seq_length=SEQ)
+    return len(question_windows(tok, question, align_context(tok, context), SEQ,
+                                record.doc_stride, record.max_query_length)[1])
+
+
 def _expected_answer(tok, model, question: bytes, context: str):
     """NumPy re-derivation: SQuAD packing, best visible span, fine-tuning's alignment."""
     features, pieces, ids, first = _squad_features(tok, question, context)
@@ -318,7 +337,7 @@ def test_span_answers_and_offsets_equal_the_python_reference(exported, served):
             assert answer and context[start:end] == answer
         else:
             assert (answer, start, end) == ("", -1, -1)
-        if raw is ONE_MB:  # too long for the Python alignment; consistency above is the check
+        if _windows(tok, question, context) > 1:  # windowed: test_span_windows.py
             continue
         score, no_answer, want_start, want_end = _expected_answer(tok, model, question, context)
         _close(got["no_answer_probability"][row], no_answer)
@@ -456,6 +475,19 @@ def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, 
     assert _signature_names(second) == {"serving_default", "token_ids"}
     assert export.custom_ops(second) == []
     assert {"SentencepieceOp", "NormalizeUTF8"} <= set(export.custom_ops(first))
+    # Its provenance: the source, a hash of the weights as loaded, the versions, the custom
+    # ops; no round-robin trim op (trimmed with core ops), so TF Serving 2.12 links them all.
+    with open(os.path.join(first, provenance.PROVENANCE_FILE), encoding="utf-8") as f:
+        record = json.load(f)
+    assert record["source_checkpoint"] == os.path.abspath(checkpoint)
+    assert record["weights_sha256"] == provenance.weights_sha256(load_checkpoint(checkpoint))
+    assert record["custom_ops"] == export.custom_ops(first)
+    assert not any("RoundRobin" in op for op in record["custom_ops"])
+    assert record["oldest_tensorflow_serving"] == "2.12.0"
+    assert record["versions"]["tensorflow"] == tf.__version__
+    assert record["label_names"] is None and record["task"] == "regression"
+    with open(os.path.join(second, provenance.PROVENANCE_FILE), encoding="utf-8") as f:
+        assert json.load(f)["oldest_tensorflow_serving"] == server_releases.SERVING_RELEASES[0][0]
     features = _ids(AlbertTokenizer(spm_model_path), HARD)
     got = tf.saved_model.load(second).signatures["serving_default"](
         **{k: tf.constant(v) for k, v in features.items()})

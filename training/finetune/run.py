@@ -58,7 +58,6 @@ from albert_tf import arguments, atomic, cli, errors, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP, resolve_checkpoint
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
-from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
@@ -114,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                                                  "classify, regress or ner")
     p.add_argument("--checkpoint", required=True,
                    help=f"what to start from: {CHECKPOINT_HELP}")
-    p.add_argument("--output", required=True, help="directory for the fine-tuned model")
+    p.add_argument("--output", "--output-dir", dest="output", required=True,
+                   help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
     p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
                                      "names, or positions (from 0) in a file without a header")
@@ -159,10 +159,9 @@ def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
     files = checkpoint.tokenizer_files(run.get("spm_model"), run.get("do_lower_case"),
                                        run.get("keep_accents"))
     if not files.spm_model:
-        raise UsageError(f"no SentencePiece model found beside {checkpoint.path}; "
-                         "pass --set spm_model=PATH")
-    return (AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case,
-                            keep_accents=files.keep_accents), files.spm_model)
+        raise UsageError(f"no vocabulary (SentencePiece model or vocab.txt) found beside "
+                         f"{checkpoint.path}; pass --set spm_model=PATH")
+    return files.load(), files  # AlbertTokenizer or WordPieceTokenizer
 
 
 def check_settings(settings: dict, flags: dict, train_set: dict) -> None:
@@ -242,14 +241,15 @@ def run(args: FinetuneOptions) -> dict:
         settings["seq_length"], where=f"checkpoint {args.checkpoint}")
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
-    tokenizer, spm_model = _tokenizer(source, run_options)
+    tokenizer, files = _tokenizer(source, run_options)
     task = build_task(args, tokenizer, settings["seq_length"], task_options)
     logger.info("%s on %s with %s, %s", task.name, args.checkpoint, type(strategy).__name__, policy)
 
     def train(output_dir: str) -> dict:
-        config = TrainConfig(output_dir=output_dir, spm_model=spm_model,
+        config = TrainConfig(output_dir=output_dir, spm_model=files.spm_model,
                              do_lower_case=tokenizer.do_lower_case,
-                             keep_accents=tokenizer.keep_accents, **settings)
+                             keep_accents=tokenizer.keep_accents,
+                             tokenize_chinese_chars=files.tokenize_chinese_chars, **settings)
         return finetune(task, source, config, strategy)
 
     return _train_into(args.output, replace, train, distribute.is_chief(strategy))
