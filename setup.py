@@ -66,8 +66,9 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        # jax, scikit-learn, scipy: independent metric checks; pytest-xdist: make test's workers
-        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy",
+        # jax, scikit-learn, scipy, seqeval (entity F1): independent metric checks;
+        # pytest-xdist: make test's workers
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy", "seqeval>=1.2",
                  "huggingface_hub>=0.30", "kagglehub>=0.3"],
         # hf:// and kaggle:// checkpoint handles (albert_tf/checkpoint/hub.py)
         "hub": ["huggingface_hub>=0.30", "kagglehub>=0.3"],

@@ -88,6 +88,9 @@ MAX_PARAMETERS = 1 << 30
 MAX_SEQ_LENGTH = MAX_SIZES["max_position_embeddings"]
 # The most classes a head (classification, token classification) may have: 32768 x H.
 MAX_CLASSES = 1 << 15
+# The most doc-stride windows a served span-QA context may be given (a task record's
+# max_windows; its default is 32): each window is one row of the export's length.
+MAX_WINDOWS = 1 << 10
 
 
 def check_size(name: str, value, maximum: int, where: str = "", error=None) -> int:

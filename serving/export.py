@@ -33,14 +33,16 @@ from tensorflow.core.protobuf import saved_model_pb2
 from albert_tf import arguments, atomic, cli, tasks
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
+from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
+from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
-from albert_tf.tokenizer import AlbertPreprocessor
 
 from . import layout, warmup
 from .litert import convert as litert
 from .signatures import tasks as signatures
 from .signatures.base import PAD_MULTIPLE, Batching
+from .signatures import span_windows
 from .signatures.span import SpanModule
 from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
 from .signatures.token_labels import TokenClassifierModule
@@ -71,6 +73,10 @@ SERVING_MODULES = {
     "span_beam": BeamSpanModule,
     "multiple_choice": signatures.MultipleChoiceModule,
 }
+
+
+# The serving modules whose answers carry offsets into the raw text (`signatures.offsets`).
+OFFSET_MODULES = ("token_labels", "span", "span_beam")
 
 
 class ExportError(UserError):
@@ -182,7 +188,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
            task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
            precision: str = "auto", format: str = "savedmodel", quantize: str = "none",
-           batching: Batching | None = None) -> str:
+           batching: Batching | None = None, doc_stride: int | None = None,
+           max_windows: int | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -208,6 +215,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         .tflite file; see `litert.convert.write_litert`).
       quantize: for litert: none (float32), float16 or int8 (dynamic range).
       batching: in-graph batching of concurrent requests (`Batching`; savedmodel only).
+      doc_stride, max_windows: span models: the context pieces between window starts
+        and the windows a served context may need (default: the task record's); the
+        SavedModel records the settings it serves with in assets.extra/albert_task.json.
     """
 
     if format not in FORMATS:
@@ -216,7 +226,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
             save_checkpoint(checkpoint, directory)
             return export(directory, output, version, task, seq_length, spm_model,
-                          pad_multiple, token_ids_only, precision, format, quantize, batching)
+                          pad_multiple, token_ids_only, precision, format, quantize, batching,
+                          doc_stride, max_windows)
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
@@ -234,21 +245,34 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             raise ExportError("--batching goes with the text signatures, not --token-ids-only")
         version, path = layout.resolve_version(output, version)
         atomic.check_writable_directory(output, "--output")
-    spm_model = source.tokenizer_files(spm_model).spm_model
+    files = source.tokenizer_files(spm_model)
+    spm_model = files.spm_model
     if spm_model is None:
-        raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
-                          "*.model); pass --spm-model")
+        raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
+                          f"{VOCAB_FILE}); pass --spm-model")
+    if (files.kind == WORDPIECE and not token_ids_only
+            and source.task_record.spec.serving in OFFSET_MODULES):
+        # Offsets map SentencePiece's pieces back to the raw text; WordPiece has no such map yet.
+        raise ExportError(f"{checkpoint}: a {source.task_record.task} model answers with "
+                          "character offsets in the raw text, which albert-tf computes for "
+                          "SentencePiece only; this model's tokenizer is WordPiece "
+                          f"({spm_model}): serve it through --token-ids-only")
+    if format == "litert" and files.kind == WORDPIECE:
+        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack.
+        raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
+                          "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
+                          "(--format savedmodel)")
     if format == "savedmodel":
         warmup.require_serving_api()
-    record = source.task_record  # the one source of the task's settings
+    # The one source of the task's settings (export may set the span windows).
+    record = span_windows.with_windowing(source.task_record, doc_stride, max_windows)
     dtype = serving_precision(precision, record.precision)
     model = source.load()
     limit = model.config.max_position_embeddings
     if seq_length is None:
         seq_length = record.seq_length or limit
     check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
-    preprocessor = AlbertPreprocessor(spm_model, seq_length, do_lower_case=record.do_lower_case,
-                                      keep_accents=record.keep_accents)
+    preprocessor = files.preprocessor(seq_length)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
@@ -263,6 +287,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         with layout.staged_directory(path) as staging:
             save_module(module, staging, os.path.basename(os.path.normpath(output)),
                         token_ids_only)
+            if record.doc_stride is not None and (task or model.task) == record.task:
+                # What it serves with: the settings a client or a later reader can check.
+                record.at_seq_length(seq_length).write(os.path.join(staging, warmup.WARMUP_DIR))
             needed = custom_ops(staging)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging
@@ -316,8 +343,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    "(default: the fine-tuning length, else max_position_embeddings)")
-    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
-                   "none (spiece.model or a single *.model)")
+    p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
+                   "window starts (default: the task record's)")
+    p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
+                   "context may need; longer ones are refused (default: the task record's)")
+    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
+                   "SentencePiece .model, or a WordPiece vocab.txt")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
@@ -371,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "directory")
     path = export(checkpoint, args.output, args.version, args.task, args.seq_length,
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
-                  format=args.format, quantize=args.quantize, batching=_batching(args))
+                  format=args.format, quantize=args.quantize, batching=_batching(args),
+                  doc_stride=args.doc_stride, max_windows=args.max_windows)
     print(path)
     return 0
 

@@ -11,14 +11,18 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 |---|---|---|
 | task | all | pretraining, masked_lm, classification, regression, token_classification, span, span_beam, multiple_choice |
 | seq_length | all | tokens per sequence at fine-tuning (None: not fine-tuned) |
-| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False) |
+| tokenizer | all | the tokenizer's kind: sentencepiece (spiece.model) or wordpiece (vocab.txt, BERT's rules) (sentencepiece) |
+| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False); for WordPiece, keep_accents False strips accents |
+| tokenize_chinese_chars | all | WordPiece: every CJK ideograph a word of its own (True; SentencePiece ignores it) |
 | num_classes, label_names | classification, token_classification | classes and their names |
 | problem_type | classification | single_label (softmax) or multi_label (sigmoid) |
+| tag_scheme | token_classification | the entity tags' scheme fine-tuning read: iob1, iob2 or bioes (None: not recorded, e.g. a foreign head) |
 | answerability | span | SQuAD 2.0's no-answer head (False) |
 | doc_stride | span | context pieces between window starts (128) |
 | max_query_length | span | question pieces kept (64, at most seq_length - 4) |
 | max_answer_length | span | longest answer in pieces (30) |
 | n_best | span | candidate starts / ends per window (20) |
+| max_windows | span | doc-stride windows a served context may need (32); more is refused |
 | no_answer_threshold | span | "" when P(no answer) exceeds it (0.5; SQuAD 2.0 fine-tuning tunes it) |
 | null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
 | start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
@@ -42,10 +46,11 @@ import os
 from typing import Any, Mapping
 
 from albert_tf.atomic import atomic_write_json
-from albert_tf.config import (MAX_SEQ_LENGTH, MIN_SEQ_LENGTH, ConfigError, check_num_classes,
-                              check_sequence_length, check_size)
+from albert_tf.config import (MAX_SEQ_LENGTH, MAX_WINDOWS, MIN_SEQ_LENGTH, ConfigError,
+                              check_num_classes, check_sequence_length, check_size)
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.tagging import SCHEMES
 from albert_tf.textio import EncodingError, FileSizeError, read_text
 from albert_tf.tasks import (
     BEAM_DEFAULTS,
@@ -56,6 +61,7 @@ from albert_tf.tasks import (
     Task,
 )
 from albert_tf.tasks import TASKS as _TASK_TABLE
+from albert_tf.tokenizer.kinds import TOKENIZER_KINDS
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
@@ -89,14 +95,18 @@ class TaskRecord:
     seq_length: int | None = None
     do_lower_case: bool = True
     keep_accents: bool = False
+    tokenizer: str = TOKENIZER_KINDS[0]
+    tokenize_chinese_chars: bool = True
     num_classes: int | None = None
     label_names: tuple[str, ...] | None = None
     problem_type: str | None = None
+    tag_scheme: str | None = None
     answerability: bool | None = None
     doc_stride: int | None = None
     max_query_length: int | None = None
     max_answer_length: int | None = None
     n_best: int | None = None
+    max_windows: int | None = None
     no_answer_threshold: float | None = None
     max_qa_length: int | None = None
     null_score_diff_threshold: float | None = None
@@ -191,6 +201,15 @@ class TaskRecord:
         """A copy with `changes`, validated."""
         return dataclasses.replace(self, **changes)
 
+    def at_seq_length(self, seq_length: int) -> "TaskRecord":
+        """This record for sequences of `seq_length` (a model served or loaded at another
+        length): max_query_length and max_qa_length cut to fit it, as the defaults are."""
+        changes = {"seq_length": seq_length}
+        for name in ("max_query_length", "max_qa_length"):
+            if getattr(self, name) is not None:
+                changes[name] = _fit_default(name, getattr(self, name), seq_length)
+        return self.replace(**changes)
+
     # ------------------------------------------------------------ validation
     def __post_init__(self):
         where = f" in {self.source}" if self.source else ""
@@ -228,6 +247,10 @@ class TaskRecord:
                 raise TaskRecordError(str(e)) from None
         _check_bool("do_lower_case", self.do_lower_case, where)
         _check_bool("keep_accents", self.keep_accents, where)
+        _check_bool("tokenize_chinese_chars", self.tokenize_chinese_chars, where)
+        if self.tokenizer not in TOKENIZER_KINDS:
+            raise TaskRecordError(f"tokenizer={self.tokenizer!r}{where} is not one of "
+                                  f"{', '.join(TOKENIZER_KINDS)}")
         if self.precision is not None and self.precision not in PRECISIONS:
             raise TaskRecordError(f"precision={self.precision!r}{where} is not one of "
                                   f"{', '.join(PRECISIONS)}")
@@ -250,12 +273,17 @@ class TaskRecord:
         if "problem_type" in self.spec.fields and self.problem_type not in PROBLEM_TYPES:
             raise TaskRecordError(f"problem_type={self.problem_type!r}{where} is not one of "
                                   f"{', '.join(PROBLEM_TYPES)}")
+        if self.tag_scheme is not None and self.tag_scheme not in SCHEMES:
+            raise TaskRecordError(f"tag_scheme={self.tag_scheme!r}{where} is not one of "
+                                  f"{', '.join(SCHEMES)}")
 
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
         for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
             _check_int(name, getattr(self, name), 1, where)  # each counts pieces of a window
             check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(), TaskRecordError)
+        _check_int("max_windows", self.max_windows, 1, where)
+        check_size("max_windows", self.max_windows, MAX_WINDOWS, where.strip(), TaskRecordError)
         value = self.no_answer_threshold
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not math.isfinite(value) or not 0.0 <= value <= 1.0:

@@ -39,8 +39,11 @@ from typing import Sequence
 import sentencepiece as spm
 
 from albert_tf import textio
-from albert_tf.config import SHORT_SEQ_LENGTH, check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.packing import Packing, cut_text, text_byte_cap, truncate_seq_pair
+
+__all__ = ["AlbertTokenizer", "normalize_text", "truncate_seq_pair", "choice_qa_length",
+           "cut_choice", "load_spm_model", "cut_text", "text_byte_cap"]
 
 SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE = "<pad>"
@@ -86,52 +89,6 @@ def _ends_with_digit_comma(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
 
-def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
-                      max_length: int) -> tuple[list, list]:
-    """Shortens a pair to `max_length` items in total, the longer one first, B on ties.
-
-    The original `_truncate_seq_pair`. The result equals tensorflow-text's
-    `RoundRobinTrimmer` for two segments (tested exhaustively), whereas its
-    `ShrinkLongestTrimmer` breaks ties the other way.
-    """
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    while len_a + len_b > max_length:
-        if len_a > len_b:
-            len_a -= 1
-        else:
-            len_b -= 1
-    return list(tokens_a[:len_a]), list(tokens_b[:len_b])
-
-
-# The bytes of a text one token of a window can use: no piece is longer than 16
-# characters (SentencePiece's max_sentencepiece_length) of at most 4 UTF-8 bytes. A text
-# is cut to `text_byte_cap(seq_length)` bytes before it is tokenized whole, so a 1 MB
-# text costs what a window costs; what lies past the cap could not reach the window
-# unless the text is mostly whitespace or characters normalization drops.
-MAX_BYTES_PER_TOKEN = 64
-
-
-def text_byte_cap(seq_length: int) -> int:
-    """The most bytes of one text a window of `seq_length` tokens reads."""
-    return seq_length * MAX_BYTES_PER_TOKEN
-
-
-def cut_text(text: str | bytes, seq_length: int, keep_last: bool = False) -> str:
-    """`text`'s first (or, `keep_last`, last) `text_byte_cap(seq_length)` UTF-8 bytes,
-    as the in-graph preprocessor cuts it (`AlbertPreprocessor.cut`); a character the
-    cut splits becomes U+FFFD, as invalid UTF-8 does."""
-    cap = text_byte_cap(seq_length)
-    if isinstance(text, str):
-        if 4 * len(text) <= cap:  # short: nothing to cut, whatever its characters
-            return text
-        text = text.encode("utf-8", errors="surrogatepass")
-    elif not isinstance(text, bytes):
-        return _to_text(text)  # its TypeError
-    if len(text) > cap:
-        text = text[len(text) - cap:] if keep_last else text[:cap]
-    return _to_text(text)
-
-
 def choice_qa_length(max_qa_length: int, seq_length: int) -> int:
     """The pieces a multiple-choice option keeps: `max_qa_length`, at most what a row of
     `seq_length` holds beside [CLS] and two [SEP]s."""
@@ -165,7 +122,7 @@ def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.Senten
     return proto, processor
 
 
-class AlbertTokenizer:
+class AlbertTokenizer(Packing):
     """SentencePiece tokenization with the original ALBERT rules (needs only sentencepiece).
 
     Loads any ALBERT-style model as released (30k-clean.model, Hugging Face's
@@ -183,6 +140,8 @@ class AlbertTokenizer:
       >>> tok.tokenize("It costs 1,000,")   # ['▁it', '▁costs', '▁1,000', ',']
       >>> tok.encode_pair("a question", "a passage", seq_length=16)["input_word_ids"]
     """
+
+    kind = "sentencepiece"
 
     def __init__(self, spm_model_path: str | os.PathLike, do_lower_case: bool = True, *,
                  keep_accents: bool = False):
@@ -248,38 +207,6 @@ class AlbertTokenizer:
 
     def piece_to_id(self, piece: str) -> int:
         return self.sp_model.piece_to_id(piece)
-
-    def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None,
-             seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Packs token ids as `[CLS] A [SEP] (B [SEP])`, truncated and padded to `seq_length`.
-
-        Returns: {"input_word_ids", "input_mask", "input_type_ids"}, lists of
-        `seq_length` ints. A single segment keeps its first `seq_length - 2`
-        ids; a pair is cut by `truncate_seq_pair` to `seq_length - 3`. An empty
-        B still gets its [SEP] (pass None for a single segment).
-        """
-        check_sequence_length(seq_length)
-        if ids_b is None:
-            word_ids = [self.cls_id, *ids_a[:seq_length - 2], self.sep_id]
-            type_ids = [0] * len(word_ids)
-        else:
-            ids_a, ids_b = truncate_seq_pair(ids_a, ids_b, seq_length - 3)
-            word_ids = [self.cls_id, *ids_a, self.sep_id, *ids_b, self.sep_id]
-            type_ids = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
-        padding = seq_length - len(word_ids)
-        return {
-            "input_word_ids": [int(i) for i in word_ids] + [self.pad_id] * padding,
-            "input_mask": [1] * len(word_ids) + [0] * padding,
-            "input_type_ids": type_ids + [0] * padding,
-        }
-
-    def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
-                    seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does:
-        each text cut to what the window can use first (`cut_text`)."""
-        check_sequence_length(seq_length)
-        ids_b = None if text_b is None else self.encode(cut_text(text_b, seq_length))
-        return self.pack(self.encode(cut_text(text_a, seq_length)), ids_b, seq_length)
 
     def __repr__(self) -> str:
         return (f"AlbertTokenizer({self.spm_model_path!r}, do_lower_case={self.do_lower_case}, "

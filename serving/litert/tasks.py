@@ -8,7 +8,7 @@ tasks whose outputs a LiteRT graph cannot give, with the reason.
 
 | task | signatures | outputs |
 |---|---|---|
-| encoder (any checkpoint), pretraining, masked_lm | serving_default, text_pair, token_ids | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
+| encoder (any checkpoint), pretraining, masked_lm | serving_default, text_pair, token_ids | pooled_output [B,H], sequence_output [B,T,H], mean_pooled [B,H], input_mask [B,T] |
 | pretraining, masked_lm | fill_mask | top_k_tokens, top_k_ids, top_k_scores [B,M,5], mask_positions [B,M] |
 | classification | serving_default, text_pair, token_ids | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
 | regression | serving_default, text_pair, token_ids | score [B] |
@@ -244,8 +244,9 @@ LITE_TASKS = {
     "multiple_choice": MultipleChoiceLite,
 }
 REFUSED = {
-    "token_classification": "its outputs are per-piece character offsets in the raw text, "
-                            "and LiteRT has no kernel that gives SentencePiece's offsets",
+    "token_classification": "its outputs are per-piece character offsets and entities "
+                            "cut from the raw text, and LiteRT has no kernel that gives "
+                            "SentencePiece's offsets or cuts strings",
     "span": "its answer is a substring of the context found through SentencePiece's byte "
             "offsets, and LiteRT has no kernel that gives them or cuts strings",
     "span_beam": "its answer is a substring of the context found through SentencePiece's byte "

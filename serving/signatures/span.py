@@ -1,10 +1,12 @@
 """In-graph span decoding for extractive QA: best token span -> answer text and offsets.
 
+The context is cut into doc-stride windows (`span_windows`), all run as one batch.
 The model scores each token as an answer start and end; the answer is the span
 (start <= end < start + max_answer_length, both inside the context, the start among
-the n_best highest start logits and the end among the n_best highest end logits)
-with the highest start + end logit, as in the original SQuAD post-processing and
-fine-tuning's decoding. Every such setting comes from the model's task record
+the n_best highest start logits of the pieces the window gives the most context and
+the end among the n_best highest end logits) with the highest start + end logit over
+all the row's windows: `albert_tf.span_decoding`'s rule, which fine-tuning's SQuAD
+prediction and `AlbertSpanExtractor.predict` follow. Every such setting comes from the model's task record
 (`albert_tf.checkpoint.task_record`), the one source fine-tuning wrote them to. The span's
 pieces carry byte offsets into the raw context, which become the answer text (a
 substring of the context, ignorable characters trimmed) and character offsets.
@@ -12,9 +14,13 @@ substring of the context, ignorable characters trimmed) and character offsets.
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
-from . import offsets, text_graph
+from albert_tf.span_decoding import query_limit
+
+from . import offsets, span_windows, text_graph
 from .base import (
     IDS_SPEC,
     PAD_MULTIPLE,
@@ -30,18 +36,21 @@ TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 
 
 def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tensor,
-               max_answer_length: int, n_best: int | None = None, pool: tf.Tensor | None = None):
-    """The highest-scoring span per row.
+               max_answer_length: int, n_best: int | None = None,
+               start_pool: tf.Tensor | None = None, end_pool: tf.Tensor | None = None):
+    """The highest-scoring span per row (per window).
 
     Args:
       start_logits, end_logits: float32 [B, T].
-      allowed: bool [B, T], the tokens an answer may start or end on (the context).
+      allowed: bool [B, T], the tokens an answer may start or end on (the context
+        pieces that show text).
       max_answer_length: longest span in tokens.
       n_best: if given, a span starts among the row's `n_best` highest start logits
-        and ends among its `n_best` highest end logits, of the tokens in `pool`.
-      pool: bool [B, T], the tokens the n_best are drawn from (default: `allowed`;
-        fine-tuning draws them from every context token, then drops spans with no
-        visible text).
+        of the tokens in `start_pool` and ends among its `n_best` highest end logits
+        of `end_pool` (fine-tuning draws the starts from the pieces the window gives
+        the most context, the ends from all its context pieces, then drops spans with
+        no visible text).
+      start_pool, end_pool: bool [B, T] (default: `allowed`).
 
     Returns:
       (start [B] int32, end [B] int32 inclusive, score [B] float32 = start + end
@@ -55,9 +64,10 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
     band = (width >= 0) & (width < max_answer_length)
     starts, ends = allowed, allowed
     if n_best is not None:
-        pool = allowed if pool is None else pool
-        starts = allowed & _top_n(start_logits, pool, n_best)
-        ends = allowed & _top_n(end_logits, pool, n_best)
+        start_pool = allowed if start_pool is None else start_pool
+        end_pool = allowed if end_pool is None else end_pool
+        starts = allowed & _top_n(start_logits, start_pool, n_best)
+        ends = allowed & _top_n(end_logits, end_pool, n_best)
     valid = band[None] & starts[:, :, None] & ends[:, None, :]  # [B,T,T]
     scores = tf.where(valid, pair, tf.fill(tf.shape(pair), float("-inf")))
     flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [B,T*T]
@@ -68,12 +78,13 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
     return start, end, tf.reduce_max(flat, axis=1), found
 
 
-def _top_n(logits: tf.Tensor, allowed: tf.Tensor, n: int) -> tf.Tensor:
-    """bool [B, T]: logits at least the row's n-th highest allowed logit."""
-    masked = tf.where(allowed, logits, tf.fill(tf.shape(logits), float("-inf")))
+def _top_n(logits: tf.Tensor, pool: tf.Tensor, n: int) -> tf.Tensor:
+    """bool [B, T]: the tokens of `pool` whose logit is at least the row's n-th highest
+    in `pool` (all of `pool` when it has fewer than n)."""
+    masked = tf.where(pool, logits, tf.fill(tf.shape(logits), float("-inf")))
     k = tf.minimum(n, tf.shape(logits)[1])
     kth = tf.math.top_k(masked, k=k).values[:, -1:]  # [B, 1]
-    return masked >= kth
+    return pool & (masked >= kth)
 
 
 def span_offsets(piece_starts: tf.RaggedTensor, piece_ends: tf.RaggedTensor,
@@ -135,36 +146,56 @@ def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
 
 
 # ------------------------------------------------------------------ the module
-def context_positions(features, query, ids):
-    """(first [B] int64: sequence position of context piece 0, piece [B,T] int64: the
-    context piece index of every position, in_context [B,T] bool)."""
-    first = query.row_lengths() + 2  # after [CLS] question [SEP]
-    piece = tf.range(tf.shape(features["input_mask"], tf.int64)[1])[None] - first[:, None]
-    return first, piece, (piece >= 0) & (piece < ids.row_lengths()[:, None])
+def pad_to(features, length: int):
+    """Pads [B,T] inputs with padding positions to at least `length` (the beam's k)."""
+    missing = tf.maximum(length - tf.shape(features["input_mask"])[1], 0)
+    return {name: tf.pad(value, [[0, 0], [0, missing]]) for name, value in features.items()}
 
 
-def _gather_rows(values: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
-    """values [B, (n)] at index [B, T] (out-of-row indices give False)."""
-    dense = tf.concat([values.to_tensor(False), tf.zeros_like(index[:, :1], tf.bool)], axis=1)
-    width = tf.shape(dense, tf.int64)[1]
-    safe = tf.where((index >= 0) & (index < width - 1), index, width - 1)
-    return tf.gather(dense, safe, batch_dims=1)
+@dataclasses.dataclass
+class WindowBatch:
+    """A request cut into windows: what decoding reads beside the model's outputs.
+
+    Attributes:
+      context: tf.string [B], the sanitized contexts (offsets refer to these bytes).
+      features: the model's inputs [W, T], every window of every row.
+      windows: `span_windows.Windows`.
+      starts, ends: int64 [B, (P)] each context piece's byte range in its context.
+      piece: int64 [W, T] the row's context piece at each position (valid in context).
+      in_context, max_context, allowed: bool [W, T]: a context piece; one this window
+        gives the most context (an answer may start there); one showing text.
+    """
+
+    context: tf.Tensor
+    features: dict
+    windows: span_windows.Windows
+    starts: tf.RaggedTensor
+    ends: tf.RaggedTensor
+    piece: tf.Tensor = None
+    in_context: tf.Tensor = None
+    max_context: tf.Tensor = None
+    allowed: tf.Tensor = None
 
 
 class SpanModule(ServingModule):
-    """Extractive QA: the answer's text and character offsets in the raw context.
+    """Extractive QA over contexts of any length: the answer's text and character offsets.
 
-    Packs `[CLS] question [SEP] context [SEP]` as SQuAD fine-tuning does (the
-    question cut to the record's max_query_length tokens, the context to the rest;
-    one window: text past `seq_length` is not searched). Answers start and end on
-    pieces with visible text, among the n_best best starts and ends, and are at
-    most max_answer_length pieces long. With an answerability head (SQuAD 2.0) the
-    answer is "" when no_answer_probability > the record's no_answer_threshold.
+    Windows the context as SQuAD fine-tuning does (`span_windows`: the question cut to
+    the record's max_query_length pieces, the context cut into windows of the rest
+    every doc_stride pieces, at most max_windows a row) and runs every window of every
+    row as one batch. Answers are decoded across a row's windows by
+    `albert_tf.span_decoding`'s rule: starts among the n_best best of the pieces a
+    window gives the most context, ends among the n_best best of its context pieces,
+    both showing visible text, at most max_answer_length pieces long, the best start +
+    end logit of all windows. With an answerability head (SQuAD 2.0) the answer is ""
+    when no_answer_probability (1 - sigmoid of the highest window's logit) > the
+    record's no_answer_threshold.
 
     Args:
       model: an `AlbertSpanExtractor`.
       preprocessor: `AlbertPreprocessor` with the serving sequence length.
-      record: the model's `TaskRecord` (task "span"), the source of every setting.
+      record: the model's `TaskRecord` (task "span"), the source of every setting
+        (doc_stride and max_windows as export may override them).
       pad_multiple: dynamic padding granularity.
     """
 
@@ -180,44 +211,67 @@ class SpanModule(ServingModule):
         """`serving_default(question, context)`'s inputs, checked (`checked_inputs`)."""
         return checked_inputs("serving_default", {"question": question, "context": context})
 
-    def _tokenize(self, question, context):
-        pre = self.preprocessor
-        query = text_graph.keep_first(pre.tokenize(question), tf.fill(
-            tf.shape(question), min(self.record.max_query_length, pre.seq_length - 4)))
-        pieces = offsets.tokenize_with_offsets(pre, context)
-        room = pre.seq_length - 3 - query.row_lengths()
-        ids, starts, ends, visible = (text_graph.keep_first(x, room) for x in pieces)
-        features, _ = text_graph.pack(pre, [query, ids])
-        features = text_graph.trim_padding(features, self.pad_multiple)
-        return features, query, ids, starts, ends, visible
+    def _windowed(self, question, context) -> WindowBatch:
+        """Tokenizes, windows and packs a request (refused past max_windows a row)."""
+        question, context = self._checked(question, context)
+        context = text_graph.sanitize(context)
+        pre, record = self.preprocessor, self.record
+        limit = query_limit(record.max_query_length, pre.seq_length)
+        query = text_graph.keep_first(pre.tokenize(question), tf.fill(tf.shape(question), limit))
+        context = span_windows.check_words(query.row_lengths(), context, pre.seq_length,
+                                           record.doc_stride, record.max_windows)
+        ids, starts, ends, visible = offsets.tokenize_with_offsets(pre, context)
+        windows = span_windows.split(query.row_lengths(), ids, pre.seq_length,
+                                     record.doc_stride, record.max_windows)
+        features = span_windows.features(pre, query, ids, windows)
+        features = pad_to(text_graph.trim_padding(features, self.pad_multiple),
+                          self._min_length())
+        batch = WindowBatch(context, features, windows, starts, ends)
+        batch.piece, batch.in_context, batch.max_context, shown = span_windows.positions(
+            windows, tf.shape(batch.features["input_mask"])[1],
+            [windows.max_context, visible.flat_values])
+        batch.allowed = batch.in_context & shown
+        return batch
+
+    def _min_length(self) -> int:
+        """The fewest positions the model takes (the beam head's top-k)."""
+        return 1
+
+    def _window_spans(self, batch: WindowBatch, out):
+        """(start, end, score, found) [W] of each window, positions in the sequence."""
+        return best_spans(out["start_logits"], out["end_logits"], batch.allowed,
+                          self.record.max_answer_length, self.record.n_best,
+                          start_pool=batch.in_context & batch.max_context,
+                          end_pool=batch.in_context)
+
+    def _answer_outputs(self, batch: WindowBatch, out, score, found):
+        """(outputs beyond the span, found) [B]: the head's no-answer decision."""
+        outputs = {}
+        if "answerable_logits" in out:
+            no_answer = tf.sigmoid(-span_windows.row_max(batch.windows, out["answerable_logits"]))
+            outputs["no_answer_probability"] = no_answer
+            found &= no_answer <= self.no_answer_threshold
+        return outputs, found
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def answer(self, question, context):
-        question, context = self._checked(question, context)
-        context = text_graph.sanitize(context)
-        features, query, ids, starts, ends, visible = self._tokenize(question, context)
-        out = self.model(features, training=False)
-        first, piece, in_context = context_positions(features, query, ids)
-        start, end, score, found = best_spans(out["start_logits"], out["end_logits"],
-                                              in_context & _gather_rows(visible, piece),
-                                              self.record.max_answer_length, self.record.n_best,
-                                              pool=in_context)
-        outputs = {"score": tf.where(found, score, 0.0)}
-        if "answerable_logits" in out:
-            no_answer = tf.sigmoid(-out["answerable_logits"])
-            outputs["no_answer_probability"] = no_answer
-            found &= no_answer <= self.no_answer_threshold
-        return self._read_out(outputs, context, starts, ends, first, start, end, found)
-
-    @staticmethod
-    def _read_out(outputs, context, starts, ends, first, start, end, found):
-        """`outputs` plus the answer text and character offsets of the sequence positions
-        start..end (where `found`), read from `context` by the pieces' byte offsets."""
-        first32 = tf.cast(first, tf.int32)
-        begin, end_byte = span_offsets(starts, ends, start - first32, end - first32, found)
-        answer, start_char, end_char = answer_text_and_chars(context, begin, end_byte, found)
+        batch = self._windowed(question, context)
+        out = self.model(batch.features, training=False)
+        start, end, score, found = self._window_spans(batch, out)
+        window, found, score = span_windows.best_window(batch.windows, score, found)
+        # The row's context pieces the best window's span starts and ends on.
+        first_piece, last_piece = (
+            tf.gather_nd(batch.piece, tf.stack(
+                [window, tf.cast(tf.gather(tf.maximum(position, 0), window), tf.int64)], 1))
+            for position in (start, end))
+        extra, answered = self._answer_outputs(batch, out, score, found)
+        outputs = {"score": tf.where(found, score, 0.0), **extra}
+        begin, end_byte = span_offsets(batch.starts, batch.ends, tf.cast(first_piece, tf.int32),
+                                       tf.cast(last_piece, tf.int32), answered)
+        answer, start_char, end_char = answer_text_and_chars(batch.context, begin, end_byte,
+                                                             answered)
         outputs.update(answer=answer, start_char=start_char, end_char=end_char,
-                       has_answer=found)
+                       has_answer=answered)
         return outputs
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])

@@ -14,33 +14,28 @@
   [CLS]) exceeds the best span's score by more than the threshold, as Hugging
   Face's question-answering post-processing does.
 
-Both pack `[CLS] question [SEP] context [SEP]` as `SpanModule` does and answer
-with the same outputs, plus `null_score_diff` [B] (the quantity compared with the
-threshold).
+Both window the context and pick the best span over the windows as `SpanModule`
+does (the start in the window that gives it the most context) and answer with the
+same outputs, plus `null_score_diff` [B] (the quantity compared with the threshold;
+the null score is the lowest over the row's windows, as both sources take it).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from . import text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC
-from .span import SpanModule, _gather_rows, best_spans, context_positions
+from . import span_windows
+from .base import IDS_SPEC, PAD_MULTIPLE
+from .span import SpanModule, pad_to
 
 
-def _pad_to(features, length: int):
-    """Pads [B,T] inputs with padding positions to at least `length` (the beam's k)."""
-    missing = tf.maximum(length - tf.shape(features["input_mask"])[1], 0)
-    return {name: tf.pad(value, [[0, 0], [0, missing]]) for name, value in features.items()}
-
-
-def best_beam_spans(out, in_context, max_answer_length: int):
-    """The best valid (start, end) pair of the beam per row.
+def best_beam_spans(out, may_start, may_end, max_answer_length: int):
+    """The best valid (start, end) pair of the beam per row (window).
 
     Args:
       out: the model's outputs: start_top_index / start_top_log_probs [B,k1],
         end_top_index / end_top_log_probs [B,k1*k2] (row i*k2+j: end j of start i).
-      in_context: bool [B,T], the positions an answer may start or end on.
+      may_start, may_end: bool [B,T], the positions an answer may start / end on.
 
     Returns:
       (start [B] int32, end [B] int32, score [B] float32 = start + end log-prob,
@@ -51,7 +46,7 @@ def best_beam_spans(out, in_context, max_answer_length: int):
     start = tf.repeat(out["start_top_index"], k2, axis=1)  # [B,k1*k2], row i*k2+j
     start_lp = tf.repeat(out["start_top_log_probs"], k2, axis=1)
     end = out["end_top_index"]
-    valid = (tf.gather(in_context, start, batch_dims=1) & tf.gather(in_context, end, batch_dims=1)
+    valid = (tf.gather(may_start, start, batch_dims=1) & tf.gather(may_end, end, batch_dims=1)
              & (end >= start) & (end - start + 1 <= max_answer_length))
     score = tf.where(valid, start_lp + out["end_top_log_probs"], float("-inf"))
     best = tf.argmax(score, axis=1, output_type=tf.int32)  # the first of equal scores
@@ -62,69 +57,59 @@ def best_beam_spans(out, in_context, max_answer_length: int):
 
 
 class _ForeignSpanModule(SpanModule):
-    """`SpanModule`'s packing and text read-out with the source's own decision rule."""
+    """`SpanModule`'s windows and text read-out with the source's own decision rule."""
 
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, record, pad_multiple)
         threshold = record.null_score_diff_threshold
         self.null_score_diff_threshold = None if threshold is None else float(threshold)
 
-    def _decode(self, features, out, in_context, allowed):
-        """(start, end, score, found, null_score_diff), positions in the sequence;
-        `allowed`: the context pieces that show text."""
-        raise NotImplementedError
-
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def answer_ids(self, input_word_ids, input_mask, input_type_ids):
         features = self._trim_ids(input_word_ids, input_mask, input_type_ids)
-        return dict(self.model(_pad_to(features, self._min_length()), training=False))
+        return dict(self.model(pad_to(features, self._min_length()), training=False))
 
-    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
-    def answer(self, question, context):
-        question, context = self._checked(question, context)
-        context = text_graph.sanitize(context)
-        features, query, ids, starts, ends, visible = self._tokenize(question, context)
-        features = _pad_to(features, self._min_length())
-        first, piece, in_context = context_positions(features, query, ids)
-        out = self.model(features, training=False)
-        start, end, score, found, diff = self._decode(
-            features, out, in_context, in_context & _gather_rows(visible, piece))
-        outputs = {"score": tf.where(found, score, 0.0), "null_score_diff": diff}
+    def _null_score_diff(self, batch, out, score, found):
+        """[B]: the quantity compared with the threshold."""
+        raise NotImplementedError
+
+    def _answer_outputs(self, batch, out, score, found):
+        diff = self._null_score_diff(batch, out, score, found)
         if self.null_score_diff_threshold is not None:
             found &= self._answers(diff)
-        return self._read_out(outputs, context, starts, ends, first, start, end, found)
-
-    def _min_length(self) -> int:
-        return 1
+        return {"null_score_diff": diff}, found
 
     def _answers(self, diff):
         raise NotImplementedError
 
 
 class NullScoreSpanModule(_ForeignSpanModule):
-    """Start/end logits; SQuAD 2.0 by the null score of [CLS] (Hugging Face's rule)."""
+    """Start/end logits; SQuAD 2.0 by the null score of [CLS] (Hugging Face's rule): the
+    lowest over the row's windows, against the best span's score."""
 
-    def _decode(self, features, out, in_context, allowed):
-        start, end, score, found = best_spans(out["start_logits"], out["end_logits"], allowed,
-                                              self.record.max_answer_length)
-        null = out["start_logits"][:, 0] + out["end_logits"][:, 0]  # [CLS]
-        return start, end, score, found, tf.where(found, null - score, float("inf"))
+    def _null_score_diff(self, batch, out, score, found):
+        null = out["start_logits"][:, 0] + out["end_logits"][:, 0]  # [W], [CLS]
+        return tf.where(found, span_windows.row_min(batch.windows, null) - score, float("inf"))
 
     def _answers(self, diff):
         return diff <= self.null_score_diff_threshold  # "" when null > best + threshold
 
 
 class BeamSpanModule(_ForeignSpanModule):
-    """The original run_squad_v2 head: beam search over starts and ends, cls_logits."""
+    """The original run_squad_v2 head: beam search over starts and ends, cls_logits (the
+    lowest over the row's windows, as the original's score_null)."""
 
     def _min_length(self) -> int:
         return max(self.model.start_n_top, self.model.end_n_top)  # top_k needs T >= k
 
-    def _decode(self, features, out, in_context, allowed):
-        # The original checks the context only (not whether a piece shows text).
-        start, end, score, found = best_beam_spans(out, in_context,
-                                                   self.record.max_answer_length)
-        return start, end, score, found, out["cls_logits"]
+    def _window_spans(self, batch, out):
+        # The original checks the context (and a start's max context), not whether a
+        # piece shows text.
+        return best_beam_spans(out, batch.in_context & batch.max_context, batch.in_context,
+                               self.record.max_answer_length)
+
+    def _null_score_diff(self, batch, out, score, found):
+        return span_windows.row_min(batch.windows, out["cls_logits"])
 
     def _answers(self, diff):
         return diff < self.null_score_diff_threshold  # the original's score_diff rule

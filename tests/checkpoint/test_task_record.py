@@ -59,8 +59,8 @@ def test_round_trip_through_the_file(tmp_path):
         with open(path, encoding="utf-8") as f:
             assert json.load(f) == record.to_dict()
     # Only the task's own fields are written.
-    assert set(records[2].to_dict()) == {"task", "seq_length", "do_lower_case", "keep_accents",
-                                           "precision"}
+    assert set(records[2].to_dict()) == {"task", "seq_length", "tokenizer", "do_lower_case",
+                                         "keep_accents", "tokenize_chinese_chars", "precision"}
 
 
 def test_record_is_frozen_and_replace_validates():
@@ -83,7 +83,7 @@ def test_record_is_frozen_and_replace_validates():
     ({"task": "span", "num_classes": None, "label_names": None, "do_lower_case": True,
       "seq_length": 384, "answerability": True, "no_answer_threshold": 0.3},
      TaskRecord("span", 384, answerability=True, doc_stride=128, max_query_length=64,
-                max_answer_length=30, n_best=20, no_answer_threshold=0.3)),
+                max_answer_length=30, n_best=20, max_windows=32, no_answer_threshold=0.3)),
     ({"task": "multiple_choice", "num_classes": None, "label_names": None,
       "do_lower_case": True, "seq_length": 512},
      TaskRecord("multiple_choice", 512, max_qa_length=128)),

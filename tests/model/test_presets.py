@@ -163,7 +163,8 @@ def test_token_ids_and_plain_labels_keep_working(pretrained):
 
 def test_tasks_say_which_text_they_take(pretrained):
     span = AlbertSpanExtractor.from_preset(pretrained, seq_length=16)
-    assert span.predict((["who?"], ["the cast"]), verbose=0)["start_logits"].shape == (1, 16)
+    answered = span.predict((["who?"], ["the cast"]), verbose=0)  # strings out, as served
+    assert answered["answer"].shape == answered["start_char"].shape == (1,)
     with pytest.raises(TypeError, match=r"takes \(text_a, text_b\) pairs as raw text, not one "
                                         "text per example"):
         span.predict(TEXTS, verbose=0)

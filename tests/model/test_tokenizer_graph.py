@@ -30,7 +30,7 @@ def _strings(texts) -> tf.Tensor:
 
 
 def _graph_normalize(texts, do_lower_case=True, keep_accents=False) -> list[str]:
-    from albert_tf.tokenizer.preprocessor import TextNormalizer
+    from albert_tf.tokenizer.normalize_graph import TextNormalizer
 
     normalizer = tf.function(TextNormalizer(do_lower_case, keep_accents).__call__)
     return [s.decode("utf-8") for s in normalizer(_strings(texts)).numpy().tolist()]

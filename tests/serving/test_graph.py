@@ -256,18 +256,27 @@ def test_best_spans_match_a_brute_force_search():
 
 
 def test_best_spans_with_n_best_match_fine_tuning_candidates():
-    """With n_best, starts and ends come from the n best logits of the pool (fine-tuning's
-    `window_candidates`), and only allowed tokens may begin or end the span."""
+    """With n_best, starts come from the n best logits of the start pool (a window's
+    max-context pieces), ends from the n best of the end pool (its context pieces), as
+    fine-tuning's `window_candidates`, and only allowed tokens may begin or end the span;
+    a start pool smaller than n_best keeps only its own tokens."""
     rng = np.random.default_rng(1)
     batch, length, longest, n_best = 8, 15, 5, 3
     start = rng.normal(size=(batch, length)).astype(np.float32)
     end = rng.normal(size=(batch, length)).astype(np.float32)
     pool = rng.random((batch, length)) < 0.8
+    start_pool = pool & (rng.random((batch, length)) < 0.5)
+    start_pool[0] = False
+    start_pool[0, 4] = True  # one max-context piece: fewer than n_best
     allowed = pool & (rng.random((batch, length)) < 0.8)
-    got = [t.numpy() for t in span.best_spans(start, end, allowed, longest, n_best, pool=pool)]
+    allowed[0, 4] = True
+    got = [t.numpy() for t in span.best_spans(start, end, allowed, longest, n_best,
+                                              start_pool=start_pool, end_pool=pool)]
+    assert got[0][0] == 4
     for b in range(batch):
-        where = np.nonzero(pool[b])[0]
+        where = np.nonzero(start_pool[b])[0]
         starts = where[np.argsort(-start[b, where], kind="stable")[:n_best]]
+        where = np.nonzero(pool[b])[0]
         ends = where[np.argsort(-end[b, where], kind="stable")[:n_best]]
         candidates = [(start[b, i] + end[b, j], i, j) for i in starts for j in ends
                       if i <= j < i + longest and allowed[b, i] and allowed[b, j]]

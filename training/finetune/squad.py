@@ -1,6 +1,7 @@
 """SQuAD 1.1 and 2.0: span extraction, n-best decoding across windows, official evaluation.
 
-Decoding follows the original post-processing: in every window the `n_best`
+Decoding is `albert_tf.span_decoding`'s, the one rule the served graph and a span
+model's `predict` follow too. It is the original post-processing: in every window the `n_best`
 highest start and end logits over context tokens form candidate spans (end >=
 start, at most `max_answer_length` tokens, the start in the window that gives it
 the most context); a span's score is start + end logit; candidates of all the
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import unicodedata
 from typing import Callable
 
 import keras
@@ -23,6 +23,12 @@ import numpy as np
 
 from albert_tf import AlbertSpanExtractor, atomic
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.span_decoding import (  # noqa: F401 (is_ignorable re-exported)
+    is_ignorable,
+    no_answer_probability,
+    rank,
+    window_candidates,
+)
 
 from . import metrics
 from .bucketing import Encoded
@@ -33,26 +39,6 @@ logger = logging.getLogger(__name__)
 PREDICTION_FILES = ("predictions.json", "nbest_predictions.json", "null_odds.json")
 
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
-
-
-def _top(logits: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
-    """The `n` positions (of `positions`) with the highest logits."""
-    return positions[np.argsort(-logits[positions], kind="stable")[:n]]
-
-
-def window_candidates(window: Window, start_logits: np.ndarray, end_logits: np.ndarray,
-                      n_best: int, max_answer_length: int) -> list[tuple[float, int, int]]:
-    """(score, first piece, last piece) of the valid spans among the window's top logits."""
-    positions = window.offset + np.arange(window.count)
-    starts = _top(start_logits, positions[window.max_context], n_best)
-    ends = _top(end_logits, positions, n_best)
-    out = []
-    for s in starts:
-        for e in ends:
-            if s <= e < s + max_answer_length:
-                out.append((float(start_logits[s] + end_logits[e]),
-                            window.first + int(s) - window.offset, window.first + int(e) - window.offset))
-    return out
 
 
 def decode_answers(examples: list[SquadExample], windows: list[Window], contexts: list[ContextPieces],
@@ -73,57 +59,20 @@ def decode_answers(examples: list[SquadExample], windows: list[Window], contexts
       qid -> no-answer probability (only when "answerable_logits" is given)).
     """
     candidates = [[] for _ in examples]
-    answerable = np.full(len(examples), -np.inf)
+    answerable = [[] for _ in examples]
     for w, window in enumerate(windows):
         candidates[window.example] += window_candidates(
             window, outputs["start_logits"][w], outputs["end_logits"][w], n_best, max_answer_length)
         if "answerable_logits" in outputs:
-            answerable[window.example] = max(answerable[window.example],
-                                             float(outputs["answerable_logits"][w]))
+            answerable[window.example].append(float(outputs["answerable_logits"][w]))
     best, nbest, no_answer = {}, {}, {}
     for index, example in enumerate(examples):
-        entries = _rank(example.context, contexts[index], candidates[index], n_best)
+        entries = rank(example.context, contexts[index], candidates[index], n_best)
         nbest[example.qid] = entries
         best[example.qid] = entries[0]["text"] if entries else ""
         if "answerable_logits" in outputs:
-            no_answer[example.qid] = float(1.0 / (1.0 + np.exp(answerable[index])))  # 1 - sigmoid
+            no_answer[example.qid] = no_answer_probability(answerable[index])
     return best, nbest, no_answer
-
-
-def is_ignorable(char: str) -> bool:
-    """Whether `char` alone makes no visible text: whitespace, separators, controls,
-    format characters, combining marks and U+FFFD (`serving.offsets.IGNORABLE`, the
-    in-graph decoder's class, is the same set)."""
-    category = unicodedata.category(char)
-    return (char.isspace() or char == "\ufffd" or category in ("Zs", "Zl", "Zp", "Cc", "Cf")
-            or category.startswith("M"))
-
-
-def _visible(context: str, pieces: ContextPieces, index: int) -> bool:
-    return not all(is_ignorable(c) for c in context[pieces.starts[index]:pieces.ends[index]])
-
-
-def _rank(context: str, pieces: ContextPieces, spans, n_best: int) -> list[dict]:
-    entries, seen = [], set()
-    for score, first, last in sorted(spans, key=lambda c: -c[0]):
-        # An answer starts and ends on a piece with visible text (a lone "▁" piece
-        # covers only a space), as the serving signature's decoding.
-        if not (_visible(context, pieces, first) and _visible(context, pieces, last)):
-            continue
-        start, end = int(pieces.starts[first]), int(pieces.ends[last])
-        text = context[start:end]
-        if text in seen or not text.strip():
-            continue
-        seen.add(text)
-        entries.append({"text": text, "score": score, "start": start, "end": end})
-        if len(entries) == n_best:
-            break
-    if entries:
-        scores = np.array([e["score"] for e in entries])
-        probs = np.exp(scores - scores.max())
-        for entry, p in zip(entries, probs / probs.sum()):
-            entry["probability"] = float(p)
-    return entries
 
 
 class SquadTask:

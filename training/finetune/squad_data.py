@@ -1,18 +1,14 @@
-"""SQuAD 1.1 / 2.0 examples, context pieces aligned to characters, and doc-stride windows.
+"""SQuAD 1.1 / 2.0 examples as features: doc-stride windows with their training targets.
 
 Alignment. The original ALBERT `squad_utils` tokenizes the whole paragraph and
 then aligns the pieces' text to the original characters with a banded
 longest-common-subsequence search, because normalisation (NFKD, dropping
-combining marks, lower case) changes the text. We avoid the search: SentencePiece
-never lets a piece cross whitespace, so the context is tokenized one
-whitespace-separated word at a time (the same pieces as tokenizing it whole), and
-inside a word each original character is normalised on its own, which gives an
-exact map from normalised to original characters. When a word's pieces do not
-spell its normalised characters (rare: a final sigma, a compatibility character
-that decomposes to a space), every piece of that word maps to the whole word, as
-BERT's word-level alignment does. Every piece thus has a [start, end) character
-span in the original context, and an answer is the context's substring between
-the first and last piece of the span.
+combining marks, lower case) changes the text. We avoid the search
+(`albert_tf.span_decoding.align_context`: one word at a time, each character
+normalised on its own): every piece has a [start, end) character span in the
+original context, and an answer is the context's substring between the first and
+last piece of the span. The windows and their max-context flags are
+`albert_tf.span_decoding`'s, the rule the served graph follows too.
 """
 
 from __future__ import annotations
@@ -24,9 +20,14 @@ import logging
 import numpy as np
 
 from albert_tf import textio
-from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
-from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
+from albert_tf.span_decoding import (  # noqa: F401 (ContextPieces, Window re-exported)
+    ContextPieces,
+    Window,
+    align_context,
+    answer_pieces,
+    question_windows,
+)
 
 from .bucketing import Encoded
 from .examples import DataError, progress
@@ -60,93 +61,6 @@ class SquadExample:
         return not self.answers
 
 
-@dataclasses.dataclass
-class ContextPieces:
-    """A context's token ids with the character span [start, end) of each piece."""
-
-    ids: list[int]
-    starts: np.ndarray  # [P] int
-    ends: np.ndarray  # [P] int, exclusive
-
-
-@dataclasses.dataclass
-class Window:
-    """One doc-stride window: which example, and where its context pieces sit.
-
-    Sequence position `offset + i` holds context piece `first + i`, i < count.
-    `max_context[i]` says whether this window gives that piece its most context.
-    """
-
-    example: int
-    offset: int
-    first: int
-    count: int
-    max_context: np.ndarray  # [count] bool
-
-
-def _words(text: str):
-    """(start, end) of every run of non-whitespace characters (as `str.split`)."""
-    start = None
-    for i, char in enumerate(text):
-        if char.isspace():
-            if start is not None:
-                yield start, i
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        yield start, len(text)
-
-
-def align_context(tokenizer, context: str) -> ContextPieces:
-    """Tokenizes `context` and gives each piece its character span in `context`."""
-    ids, starts, ends = [], [], []
-    for word_start, word_end in _words(context):
-        word = context[word_start:word_end]
-        pieces = tokenizer.tokenize(word)
-        per_char = [tokenizer.normalize(char) for char in word]
-        # normalised character j of the word comes from original character origin[j]
-        origin = [word_start + k for k, text in enumerate(per_char) for _ in text]
-        surfaces = [p.replace(SPIECE_UNDERLINE, "") for p in pieces]
-        normalised = "".join(per_char)
-        exact = "".join(surfaces) == normalised
-        position = 0
-        for piece, surface in zip(pieces, surfaces):
-            ids.append(tokenizer.piece_to_id(piece))
-            if not exact:
-                starts.append(word_start)
-                ends.append(word_end)
-            elif surface:
-                starts.append(origin[position])
-                ends.append(origin[position + len(surface) - 1] + 1)
-            else:  # a lone "▁" before a piece of its own: empty, at the next character
-                at = origin[position] if position < len(origin) else word_end
-                starts.append(at)
-                ends.append(at)
-            position += len(surface)
-    return ContextPieces(ids, np.asarray(starts, np.int64), np.asarray(ends, np.int64))
-
-
-def answer_pieces(pieces: ContextPieces, start: int, end: int) -> tuple[int, int] | None:
-    """First and last piece covering characters [start, end) of the context, or None."""
-    inside = np.nonzero((pieces.ends > start) & (pieces.starts < end))[0]
-    if not len(inside):
-        return None
-    return int(inside[0]), int(inside[-1])
-
-
-def _max_context(spans: list[tuple[int, int]], window: int, piece: int) -> bool:
-    """Whether `window` gives `piece` the most context on its shorter side (BERT's rule)."""
-    best, best_window = None, None
-    for index, (first, count) in enumerate(spans):
-        if not first <= piece < first + count:
-            continue
-        score = min(piece - first, first + count - 1 - piece) + 0.01 * count
-        if best is None or score > best:
-            best, best_window = score, index
-    return best_window == window
-
-
 def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_stride: int,
                   max_query_length: int, training: bool,
                   answerability: bool = False) -> tuple[Encoded, list[Window], list[ContextPieces]]:
@@ -169,23 +83,20 @@ def build_windows(tokenizer, examples: list[SquadExample], seq_length: int, doc_
             aligned[example.context] = align_context(tokenizer, example.context)
         pieces = aligned[example.context]
         contexts.append(pieces)  # one per example, skipped or not: indexed by Window.example
-        query = tokenizer.encode(example.question)[:max_query_length]
         target = None
         if training and not example.is_impossible:
             target = _answer_target(example, pieces)
             if target is None:
                 skipped.append(example)
                 continue
-        spans = _spans(len(pieces.ids), seq_length - len(query) - 3, doc_stride, seq_length)
-        offset = len(query) + 2  # [CLS] question [SEP]
-        for window_index, (first, count) in enumerate(spans):
-            word_ids = [tokenizer.cls_id, *query, tokenizer.sep_id,
-                        *pieces.ids[first:first + count], tokenizer.sep_id]
+        rows, example_windows = question_windows(tokenizer, example.question, pieces, seq_length,
+                                                 doc_stride, max_query_length, index)
+        for word_ids, window in zip(rows, example_windows):
+            offset, first, count = window.offset, window.first, window.count
             features["input_word_ids"].append(np.asarray(word_ids, np.int32))
             features["input_mask"].append(np.ones(len(word_ids), np.int32))
             features["input_type_ids"].append(np.asarray([0] * offset + [1] * (count + 1), np.int32))
-            flags = np.array([_max_context(spans, window_index, first + i) for i in range(count)], bool)
-            windows.append(Window(index, offset, first, count, flags))
+            windows.append(window)
             inside = target is not None and first <= target[0] and target[1] < first + count
             starts.append(offset + target[0] - first if inside else 0)
             ends.append(offset + target[1] - first if inside else 0)
@@ -224,20 +135,6 @@ def _answer_target(example: SquadExample, pieces: ContextPieces) -> tuple[int, i
     if example.context[start:end] != example.answers[0]:
         return None
     return answer_pieces(pieces, start, end)
-
-
-def _spans(num_pieces: int, room: int, doc_stride: int, seq_length: int) -> list[tuple[int, int]]:
-    """(first piece, count) of each window: `room` pieces, every `doc_stride`, to the end."""
-    if room < 1:
-        raise UserError(f"seq_length={seq_length} leaves no room for the context after the "
-                         "question; raise it or lower max_query_length")
-    spans, first = [], 0
-    while True:
-        count = min(room, num_pieces - first)
-        spans.append((first, count))
-        if first + count >= num_pieces:
-            return spans
-        first += min(count, doc_stride)
 
 
 def read_squad_json(path: str, version: str | None = None) -> list[SquadExample]:

@@ -1,0 +1,396 @@
+"""The one rule of span QA over doc-stride windows: windows, max context, candidates, answers.
+
+Fine-tuning's SQuAD prediction (`training/finetune/squad.py`), a span model's
+`predict((questions, contexts))` and, restated in TensorFlow and tested equal,
+the served graph (`serving/signatures/span_windows.py`) all decode by this module:
+
+* windows: the context's pieces are cut into windows of `room = seq_length - 3 -
+  question pieces` pieces, a window starting every `min(room, doc_stride)` pieces
+  until one reaches the end (`window_spans`); an empty context has one empty window;
+* max context: each piece belongs, for answer starts, to the window that gives it the
+  most context on its shorter side, ties to the earlier window (BERT's rule,
+  `max_context`; scored as integers so Python and the graph never round differently);
+* candidates: in every window the `n_best` highest start logits among its
+  max-context pieces and the `n_best` highest end logits among all its context
+  pieces form spans (start <= end < start + max_answer_length), scored start + end
+  logit (`window_candidates`);
+* answers: the candidates of all the question's windows ranked together; a span
+  starts and ends on a piece showing visible text (`rank`);
+* no answer: with an answerability head (SQuAD 2.0 fine-tuning) P(no answer) =
+  1 - sigmoid(the highest answerable logit over the windows), "" above the record's
+  no_answer_threshold; a foreign start/end head (Hugging Face's run_qa) takes the
+  lowest null score ([CLS] start + end logit) over the windows and answers "" when it
+  beats the best span by more than null_score_diff_threshold (`null_score_diff`).
+
+This module is plain Python and NumPy (no TensorFlow, no Keras).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import unicodedata
+
+import numpy as np
+
+from albert_tf.errors import UserError
+from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
+
+# Max-context score = MAX_CONTEXT_SCALE * shorter side + window length: BERT's
+# `min(left, right) + 0.01 * length` times 100, in integers, so no float rounding can
+# break a tie differently in Python and in the graph.
+MAX_CONTEXT_SCALE = 100
+
+
+class WindowLimitError(UserError):
+    """A context that needs more doc-stride windows than the model's max_windows."""
+
+
+@dataclasses.dataclass
+class ContextPieces:
+    """A context's token ids with the character span [start, end) of each piece."""
+
+    ids: list[int]
+    starts: np.ndarray  # [P] int
+    ends: np.ndarray  # [P] int, exclusive
+
+
+@dataclasses.dataclass
+class Window:
+    """One doc-stride window: which example, and where its context pieces sit.
+
+    Sequence position `offset + i` holds context piece `first + i`, i < count.
+    `max_context[i]` says whether this window gives that piece its most context.
+    """
+
+    example: int
+    offset: int
+    first: int
+    count: int
+    max_context: np.ndarray  # [count] bool
+
+
+# ------------------------------------------------------------------ alignment
+def _words(text: str):
+    """(start, end) of every run of non-whitespace characters (as `str.split`)."""
+    start = None
+    for i, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                yield start, i
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        yield start, len(text)
+
+
+def align_context(tokenizer, context: str) -> ContextPieces:
+    """Tokenizes `context` and gives each piece its character span in `context`.
+
+    SentencePiece never lets a piece cross whitespace, so the context is tokenized
+    one whitespace-separated word at a time (the same pieces as tokenizing it whole),
+    and inside a word each original character is normalised on its own, which gives
+    an exact map from normalised to original characters. When a word's pieces do not
+    spell its normalised characters (rare: a final sigma, a compatibility character
+    that decomposes to a space), every piece of that word maps to the whole word.
+    """
+    ids, starts, ends = [], [], []
+    for word_start, word_end in _words(context):
+        word = context[word_start:word_end]
+        pieces = tokenizer.tokenize(word)
+        per_char = [tokenizer.normalize(char) for char in word]
+        # normalised character j of the word comes from original character origin[j]
+        origin = [word_start + k for k, text in enumerate(per_char) for _ in text]
+        surfaces = [p.replace(SPIECE_UNDERLINE, "") for p in pieces]
+        exact = "".join(surfaces) == "".join(per_char)
+        position = 0
+        for piece, surface in zip(pieces, surfaces):
+            ids.append(tokenizer.piece_to_id(piece))
+            if not exact:
+                starts.append(word_start)
+                ends.append(word_end)
+            elif surface:
+                starts.append(origin[position])
+                ends.append(origin[position + len(surface) - 1] + 1)
+            else:  # a lone "▁" before a piece of its own: empty, at the next character
+                at = origin[position] if position < len(origin) else word_end
+                starts.append(at)
+                ends.append(at)
+            position += len(surface)
+    return ContextPieces(ids, np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+
+
+def answer_pieces(pieces: ContextPieces, start: int, end: int) -> tuple[int, int] | None:
+    """First and last piece covering characters [start, end) of the context, or None."""
+    inside = np.nonzero((pieces.ends > start) & (pieces.starts < end))[0]
+    if not len(inside):
+        return None
+    return int(inside[0]), int(inside[-1])
+
+
+# ------------------------------------------------------------------ windows
+def context_room(seq_length: int, query_pieces: int) -> int:
+    """Context pieces one window holds beside [CLS] question [SEP] ... [SEP]."""
+    room = seq_length - query_pieces - 3
+    if room < 1:
+        raise UserError(f"seq_length={seq_length} leaves no room for the context after the "
+                        f"{query_pieces}-piece question; raise it or lower max_query_length")
+    return room
+
+
+def query_limit(max_query_length: int, seq_length: int) -> int:
+    """Question pieces kept: the record's max_query_length, at most seq_length - 4."""
+    return min(max_query_length, seq_length - 4)
+
+
+def window_spans(num_pieces: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
+    """(first piece, count) of each window: `room` pieces, every `doc_stride`, to the end."""
+    spans, first = [], 0
+    while True:
+        count = min(room, num_pieces - first)
+        spans.append((first, count))
+        if first + count >= num_pieces:
+            return spans
+        first += min(count, doc_stride)
+
+
+def window_count(num_pieces: int, room: int, doc_stride: int) -> int:
+    """len(window_spans(...)) in closed form (what the graph computes)."""
+    step = min(room, doc_stride)
+    return 1 + max(0, -(-(num_pieces - room) // step))
+
+
+def check_window_count(count: int, max_windows: int, where: str) -> None:
+    """WindowLimitError past the cap (the served graph refuses with the same words)."""
+    if count > max_windows:
+        raise WindowLimitError(f"{where}: the context needs {count} windows, more than "
+                               f"max_windows={max_windows}; shorten it or export with a "
+                               "larger --max-windows")
+
+
+def max_context_score(index: int, count: int) -> int:
+    """How much context a window of `count` pieces gives its piece `index` (integers)."""
+    return MAX_CONTEXT_SCALE * min(index, count - 1 - index) + count
+
+
+def max_context(spans: list[tuple[int, int]]) -> list[np.ndarray]:
+    """Per window, bool [count]: whether it gives each of its pieces the most context
+    (the highest `max_context_score`; a tie goes to the earlier window)."""
+    best: dict[int, tuple[int, int]] = {}
+    for window, (first, count) in enumerate(spans):
+        for i in range(count):
+            score = max_context_score(i, count)
+            if first + i not in best or score > best[first + i][0]:
+                best[first + i] = (score, window)
+    return [np.array([best[first + i][1] == window for i in range(count)], bool)
+            for window, (first, count) in enumerate(spans)]
+
+
+def question_windows(tokenizer, question: str, pieces: ContextPieces, seq_length: int,
+                     doc_stride: int, max_query_length: int,
+                     example: int = 0) -> tuple[list[list[int]], list[Window]]:
+    """`[CLS] question [SEP] context window [SEP]` word ids of every window, and the windows.
+
+    The question is cut to `query_limit(max_query_length, seq_length)` pieces.
+    """
+    query = tokenizer.encode(question)[:query_limit(max_query_length, seq_length)]
+    spans = window_spans(len(pieces.ids), context_room(seq_length, len(query)), doc_stride)
+    offset = len(query) + 2  # [CLS] question [SEP]
+    rows, windows = [], []
+    for (first, count), flags in zip(spans, max_context(spans)):
+        rows.append([tokenizer.cls_id, *query, tokenizer.sep_id,
+                     *pieces.ids[first:first + count], tokenizer.sep_id])
+        windows.append(Window(example, offset, first, count, flags))
+    return rows, windows
+
+
+# ------------------------------------------------------------------ decoding
+def _top(logits: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
+    """The `n` positions (of `positions`) with the highest logits."""
+    return positions[np.argsort(-logits[positions], kind="stable")[:n]]
+
+
+def window_candidates(window: Window, start_logits: np.ndarray, end_logits: np.ndarray,
+                      n_best: int, max_answer_length: int) -> list[tuple[float, int, int]]:
+    """(score, first piece, last piece) of the valid spans among the window's top logits."""
+    positions = window.offset + np.arange(window.count)
+    starts = _top(start_logits, positions[window.max_context], n_best)
+    ends = _top(end_logits, positions, n_best)
+    out = []
+    for s in starts:
+        for e in ends:
+            if s <= e < s + max_answer_length:
+                out.append((float(start_logits[s] + end_logits[e]),
+                            window.first + int(s) - window.offset, window.first + int(e) - window.offset))
+    return out
+
+
+def beam_candidates(window: Window, start_index: np.ndarray, start_log_probs: np.ndarray,
+                    end_index: np.ndarray, end_log_probs: np.ndarray,
+                    max_answer_length: int) -> list[tuple[float, int, int]]:
+    """The original run_squad_v2 beam head's spans in one window (its
+    `accumulate_predictions_v2`): start i of the beam [k1] with each of its ends
+    [k1 * k2] (row i * k2 + j), both in the context, the start in the window that gives it
+    the most context, end >= start, at most max_answer_length pieces; score = start +
+    end log-probability. (score, first piece, last piece), in beam order."""
+    k2 = len(end_index) // len(start_index)
+    out = []
+    for i, s in enumerate(start_index):
+        for j in range(k2):
+            e = end_index[i * k2 + j]
+            a, b = int(s) - window.offset, int(e) - window.offset
+            if not (0 <= a < window.count and 0 <= b < window.count) or not window.max_context[a]:
+                continue
+            if a <= b < a + max_answer_length:
+                out.append((float(start_log_probs[i] + end_log_probs[i * k2 + j]),
+                            window.first + a, window.first + b))
+    return out
+
+
+def is_ignorable(char: str) -> bool:
+    """Whether `char` alone makes no visible text: whitespace, separators, controls,
+    format characters, combining marks and U+FFFD (`serving.offsets.IGNORABLE`, the
+    in-graph decoder's class, is the same set)."""
+    category = unicodedata.category(char)
+    return (char.isspace() or char == "\ufffd" or category in ("Zs", "Zl", "Zp", "Cc", "Cf")
+            or category.startswith("M"))
+
+
+def _visible(context: str, pieces: ContextPieces, index: int) -> bool:
+    return not all(is_ignorable(c) for c in context[pieces.starts[index]:pieces.ends[index]])
+
+
+def rank(context: str, pieces: ContextPieces, spans, n_best: int) -> list[dict]:
+    """The `n_best` best distinct answers of `spans` [(score, first, last)], best first:
+    {"text", "score", "start", "end" (characters), "probability" (softmax over them)}."""
+    entries, seen = [], set()
+    for score, first, last in sorted(spans, key=lambda c: -c[0]):
+        # An answer starts and ends on a piece with visible text (a lone "▁" piece
+        # covers only a space), as the serving signature's decoding.
+        if not (_visible(context, pieces, first) and _visible(context, pieces, last)):
+            continue
+        start, end = int(pieces.starts[first]), int(pieces.ends[last])
+        text = context[start:end]
+        if text in seen or not text.strip():
+            continue
+        seen.add(text)
+        entries.append({"text": text, "score": score, "start": start, "end": end})
+        if len(entries) == n_best:
+            break
+    if entries:
+        scores = np.array([e["score"] for e in entries])
+        probs = np.exp(scores - scores.max())
+        for entry, p in zip(entries, probs / probs.sum()):
+            entry["probability"] = float(p)
+    return entries
+
+
+def no_answer_probability(answerable_logits) -> float:
+    """SQuAD 2.0 fine-tuning's P(no answer): 1 - sigmoid(the highest window's logit)."""
+    return float(1.0 / (1.0 + np.exp(float(np.max(answerable_logits)))))
+
+
+def null_score_diff(start_logits: list[np.ndarray], end_logits: list[np.ndarray],
+                    best_score: float | None) -> float:
+    """A foreign head's rule: the lowest [CLS] null score over the windows minus the best
+    span's score (inf without a span); "" when it exceeds null_score_diff_threshold."""
+    if best_score is None:
+        return float("inf")
+    return min(float(s[0] + e[0]) for s, e in zip(start_logits, end_logits)) - best_score
+
+
+# ------------------------------------------------------------------ predict
+def answer_questions(tokenizer, record, seq_length: int, questions, contexts, run,
+                     where: str = "predict") -> dict[str, np.ndarray]:
+    """Answers of (question, context) rows over all their windows, as the served graph gives them.
+
+    Args:
+      tokenizer: an `AlbertTokenizer`.
+      record: the model's span `TaskRecord` (doc_stride, max_query_length, n_best,
+        max_answer_length, max_windows and the no-answer rule).
+      seq_length: tokens per window.
+      questions, contexts: [B] str (or bytes, UTF-8).
+      run: features {name: int32 [W, seq_length]} -> the model's outputs [W, ...].
+
+    Returns:
+      {"answer": str [B] (object), "start_char", "end_char": int32 [B] (-1 without an
+      answer), "score": float32 [B] (0 without a span), "has_answer": bool [B]}, plus
+      "no_answer_probability" [B] (an answerability head) or "null_score_diff" [B] (a
+      foreign head's null-score rule).
+
+    Raises:
+      WindowLimitError: a context needing more than record.max_windows windows.
+    """
+    questions, contexts = [_text(q) for q in questions], [_text(c) for c in contexts]
+    if len(questions) != len(contexts):
+        raise ValueError(f"{where}: {len(questions)} questions but {len(contexts)} contexts")
+    rows, windows, aligned = [], [], []
+    for index, (question, context) in enumerate(zip(questions, contexts)):
+        pieces = align_context(tokenizer, context)
+        ids, found = question_windows(tokenizer, question, pieces, seq_length, record.doc_stride,
+                                      record.max_query_length, index)
+        check_window_count(len(found), record.max_windows, f"{where}: row {index}")
+        rows += ids
+        windows += found
+        aligned.append(pieces)
+    outputs = {}
+    if rows:  # an empty batch runs nothing
+        outputs = {k: np.asarray(v) for k, v in run(_pad(rows, windows, seq_length,
+                                                         tokenizer)).items()}
+    return _answers(record, contexts, aligned, windows, outputs)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _pad(rows: list[list[int]], windows: list[Window], seq_length: int, tokenizer):
+    """The windows' model inputs, int32 [W, seq_length]."""
+    word_ids = np.full([len(rows), seq_length], tokenizer.pad_id, np.int32)
+    mask = np.zeros_like(word_ids)
+    type_ids = np.zeros_like(word_ids)
+    for i, (row, window) in enumerate(zip(rows, windows)):
+        word_ids[i, :len(row)] = row
+        mask[i, :len(row)] = 1
+        type_ids[i, window.offset:len(row)] = 1
+    return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
+
+
+def _answers(record, contexts, aligned, windows, outputs) -> dict[str, np.ndarray]:
+    """The served outputs of every row from its windows' logits (`answer_questions`)."""
+    by_row = [[] for _ in contexts]
+    for w, window in enumerate(windows):
+        by_row[window.example].append(w)
+    names = ("answer", "start_char", "end_char", "score", "has_answer")
+    out = {name: [] for name in names}
+    rule = ("null_score_diff" if record.null_score_diff_threshold is not None else
+            "no_answer_probability" if "answerable_logits" in outputs else None)
+    if rule:
+        out[rule] = []
+    for row, context in enumerate(contexts):
+        spans = []
+        for w in by_row[row]:
+            spans += window_candidates(windows[w], outputs["start_logits"][w],
+                                       outputs["end_logits"][w], record.n_best,
+                                       record.max_answer_length)
+        entries = rank(context, aligned[row], spans, 1)
+        best = entries[0] if entries else None
+        answered = best is not None
+        if rule == "null_score_diff":
+            value = null_score_diff([outputs["start_logits"][w] for w in by_row[row]],
+                                    [outputs["end_logits"][w] for w in by_row[row]],
+                                    None if best is None else best["score"])
+            answered = answered and value <= record.null_score_diff_threshold
+            out[rule].append(value)
+        elif rule:
+            value = no_answer_probability([outputs["answerable_logits"][w] for w in by_row[row]])
+            answered = answered and value <= record.no_answer_threshold
+            out[rule].append(value)
+        out["answer"].append(best["text"] if answered else "")
+        out["start_char"].append(best["start"] if answered else -1)
+        out["end_char"].append(best["end"] if answered else -1)
+        out["score"].append(best["score"] if best else 0.0)
+        out["has_answer"].append(answered)
+    dtypes = {"answer": object, "start_char": np.int32, "end_char": np.int32,
+              "has_answer": bool}
+    return {name: np.array(values, dtypes.get(name, np.float32)) for name, values in out.items()}
