@@ -102,7 +102,7 @@ class Task:
       optional_heads: parts a checkpoint of this task may lack as a whole (then
         they keep their initialisation, with a warning).
       serving: the serving module kind that answers for it
-        (`albert_tf.serving.export.SERVING_MODULES`).
+        (`albert_tf.serving.modules.SERVING_MODULES`).
       hf_architecture: the Hugging Face class `convert --to hf` writes for it (None: none).
       hf_fields: record fields a Hugging Face head of this task implies.
       hf_problem_type: the `problem_type` Hugging Face's config gives this task when its

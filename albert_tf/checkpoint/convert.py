@@ -1,8 +1,9 @@
-"""`albert-tf convert SRC DST`: a TF1 or Hugging Face ALBERT checkpoint -> albert-tf's format.
+"""`albert-tf convert SRC DST`: an ALBERT checkpoint of any format it reads -> albert-tf's format.
 
 SRC is an original google-research checkpoint (a directory with albert_config.json
-and model.ckpt-*, or a checkpoint prefix) or a Hugging Face ALBERT directory
-(config.json + model.safetensors or pytorch_model.bin). DST receives
+and model.ckpt-*, or a checkpoint prefix), a Hugging Face ALBERT directory
+(config.json + model.safetensors or pytorch_model.bin), a KerasHub preset, a TF Model
+Garden TF2 checkpoint, a TF-Hub SavedModel or an albert-tf directory. DST receives
 albert_config.json, model.weights.h5, albert_task.json and, when one is found or
 given, the SentencePiece model as spiece.model (its size must be the model's
 vocab_size). DST must be new or empty; --overwrite replaces a DST that holds a

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from albert_tf.config import SHORT_SEQ_LENGTH, check_sequence_length  # the one length rule
+from albert_tf.tokenizer.batch import BatchTokenizerMixin
 
 __all__ = ["Packing", "truncate_seq_pair", "cut_text", "text_byte_cap", "MAX_BYTES_PER_TOKEN"]
 
@@ -61,8 +62,9 @@ def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
     return list(tokens_a[:len_a]), list(tokens_b[:len_b])
 
 
-class Packing:
-    """Packing for a tokenizer that has `encode(text)` and `cls_id`, `sep_id`, `pad_id`."""
+class Packing(BatchTokenizerMixin):
+    """Packing for a tokenizer that has `encode(text)` and `cls_id`, `sep_id`, `pad_id`; the
+    batch call (`tok(texts, texts_pair, padding=..., ...)`, `BatchTokenizerMixin`) with it."""
 
     cls_id: int
     sep_id: int

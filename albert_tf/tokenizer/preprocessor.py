@@ -13,8 +13,9 @@ Every step mirrors `albert_tf.tokenizer.spm` (see its docstring for the rules):
   digit-comma rule as
   a ragged gather: each vocabulary id maps to the ids the Python tokenizer's
   rule gives for its piece (exact, and 4x faster than re-segmenting strings);
-* packing with `RoundRobinTrimmer` (equal to the original `_truncate_seq_pair`
-  for two segments), `combine_segments` and `pad_model_inputs`.
+* packing with `trim_segments` (the original `_truncate_seq_pair` in core ops, equal to
+  tensorflow-text's `RoundRobinTrimmer`, whose op older TF Serving builds lack),
+  `combine_segments` and `pad_model_inputs`.
 
 Residual difference: `normalize_utf8` uses ICU's Unicode version (newer than
 Python 3.11's 14.0), so about a hundred code points that Python 3.11 treats as
@@ -94,6 +95,25 @@ def _text_tensor(texts):
     if isinstance(texts, (list, np.ndarray)):
         return tf.convert_to_tensor(texts, tf.string)
     return texts
+
+
+def trim_segments(segments: list[tf.RaggedTensor], budget: int) -> list[tf.RaggedTensor]:
+    """One or two segments [B, (n)] cut to `budget` tokens per row by the original
+    `_truncate_seq_pair` (`spm.truncate_seq_pair`: the longer loses first, B on ties).
+
+    tensorflow-text's RoundRobinTrimmer gives the same rows, but its op (TFText>RoundRobinTrim)
+    is missing from the tensorflow-text that TF Serving 2.12-2.19 link; the closed form of
+    the rule in core ops serves there: A keeps min(la, max(ceil(m/2), m - lb)), B the rest.
+    """
+    lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]  # [B] each
+    if len(segments) == 1:
+        keep = [tf.minimum(lengths[0], budget)]
+    else:
+        len_a, len_b = lengths
+        keep_a = tf.minimum(len_a, tf.maximum((budget + 1) // 2, budget - len_b))
+        keep = [keep_a, tf.minimum(len_b, budget - keep_a)]
+    return [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, None])
+            for s, n, k in zip(segments, lengths, keep)]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -299,7 +319,7 @@ class AlbertPreprocessor(keras.layers.Layer):
           [B, seq_length], trimmed: the segments as kept after truncation).
         """
         tok = self.tokenizer
-        trimmed = tf_text.RoundRobinTrimmer(self.seq_length - 1 - len(segments)).trim(segments)
+        trimmed = trim_segments(segments, self.seq_length - 1 - len(segments))
         word_ids, type_ids = tf_text.combine_segments(
             trimmed, start_of_sequence_id=tok.cls_id, end_of_segment_id=tok.sep_id)
         word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, pad_value=tok.pad_id)

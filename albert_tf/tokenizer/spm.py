@@ -18,8 +18,8 @@ original google-research/albert `tokenization.py` on a SentencePiece model:
 3. Ids are `piece_to_id` of the pieces; packing is `[CLS] A [SEP] (B [SEP])`
    with type ids 0 / 1, mask 1 on real tokens and `<pad>` after them;
    over-long pairs lose one token at a time from the longer segment, the second
-   on ties (the original `_truncate_seq_pair`; in the graph this is exactly
-   tensorflow-text's `RoundRobinTrimmer`, see `truncate_seq_pair`).
+   on ties (the original `_truncate_seq_pair`; in the graph
+   `preprocessor.trim_segments`, equal to tensorflow-text's `RoundRobinTrimmer`).
 
 Bytes input is decoded as UTF-8 with each invalid sequence replaced by U+FFFD
 (Python's `errors="replace"`), which is what the graph does with invalid bytes.
@@ -85,6 +85,40 @@ def normalize_text(text: str | bytes, do_lower_case: bool = True,
     return text
 
 
+def normalize_with_offsets(text: str | bytes, do_lower_case: bool = True,
+                           keep_accents: bool = False) -> tuple[str, list[int]]:
+    """`normalize_text(text)` and, per character of it, the index of the character of
+    `text` (as str) it comes from: each character is normalized on its own, a run of
+    whitespace becomes one space (owned by its first character).
+
+    Raises:
+      ValueError: the per-character result differs from `normalize_text`'s (a rule that
+        looks across characters changed it; no such text is known for the released rules).
+    """
+    source = _to_text(text)
+    pieces, owners = [], []
+    pending_space = None
+    for i, char in enumerate(source):
+        if char.isspace():  # what str.split() splits on
+            if pieces and pending_space is None:
+                pending_space = i
+            continue
+        if pending_space is not None:
+            pieces.append(" ")
+            owners.append(pending_space)
+            pending_space = None
+        part = char if keep_accents else "".join(
+            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+        part = part.lower() if do_lower_case else part
+        pieces.append(part)
+        owners.extend([i] * len(part))
+    normalized = "".join(pieces)
+    if normalized != normalize_text(source, do_lower_case, keep_accents):
+        raise ValueError(f"no character offsets for {source!r:.80}: its normalization is not "
+                         "character by character")
+    return normalized, owners
+
+
 def _ends_with_digit_comma(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
@@ -139,6 +173,7 @@ class AlbertTokenizer(Packing):
       >>> tok = AlbertTokenizer("30k-clean.model")
       >>> tok.tokenize("It costs 1,000,")   # ['▁it', '▁costs', '▁1,000', ',']
       >>> tok.encode_pair("a question", "a passage", seq_length=16)["input_word_ids"]
+      >>> tok(["a question", "another"], ["a passage", "its passage"], return_tensors="np")
     """
 
     kind = "sentencepiece"
@@ -197,6 +232,44 @@ class AlbertTokenizer(Packing):
         """Token ids of `text` (no [CLS]/[SEP]): `piece_to_id` of `tokenize(text)`."""
         pieces = self.tokenize(text)
         return list(self.sp_model.piece_to_id(pieces)) if pieces else []
+
+    def encode_with_offsets(self, text: str | bytes) -> tuple[list[int], list[tuple[int, int]]]:
+        """`encode(text)` and each token's (start, end) characters in `text` (as str): the
+        characters the piece stands for, its leading space left out (a lone "▁" piece:
+        an empty span where the space was)."""
+        normalized, owners = normalize_with_offsets(text, self.do_lower_case, self.keep_accents)
+        byte_to_char = {}  # sentencepiece's offsets are bytes of the UTF-8 text
+        position = 0
+        for index, char in enumerate(normalized):
+            byte_to_char[position] = index
+            position += len(char.encode("utf-8"))
+        byte_to_char[position] = len(normalized)
+        owners = owners + [len(_to_text(text))]  # the end of the text
+
+        def span(start: int, end: int) -> tuple[int, int]:  # normalized chars -> text chars
+            while start < end and normalized[start] == " ":
+                start += 1
+            if start >= end:
+                return (owners[start], owners[start]) if start < len(owners) else (0, 0)
+            return owners[start], owners[end - 1] + 1
+
+        ids, offsets = [], []
+        for piece in self.sp_model.encode(normalized, out_type="proto").pieces:
+            start, end = byte_to_char[piece.begin], byte_to_char[piece.end]
+            parts = self.split_piece(piece.piece)
+            if len(parts) > 1:  # the digit-comma rule: the comma is the span's last character
+                cursor = start
+                while cursor < end and normalized[cursor] == " ":
+                    cursor += 1
+                for part in parts[:-1]:
+                    width = len(part.replace(SPIECE_UNDERLINE, ""))
+                    offsets.append(span(min(cursor, end - 1), min(cursor + width, end - 1)))
+                    cursor += width
+                offsets.append(span(end - 1, end))
+            else:
+                offsets.append(span(start, end))
+            ids.extend(self.sp_model.piece_to_id(parts))
+        return ids, offsets
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`; <pad>, [CLS], [SEP] and [MASK] decode to nothing."""

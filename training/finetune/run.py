@@ -113,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                                                  "classify, regress or ner")
     p.add_argument("--checkpoint", required=True,
                    help=f"what to start from: {CHECKPOINT_HELP}")
-    p.add_argument("--output", required=True, help="directory for the fine-tuned model")
+    p.add_argument("--output", "--output-dir", dest="output", required=True,
+                   help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
     p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
                                      "names, or positions (from 0) in a file without a header")
