@@ -488,8 +488,8 @@ def test_a_head_of_no_classes_is_refused_naming_the_argument(model, argument):
     import albert_tf
     from albert_tf import AlbertConfig, ConfigError
 
-    with pytest.raises(ConfigError, match=rf"num_classes={argument!r} must be a positive "
-                                          rf"integer \({model}\)"):
+    with pytest.raises(ConfigError, match=rf"num_classes={argument!r} must be an integer in "
+                                          rf"\[1, 32768\] \({model}\)"):
         getattr(albert_tf, model)(AlbertConfig(vocab_size=37, hidden_size=12,
                                                num_attention_heads=3, num_hidden_layers=1),
                                   num_classes=argument)
