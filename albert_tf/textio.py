@@ -11,7 +11,10 @@ other reader lets it through as the command's one-line error. No TensorFlow, no 
 `read_text`, `read_json_object`; a SentencePiece model, a saved_model.pb, `predict`'s
 input): a regular file of at most MAX_FILE_BYTES, else `FileSizeError` naming the
 file and the limit, before a byte is read. A device (/dev/zero), a FIFO or a socket
-never ends, so it is refused whatever its size.
+never ends, so it is refused whatever its size. `check_regular(path)` is the same rule
+without the size, for a file read as a stream (a corpus, a data file): a missing path
+says "no such file", a directory, device, FIFO or socket says what it is; and
+`open_regular(path)` opens one without blocking on a FIFO and refuses what it is not.
 
 Example:
     >>> decode(b"caf\\xe9\\n", "menu.txt")
@@ -38,6 +41,10 @@ MAX_FILE_BYTES = 1 << 30
 
 class FileSizeError(UserError):
     """A file to be read whole that is not a regular file, or is larger than MAX_FILE_BYTES."""
+
+
+class NotRegularFileError(FileSizeError):
+    """A path to be read that is missing, or is a directory, device, FIFO or socket."""
 
 
 class EncodingError(UserError):
@@ -84,15 +91,25 @@ def decode(data: bytes, path: str | os.PathLike, line: int = 1, offset: int = 0)
                             data[at], e.reason) from None
 
 
-def _check_status(path: str, status: os.stat_result) -> int:
+def file_kind(mode: int) -> str:
+    """What a stat mode is, in words: "a regular file", "a FIFO", "a directory", ..."""
+    return ("a regular file" if stat.S_ISREG(mode)
+            else "a directory" if stat.S_ISDIR(mode)
+            else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
+def _refuse_irregular(path: str, status: os.stat_result) -> None:
+    # a FIFO or device never ends (or blocks the open); a directory is not read as text
     if not stat.S_ISREG(status.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(status.st_mode)
-                else "a character device" if stat.S_ISCHR(status.st_mode)
-                else "a block device" if stat.S_ISBLK(status.st_mode)
-                else "a FIFO" if stat.S_ISFIFO(status.st_mode)
-                else "a socket" if stat.S_ISSOCK(status.st_mode) else "not a file")
-        raise FileSizeError(f"{path} is {kind}, not a regular file; it is read whole, so "
-                            "albert-tf reads only regular files there")
+        raise NotRegularFileError(f"{path} is {file_kind(status.st_mode)}, not a regular "
+                                  "file; albert-tf reads only regular files there")
+
+
+def _check_status(path: str, status: os.stat_result) -> int:
+    _refuse_irregular(path, status)
     if status.st_size > MAX_FILE_BYTES:
         raise FileSizeError(f"{path} holds {status.st_size:,} bytes, more than the "
                             f"{MAX_FILE_BYTES:,} a file read whole may hold")
@@ -112,6 +129,44 @@ def check_file(path: str | os.PathLike) -> int:
     return _check_status(path, os.stat(path))
 
 
+def check_regular(path: str | os.PathLike) -> None:
+    """`path` is a regular file (links followed), whatever its size: the rule for a file
+    read as a stream, applied before it is opened.
+
+    Raises:
+      NotRegularFileError: "PATH: no such file", or naming what it is (a FIFO, a
+        directory, a character device).
+      OSError: it cannot be examined (no permission on a parent directory).
+    """
+    path = os.fspath(path)
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise NotRegularFileError(f"{path}: no such file") from None
+    _refuse_irregular(path, status)
+
+
+def open_regular(path: str | os.PathLike):
+    """`path` opened for binary reading, refused unless it is a regular file.
+
+    The open does not block (O_NONBLOCK: a FIFO swapped in after `check_regular` would
+    block a plain open until a writer came) and the opened file is the one checked.
+
+    Raises NotRegularFileError as `check_regular`; OSError (unreadable) propagates.
+    """
+    path = os.fspath(path)
+    check_regular(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        _refuse_irregular(path, os.fstat(fd))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_bytes(path: str | os.PathLike) -> bytes:
     """The whole file, checked by `check_file` before it is opened (a FIFO would block
     the open) and again on the opened file, and never more than MAX_FILE_BYTES read.
@@ -120,7 +175,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     """
     path = os.fspath(path)
     check_file(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = _check_status(path, os.fstat(f.fileno()))  # the file opened is the one checked
         data = f.read(size + 1)  # not read(MAX_FILE_BYTES + 1), which allocates that much
         if len(data) > size:  # it grew since

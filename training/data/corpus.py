@@ -174,7 +174,7 @@ def _open_lines(path: str, stack) -> Iterable[bytes]:
 
         raw = stack.enter_context(tf.io.gfile.GFile(path, "rb"))
     else:
-        raw = stack.enter_context(open(path, "rb"))
+        raw = stack.enter_context(textio.open_regular(path))  # a FIFO refused, not waited on
     if path.endswith(".gz"):
         return stack.enter_context(gzip.GzipFile(fileobj=raw))
     return raw
@@ -211,7 +211,9 @@ def binary_offset(path: str) -> int | None:
 
 def _read_errors() -> tuple[type[BaseException], ...]:
 
-    errors: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
+    # FileSizeError: a glob matched a FIFO or device, skipped with a count like a missing file
+    errors: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error,
+                                              textio.FileSizeError)
     tf = sys.modules.get("tensorflow")  # loaded when a remote file was opened
     if tf is not None:
         errors += (tf.errors.OpError,)
@@ -393,6 +395,10 @@ def _check_named_files(spec: str) -> None:
         if os.path.isdir(path):
             raise errors.UserError(f"--input {path} is a directory; give files or a glob "
                                   f"such as {os.path.join(path, '*.txt')}")
+        try:  # a FIFO would block the reads below for ever; a device never ends
+            textio.check_regular(path)
+        except textio.NotRegularFileError as e:
+            raise errors.UserError(f"--input {e}") from None
         try:
             offset = binary_offset(path)
         except _read_errors():

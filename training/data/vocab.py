@@ -64,8 +64,12 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
         elif os.path.isdir(pattern):
             raise VocabError(f"input {pattern!r} is a directory; give files or a glob such as "
                              f"'{os.path.join(pattern, '*.txt')}'")
-        elif not os.path.isfile(pattern):
-            raise VocabError(f"input file {pattern!r} does not exist")
+        elif not os.path.isfile(pattern):  # missing, a FIFO, a device: said which
+            try:
+                textio.check_regular(pattern)
+            except textio.NotRegularFileError as e:
+                raise VocabError(f"input {e}") from None
+            raise VocabError(f"input file {pattern!r} cannot be examined")
         else:
             matches = [pattern]
         files.extend(m for m in matches if m not in files)
@@ -74,7 +78,7 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
 
 def _open_lines(path: str) -> tuple[io.BufferedReader, io.BufferedIOBase]:
     """(the file, its lines as bytes: decompressed for .gz)."""
-    raw = open(path, "rb")
+    raw = textio.open_regular(path)
     return raw, gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
 
 

@@ -91,8 +91,10 @@ def read_text_file(path: str, text_columns: Sequence[Column], label_column: Colu
 
 def _rows(path: str, columns: list[Column]) -> Iterator[tuple[str, dict[Column, str]]]:
     """Yields ("file:line", {column: value}) for the requested columns of every row."""
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
+    try:  # missing, a directory, a FIFO (which would block the read), a device: said which
+        textio.check_regular(path)
+    except textio.NotRegularFileError as e:
+        raise DataError(str(e)) from None
     extension = os.path.splitext(path)[1].lower()
     if extension in _JSON_EXTENSIONS:
         if isinstance(columns[0], int):

@@ -152,8 +152,10 @@ def read_rows(path: str, layout: Layout) -> tuple[list[tuple[int, list[str]]], l
     Lines end at "\\n" only (a stray "\\r" inside a text stays text); cells are split
     at tabs with no quoting; empty lines are ignored.
     """
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
+    try:  # missing, a directory, a FIFO (which would block the read), a device: said which
+        textio.check_regular(path)
+    except textio.NotRegularFileError as e:
+        raise DataError(str(e)) from None
     rows, skipped, header_pending = [], [], layout.header
     lines = textio.read_text(path).split("\n")  # not UTF-8: file, line and byte offset
     for number, line in enumerate(lines, start=1):
