@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from albert_tf import presets, tasks
+from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
 from albert_tf.inputs import INPUT_NAMES, MASKED_LM_POSITIONS
@@ -116,7 +117,7 @@ class AlbertEncoder(ExportMixin, keras.Model):
     def __init__(self, config: AlbertConfig | dict, remat: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config = config = as_config(config)
-        self.remat = bool(remat)
+        self.remat = strict_bool("remat", remat)  # bool("no") would turn it on
         if self.remat and (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
             raise ValueError(
                 f"remat=True needs hidden_dropout_prob=0 and attention_probs_dropout_prob=0 "

@@ -71,8 +71,9 @@ def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = Tr
     if load_weights:
         _load_weights(model, opened, path)
     tokenizer = opened.tokenizer_files(spm_model)
-    length = seq_length or (record.seq_length if record.spec is spec else None) or \
-        opened.config.default_seq_length()
+    # seq_length=0 is a length to check, not "the default" (only None is)
+    length = seq_length if seq_length is not None else \
+        (record.seq_length if record.spec is spec else None) or opened.config.default_seq_length()
     opened.config.check_sequence_length(length, where=f"from_preset({path!r})")
     model.preprocessor = _preprocessor(tokenizer, length)
     model.task_record = _record(model, record if same_head else None, tokenizer, length,

@@ -26,7 +26,8 @@ import os
 
 import keras
 
-from albert_tf import presets, tasks
+from albert_tf import api_inputs, presets, tasks
+from albert_tf.api_inputs import strict_bool
 from albert_tf.checkpoint import TaskRecord
 from albert_tf.checkpoint.task_record import TASK_FILE
 from albert_tf.config import AlbertConfig
@@ -125,7 +126,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
                  preprocessor=None, remat: bool = False, compile: bool = True, **kwargs):
         super().__init__(**kwargs)
-        self._compile_on_init = bool(compile)
+        self._compile_on_init = strict_bool("compile", compile)
         self.config = as_config(config)
         if encoder is not None and encoder.config != self.config:
             raise ValueError("the encoder's config differs from the model's config")
@@ -269,6 +270,10 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         into a batched tf.data pipeline; plain labels keyed by the task's output (a
         single-output task's labels are its one target, unkeyed)."""
         spec = self.task_spec
+        owner = type(self).__name__
+        api_inputs.check_text_rows(x, owner)  # an empty batch, a None row: named, not guessed
+        api_inputs.check_labels(self, y, rows=api_inputs.row_count(x),
+                                choices=api_inputs.choice_count(x))
         if not _may_be_text(x):
             if spec.single_output:
                 if isinstance(y, dict) and set(y) == {spec.label_output}:
