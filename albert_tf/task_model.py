@@ -31,6 +31,7 @@ from albert_tf.api_inputs import strict_bool
 from albert_tf.checkpoint import TaskRecord
 from albert_tf.checkpoint.task_record import TASK_FILE
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UserError
 from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config, input_specs
 from albert_tf.inputs import INPUT_NAMES
 
@@ -97,6 +98,10 @@ def _may_be_text(x) -> bool:
         return True
     dtype = getattr(x, "dtype", None)
     return getattr(dtype, "kind", None) in ("S", "U", "O") or "string" in str(dtype)
+
+
+class RecordAssetError(UserError):
+    """A `.keras` file's task record that cannot be read or disagrees with its model."""
 
 
 class AlbertTaskModel(ExportMixin, keras.Model):
@@ -218,8 +223,26 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         self.task_record.write(dir_path)
 
     def load_assets(self, dir_path: str) -> None:
-        if os.path.isfile(os.path.join(dir_path, TASK_FILE)):
-            self.task_record = TaskRecord.read(os.path.join(dir_path, TASK_FILE))
+        """Reads the task record a `.keras` file carries, refused (naming the asset, not
+        Keras' temporary directory) when it disagrees with the model loaded."""
+        path = os.path.join(dir_path, TASK_FILE)
+        if not os.path.isfile(path):
+            return
+        where = f"the .keras file's {TASK_FILE}"
+        try:
+            record = TaskRecord.read(path)
+        except UserError as e:
+            raise RecordAssetError(str(e).replace(path, where)) from None
+        for name, value in self.task_spec.model_kwargs(record).items():
+            if value is not None and value != getattr(self, name):
+                raise RecordAssetError(f"{where} says {name}={value}, the model's head has "
+                                       f"{name}={getattr(self, name)}")
+        if record.seq_length is not None:
+            try:
+                self.config.check_sequence_length(record.seq_length, where=where)
+            except UserError as e:
+                raise RecordAssetError(str(e)) from None
+        self.task_record = record
 
     # ------------------------------------------------------------ compile, fit, predict
     def compile(self, optimizer="auto", loss="auto", loss_weights=None, metrics="auto",

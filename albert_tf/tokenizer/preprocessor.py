@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import textio
+from albert_tf.errors import UserError
 from albert_tf.config import check_sequence_length
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.kinds import (
@@ -114,6 +115,10 @@ def trim_segments(segments: list[tf.RaggedTensor], budget: int) -> list[tf.Ragge
         keep = [keep_a, tf.minimum(len_b, budget - keep_a)]
     return [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, None])
             for s, n, k in zip(segments, lengths, keep)]
+
+
+class VocabularyAssetError(UserError):
+    """A `.keras` file's vocabulary asset that is not one."""
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -245,9 +250,20 @@ class AlbertPreprocessor(keras.layers.Layer):
 
     def load_assets(self, dir_path: str) -> None:
         """Reads the vocabulary a `.keras` file carries (it wins over the path)."""
+        if dir_path is None and getattr(self, "_asset_error", None):
+            raise self._asset_error  # Keras retries a failed object without its assets
         for name in VOCABULARY_ASSETS.values():
-            if os.path.exists(os.path.join(dir_path, name)):
-                self._set_vocabulary(os.path.join(dir_path, name))
+            path = os.path.join(dir_path, name)
+            if os.path.exists(path):
+                try:
+                    self._set_vocabulary(path)
+                except (ValueError, TypeError, OSError, RuntimeError) as e:
+                    # named as the user knows it: the temporary directory is Keras'
+                    cause = str(e).replace(path, name) or type(e).__name__
+                    self._asset_error = VocabularyAssetError(
+                        f"the .keras file's {name} asset cannot be read as a vocabulary: "
+                        f"{cause}")
+                    raise self._asset_error from None
                 return
         raise ValueError(f"the .keras file's assets hold no vocabulary "
                          f"({' or '.join(VOCABULARY_ASSETS.values())})")
