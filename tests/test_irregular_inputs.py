@@ -146,3 +146,30 @@ def test_vocab_names_a_fifo_input(capsys, tmp_path, fifo):
                          "--vocab-size", "50")
     assert_one_line_error(code, line, f"{fifo} is a FIFO")
     assert not list(tmp_path.glob("sp*"))
+
+
+# ------------------------------------------------ data files' own messages
+def test_a_null_jsonl_field_is_named_null_not_missing(tmp_path):
+    from albert_tf.training.finetune.files import DataError, read_text_file
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "fine", "label": "a"}\n{"text": null, "label": "b"}\n',
+                    encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{path}:2: field 'text' is null; give a string"):
+        read_text_file(str(path), ["text"], "label")
+    path.write_text('{"text": "fine", "label": "a"}\n{"label": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{path}:2: no field 'text'; the object has 'label'"):
+        read_text_file(str(path), ["text"], "label")
+
+
+def test_a_duplicate_csv_header_is_refused(tmp_path):
+    from albert_tf.training.finetune.files import DataError, read_text_file
+
+    path = tmp_path / "train.csv"
+    path.write_text("text,label,text\nfine,a,other\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{path}:1: the header names column 'text' more "
+                                        "than once"):
+        read_text_file(str(path), ["text"], "label")
+    path.write_text("text,label,note\nfine,a,x\n", encoding="utf-8")
+    examples, labels = read_text_file(str(path), ["text"], "label")  # the acceptance
+    assert labels == ["a"]

@@ -146,6 +146,10 @@ def _checked_rows(path, reader, columns):
 
 
 def _check_header(place, columns, header):
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:  # which of the two would be read is a guess: refused
+        raise DataError(f"{place}: the header names column {', '.join(map(repr, repeated))} "
+                        "more than once; give each column one name")
     missing = [c for c in columns if c not in header]
     if missing:
         raise DataError(f"{place}: no column {', '.join(map(repr, missing))}; "
@@ -171,7 +175,11 @@ def _json_rows(path, columns):
                 raise DataError(f"{place}: not a JSON object ({e.msg})") from None
             if not isinstance(record, dict):
                 raise DataError(f"{place}: expected a JSON object, got {type(record).__name__}")
-            missing = [c for c in columns if c not in record or record[c] is None]
+            null = [c for c in columns if c in record and record[c] is None]
+            if null:  # present but null: "no field" would send the user looking for it
+                raise DataError(f"{place}: field {', '.join(map(repr, null))} is null; give "
+                                "a string (or a number for a label)")
+            missing = [c for c in columns if c not in record]
             if missing:
                 raise DataError(f"{place}: no field {', '.join(map(repr, missing))}; "
                                 f"the object has {', '.join(map(repr, record))}")
