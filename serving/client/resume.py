@@ -11,7 +11,8 @@ the rows it holds (its complete lines; a line cut off by a kill is dropped) are 
 the run continues with the next input row, appending; nothing is asked twice, nothing is
 written twice. A record of another input or options is refused, naming what differs,
 unless --overwrite (then the run starts again). A FILE.partial without its record is not
-ours and is never touched. One writer per output at a time (`atomic.claimed`).
+ours and is never touched. One writer per output at a time (`atomic.claimed`). A run that
+fails before its first row is written leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -130,8 +131,19 @@ def resumable_output(path: str, record: dict, overwrite: bool) -> Iterator[tuple
                     os.fsync(stream.fileno())
                 publish(partial, path, overwrite, "--output")
         except BaseException:
-            logger.warning("the rows written so far stay in %s; run the same command again "
-                           "to continue", partial)
+            _keep_or_remove(partial, record_path)
             raise
         with contextlib.suppress(OSError):
             os.remove(record_path)
+
+
+def _keep_or_remove(partial: str, record_path: str) -> None:
+    """After a failure: a FILE.partial holding rows stays for the rerun; an empty one
+    (the first request failed) is removed with its record, leaving nothing, as before."""
+    with contextlib.suppress(OSError):
+        if os.path.getsize(partial) == 0:
+            os.remove(partial)
+            os.remove(record_path)
+            return
+    logger.warning("the rows written so far stay in %s; run the same command again to "
+                   "continue", partial)
