@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from albert_tf.serving.client import resume, retry
+from albert_tf.serving.client import backends, resume, retry
 from albert_tf.serving.client import run as client
 
 METADATA = {"model_spec": {"name": "m", "version": "1"}, "metadata": {"signature_def": {
@@ -241,3 +242,38 @@ def test_a_partial_output_of_another_input_is_refused(tmp_path, serve, capsys):
     assert client.main(_args(server, source, output, "--signature", "serving_default",
                              "--overwrite")) == 2  # still no record: never touched
     assert len(_rows(partial)) == 4
+
+
+@pytest.mark.parametrize("code, transient", [("UNAVAILABLE", True), ("DEADLINE_EXCEEDED", True),
+                                             ("INVALID_ARGUMENT", False), ("NOT_FOUND", False)])
+def test_grpc_codes_that_are_retried(code, transient):
+    import grpc
+
+    class Refusal(grpc.RpcError):
+        def code(self):
+            return getattr(grpc.StatusCode, code)
+
+        def details(self):
+            return "no"
+
+    def method(request, timeout):
+        raise Refusal()
+
+    backend = backends.GrpcBackend.__new__(backends.GrpcBackend)
+    backend._grpc, backend.timeout = grpc, 1.0
+    with pytest.raises(backends.ServerError, match=f"gRPC {code}: no") as raised:
+        backend._rpc(method, None)
+    assert isinstance(raised.value, backends.TransientServerError) is transient
+
+
+def test_a_refused_connection_is_retried_then_one_line(tmp_path, capsys):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    source = _write_input(tmp_path, _texts(2))
+    code = client.main(["--server", f"http://127.0.0.1:{port}", "--model", "m", "--input",
+                        str(source), "--output", str(tmp_path / "o.jsonl"), "--retries", "3"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and "(gave up after 3 retries)" in line, line
+    assert not list(tmp_path.glob("o.jsonl*"))
