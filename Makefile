@@ -6,23 +6,31 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo test test-fast
 
-$(BIN)/albert-tf: setup.py
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test,serving,beam]"
+
+# The demo needs the package alone; the tests add their extras (test: pytest and the
+# independent checks; beam: the Apache Beam pipeline's tests).
+$(VENV)/.installed-demo: setup.py | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-setup: $(BIN)/albert-tf
+$(VENV)/.installed-test: setup.py | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test,beam]"
+	touch $@ $(VENV)/.installed-demo
 
-demo: setup
+setup: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-demo
 	$(BIN)/albert-tf demo
 
 # Two workers (pytest-xdist), each test module on one of them: the suite is as much
 # waiting (subprocesses, I/O, single-threaded Python) as computing.
 TEST_WORKERS := -n 2 --dist loadfile
 
-test: setup
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q $(TEST_WORKERS) tests
 
-test-fast: setup
+test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q $(TEST_WORKERS) -m "not slow" tests

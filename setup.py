@@ -43,6 +43,9 @@ setup(
     description="ALBERT (A Lite BERT) for TensorFlow and Keras 3: pretraining, fine-tuning, serving.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    # Apache-2.0, as the original google-research/albert.
+    license="Apache-2.0",
+    license_files=["LICENSE"],
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir=PACKAGES,
@@ -65,13 +68,15 @@ setup(
         "tqdm",
         "matplotlib",
     ],
+    # Each extra declares what its code imports, nothing else (the serving client speaks
+    # HTTP with the standard library and gRPC with tensorflow-serving-api: no extra).
     extras_require={
-        # jax, scikit-learn, scipy: independent metric checks; pytest-xdist: make test's workers
-        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy",
+        # jax: the backend-agnostic tests; scikit-learn, scipy, seqeval (entity F1): independent
+        # metric checks; pytest-xdist: make test's workers; the hub clients: the hub tests
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy", "seqeval>=1.2",
                  "huggingface_hub>=0.30", "kagglehub>=0.3"],
         # hf:// and kaggle:// checkpoint handles (albert_tf/checkpoint/hub.py)
         "hub": ["huggingface_hub>=0.30", "kagglehub>=0.3"],
-        "serving": ["requests"],
         "beam": ["apache-beam>=2.60"],
         "reference": ["transformers", "torch"],
         # The benchmarks' peers (benchmarks/bench_serving.py, bench_model.py): never needed by

@@ -7,12 +7,20 @@ live in `albert_tf.training` and `albert_tf.serving`.
 Only the configuration is imported eagerly: the models (Keras), checkpoint I/O, the
 tokenizers and the one-call entry points `albert_tf.create_optimizer` (the original's
 optimizer and schedule) and `albert_tf.export` (a SavedModel for TF Serving) load on
-first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece.
+first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece. The Keras
+classes are registered for `keras.saving.load_model` as soon as Keras is imported
+(before or after this package: `albert_tf.registration`).
 """
 
 import importlib
 
-from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf import lifetime
+
+# First: a pool worker follows its parent before any heavy import (albert_tf.lifetime).
+lifetime.follow_parent_from_environment()
+
+from albert_tf import registration  # noqa: E402 - after the line above
+from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -40,6 +48,9 @@ _LAZY = {
 }
 
 __all__ = ["AlbertConfig", "ConfigError", *_LAZY]
+
+
+registration.register_when_keras_loads()
 
 
 def __getattr__(name):

@@ -48,11 +48,45 @@ _WITHIN = {MINIMUM: lambda v, limit: v >= limit, EXCLUSIVE_MINIMUM: lambda v, li
            MAXIMUM: lambda v, limit: v <= limit, EXCLUSIVE_MAXIMUM: lambda v, limit: v < limit}
 
 
+class _StoreOnce(argparse._StoreAction):
+    """A single-valued option given twice is refused, not silently the last one."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault(_GIVEN, {})
+        if self.dest in given:
+            raise UsageError(f"{option_string} is given twice ({given[self.dest]!r}, then "
+                             f"{values!r}); give it once")
+        given[self.dest] = values
+        setattr(namespace, self.dest, values)
+
+
+_GIVEN = "_albert_tf_given"  # the single-valued options met so far in one parse
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line, exit 2) instead of printing its usage."""
+    """argparse that raises UsageError (one line, exit 2) instead of printing its usage.
+
+    The one rule for a repeated option, in every command: a list option (`nargs` "+"
+    or "*") accumulates (`--data A --data B` is `--data A B`; `--set a=1 --set b=2`
+    is `--set a=1 b=2`, a key given twice refused by the override grammar); a
+    single-valued one given twice is refused naming both values.
+    """
 
     def error(self, message):
         raise UsageError(message)
+
+    def add_argument(self, *args, **kwargs):
+        if kwargs.get("action") in (None, "store") and args and args[0].startswith("-"):
+            if kwargs.get("nargs") in ("+", "*"):
+                kwargs["action"] = "extend"
+            elif kwargs.get("nargs") in (None, "?"):
+                kwargs["action"] = _StoreOnce
+        return super().add_argument(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        namespace.__dict__.pop(_GIVEN, None)
+        return namespace, extras
 
 
 

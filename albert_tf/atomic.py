@@ -45,6 +45,7 @@ import uuid
 from typing import Any, Iterable, Iterator, Sequence
 
 from albert_tf.errors import UserError
+from albert_tf.exclusive import create_exclusive, open_exclusive, open_existing_lock, publish
 
 try:  # POSIX; elsewhere a claim takes no lock (the staged rename still refuses a race)
     import fcntl
@@ -129,9 +130,15 @@ def is_temporary(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
+                 *, replace: bool = True):
     """Opens a hidden temporary beside `path`; on success it is fsynced and renamed to `path`.
 
+    The temporary is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW: a link planted
+    there is never followed). `replace`: an existing `path` is replaced (a file inside
+    a directory the command owns, claimed or staged); False: the final name is taken
+    exclusively at the rename, so a file that appeared meanwhile (another run's) is
+    refused (`exclusive.OutputExistsError`) and kept: a user's single-file output.
     On any failure the temporary is removed and `path` is untouched. Remote paths
     (gs://...) go through the registered remote file system, tf.io.gfile (no fsync
     there; its rename is the commit).
@@ -148,19 +155,21 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         try:
             with fs.GFile(tmp, mode) as f:
                 yield f
-            fs.rename(tmp, path, overwrite=True)
+            fs.rename(tmp, path, overwrite=replace)
         except BaseException:
             with contextlib.suppress(Exception):
                 fs.remove(tmp)
             raise
         return
+    with naming_write_failures(path):
+        stream = open_exclusive(tmp, mode, None if binary else encoding)  # nothing of ours yet
     try:
         with naming_write_failures(path):
-            with open(tmp, mode, encoding=None if binary else encoding) as f:
+            with stream as f:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+            publish(tmp, path, replace)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -168,21 +177,28 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+def atomic_path(path: str | os.PathLike, *, replace: bool = True,
+                suffix: str = "") -> Iterator[str]:
     """Yields a hidden temporary path for writers that open the file themselves
     (e.g. tf.io.TFRecordWriter); on success it is fsynced and renamed to `path`,
-    on failure removed. The writer must be closed inside the block.
+    on failure removed. The writer must be closed inside the block. The temporary
+    exists already, created exclusively (an empty regular file of ours, so nothing
+    planted under its name is followed); `replace` as in `atomic_write`; `suffix`
+    ends the temporary name (a writer that checks it: Keras' ".keras").
     """
     path = os.fspath(path)
-    tmp = temporary_path(path)
+    tmp = temporary_path(path) + suffix
     fs = _remote_fs(path) if _is_remote(path) else None
+    if fs is None:
+        with naming_write_failures(path):
+            os.close(create_exclusive(tmp))  # a name planted there is not ours to remove
     try:
         with naming_write_failures(path):
             yield tmp
             if fs is not None:
-                fs.rename(tmp, path, overwrite=True)
+                fs.rename(tmp, path, overwrite=replace)
             else:
-                commit(tmp, path)
+                commit(tmp, path, replace=replace)
     except BaseException:
         with contextlib.suppress(Exception):
             if fs is not None:
@@ -192,26 +208,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         raise
 
 
-def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+def commit(tmp: str | os.PathLike, path: str | os.PathLike, *, replace: bool = True) -> None:
     """Fsyncs the finished local file `tmp` (a `temporary_path` of `path`) and renames
-    it to `path`: for tools that write a file by name (SentencePiece's trainer)."""
-    fd = os.open(tmp, os.O_RDONLY)
+    it to `path`: for tools that write a file by name (SentencePiece's trainer).
+    Without `replace` the final name is taken exclusively (`exclusive.publish`)."""
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    publish(tmp, path, replace)
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any, indent: int = 2,
-                      sort_keys: bool = False, ensure_ascii: bool = True) -> None:
+                      sort_keys: bool = False, ensure_ascii: bool = True, *,
+                      replace: bool = True) -> None:
     """Writes `data` as JSON (one trailing newline) with `atomic_write`.
 
     The text is made before the file is opened: data that JSON cannot hold (a set,
     an object) fails with nothing written.
     """
     text = json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + "\n"
-    with atomic_write(path) as f:
+    with atomic_write(path, replace=replace) as f:
         f.write(text)
 
 
@@ -292,8 +310,7 @@ def check_writable_directory(path: str, what: str = "output directory") -> None:
         raise UserError(f"{what} {path} is not writable: no write permission in {existing}")
     probe = os.path.join(existing, f".write-test{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        with open(probe, "w"):
-            pass
+        os.close(create_exclusive(probe))
     except OSError as e:
         raise UserError(f"{what} {path} is not writable: {existing}: {e.strerror}") from None
     finally:
@@ -432,9 +449,19 @@ def _pid_is_alive(pid: int) -> bool:
 
 def _acquire_lock(lock: str, path: str) -> int:
     """An open descriptor of `lock`, exclusively locked (flock); UserError when another
-    process holds it. A lock file removed by its holder while we opened it is retried."""
+    process holds it. The lock file is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW);
+    one a killed holder left is taken over only when it is a regular file of ours with
+    one link (`exclusive.open_existing_lock`: a link or FIFO planted there is refused,
+    naming it, and never written). A lock file removed by its holder meanwhile is retried.
+    """
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = create_exclusive(lock, 0o644, "lock file", os.O_RDWR)
+        except UserError:
+            try:
+                fd = open_existing_lock(lock)
+            except FileNotFoundError:
+                continue  # its holder removed it meanwhile
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -445,7 +472,7 @@ def _acquire_lock(lock: str, path: str) -> int:
                                 "wait for it to finish, or choose another output") from None
             raise
         try:
-            current = os.stat(lock)
+            current = os.lstat(lock)
         except FileNotFoundError:
             current = None
         opened = os.fstat(fd)

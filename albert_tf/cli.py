@@ -37,7 +37,7 @@ COMMANDS = {
     "finetune": ("albert_tf.training.finetune.run", "fine-tune on GLUE, SQuAD, RACE or your own files"),
     "export": ("albert_tf.serving.export", "export a SavedModel with raw-text signatures for TF Serving"),
     "predict": ("albert_tf.serving.client.run", "query TF Serving (REST/gRPC) or a local SavedModel"),
-    "convert": ("albert_tf.checkpoint.convert", "convert a TF1 or Hugging Face checkpoint to albert-tf's format"),
+    "convert": ("albert_tf.checkpoint.convert", "convert a checkpoint of any format it reads to albert-tf's, Hugging Face's or KerasHub's"),
     "params": ("albert_tf.params", "print parameter counts of the paper's configurations"),
     "presets": ("albert_tf.checkpoint.released", "list the released ALBERT checkpoints and their hub handles"),
     "ablate": ("albert_tf.training.experiments.ablate.run", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),

@@ -60,6 +60,54 @@ DEFAULT_SEQ_LENGTH = 512
 SHORT_SEQ_LENGTH = 128
 
 
+# ------------------------------------------------------------------ the size bounds
+# The largest value a file or a flag may give each size, checked before anything is
+# allocated or looped over (a checkpoint's config, a `.keras` file, a task record, a
+# preprocessor, create-data's and every command's --seq-length). Each is several times
+# the largest released model's (albert-xxlarge: H 4096, I 16384, 12 layers; bert-large
+# 24 layers; multilingual vocabularies ~250k; ALBERT's 512 positions), so no real model
+# is refused, and none lets a stranger's file ask for tens of GB or hang in a loop.
+MAX_SIZES = {
+    "vocab_size": 1 << 20,               # a [V, E] table: 1M rows
+    "embedding_size": 1 << 14,
+    "hidden_size": 1 << 14,
+    "intermediate_size": 1 << 16,
+    "num_attention_heads": 1 << 10,
+    "num_hidden_layers": 256,            # depth loops even when the weights are shared
+    "num_hidden_groups": 256,
+    "inner_group_num": 16,
+    "max_position_embeddings": 1 << 12,  # 4096: attention costs T^2 per head
+    "type_vocab_size": 1 << 10,
+}
+# Depth the encoder walks: num_hidden_layers x inner_group_num blocks per call.
+MAX_DEPTH = 256
+# All the encoder's weights (`encoder_parameters`): 2^30 float32 are 4 GiB (albert-xxlarge
+# holds 2.2e8, bert-large 3.3e8).
+MAX_PARAMETERS = 1 << 30
+# The longest sequence any tokenizer, record or flag may ask for (no model has more positions).
+MAX_SEQ_LENGTH = MAX_SIZES["max_position_embeddings"]
+# The most classes a head (classification, token classification) may have: 32768 x H.
+MAX_CLASSES = 1 << 15
+# The most doc-stride windows a served span-QA context may be given (a task record's
+# max_windows; its default is 32): each window is one row of the export's length.
+MAX_WINDOWS = 1 << 10
+
+
+def check_size(name: str, value, maximum: int, where: str = "", error=None) -> int:
+    """`value` if it is an integer in [1, maximum], else `error` (ConfigError) naming the
+    field, the value, the bound and `where`: the one form of every size bound."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        where = f" ({where})" if where else ""
+        raise (error or ConfigError)(f"{name}={value!r} must be an integer from 1 to "
+                                     f"{maximum:,}{where}")
+    return value
+
+
+def check_num_classes(value, where: str = "", error=None) -> int:
+    """The one bound on a head's classes (`MAX_CLASSES`)."""
+    return check_size("num_classes", value, MAX_CLASSES, where, error)
+
+
 def check_sequence_length(seq_length: int, max_position_embeddings: int | None = None,
                           where: str = "") -> int:
     """Returns `seq_length` if it is an int in [MIN_SEQ_LENGTH, max_position_embeddings].
@@ -82,13 +130,16 @@ def check_sequence_length(seq_length: int, max_position_embeddings: int | None =
     `check_sequence_length(2, 512, "--seq-length")` -> "seq_length=2 must be an integer
     from 3 ([CLS] [SEP] [SEP]) to max_position_embeddings=512 (--seq-length)".
     """
-    fits = (isinstance(seq_length, int) and not isinstance(seq_length, bool)
-            and seq_length >= MIN_SEQ_LENGTH
+    is_int = isinstance(seq_length, int) and not isinstance(seq_length, bool)
+    fits = (is_int and MIN_SEQ_LENGTH <= seq_length <= MAX_SEQ_LENGTH
             and (max_position_embeddings is None or seq_length <= max_position_embeddings))
     if not fits:
         limit = ("the model's max_position_embeddings" if max_position_embeddings is None
                  else f"max_position_embeddings={max_position_embeddings}")
         where = f" ({where})" if where else ""
+        if is_int and seq_length > MAX_SEQ_LENGTH and max_position_embeddings is None:
+            raise ConfigError(f"seq_length={seq_length} exceeds the longest any model may "
+                              f"have, {MAX_SEQ_LENGTH}{where}")
         raise ConfigError(f"seq_length={seq_length!r} must be an integer from {MIN_SEQ_LENGTH} "
                           f"([CLS] [SEP] [SEP]) to {limit}{where}")
     return seq_length
@@ -137,6 +188,9 @@ class AlbertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name}={value!r} must be a positive integer{where}")
+            if value > MAX_SIZES[name]:
+                raise ConfigError(f"{name}={value:,} exceeds the largest allowed, "
+                                  f"{MAX_SIZES[name]:,}{where}")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size={self.hidden_size} is not divisible by "
@@ -145,6 +199,7 @@ class AlbertConfig:
             raise ConfigError(
                 f"num_hidden_groups={self.num_hidden_groups} exceeds "
                 f"num_hidden_layers={self.num_hidden_layers}{where}")
+        self._check_totals(where)
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"):
             value = getattr(self, name)  # NaN fails every comparison below: refuse it first
             if isinstance(value, bool) or not isinstance(value, (int, float)) or \
@@ -162,6 +217,19 @@ class AlbertConfig:
         if not isinstance(self.sharing, str) or self.sharing not in SHARING_MODES:
             raise ConfigError(
                 f"sharing={self.sharing!r} is not one of {', '.join(SHARING_MODES)}{where}")
+
+    def _check_totals(self, where: str) -> None:
+        """Depth and weight count: each field may be in bounds and their product not."""
+        depth = self.num_hidden_layers * self.inner_group_num
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"num_hidden_layers={self.num_hidden_layers} x inner_group_num="
+                              f"{self.inner_group_num} = {depth} blocks exceeds the largest "
+                              f"allowed depth, {MAX_DEPTH}{where}")
+        count = self.encoder_parameters()
+        if count > MAX_PARAMETERS:
+            raise ConfigError(f"the config asks for {count:,} weights ({4 * count / 2**30:.1f} "
+                              f"GiB in float32), more than the {MAX_PARAMETERS:,} allowed"
+                              f"{where}")
 
     # --------------------------------------------------------------- derived
     @property

@@ -69,6 +69,20 @@ class ExportMixin:
                               input_signature=input_signature, **kwargs)
 
 
+    def save(self, filepath, overwrite=None, zipped=None, **kwargs):
+        """`keras.Model.save`, written whole or not at all (`albert_tf.keras_files.save`).
+
+        A local `.keras` file is written under a hidden temporary name and renamed when
+        complete (Keras' own `save` writes in place: a killed save leaves a broken file
+        under the final name). `overwrite`: None (default) replaces an earlier Keras
+        archive only, and refuses any other existing file, naming it; True replaces a
+        file whatever it holds; False refuses any existing file (Keras would prompt).
+        """
+        from albert_tf import keras_files  # I/O beside, not inside, the layers
+
+        return keras_files.save(super().save, filepath, overwrite, zipped, **kwargs)
+
+
 def _key_name(key: tuple) -> str:
     kind, index, inner = key
     return f"{kind}_{index}_inner_group_{inner}"

@@ -17,7 +17,7 @@ import numpy as np
 from keras import ops
 
 from albert_tf import arguments, span_decoding, tasks
-from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
@@ -31,13 +31,15 @@ HEAD_DROPOUT = 0.1
 
 
 
-def _count(name: str, value, model: str) -> int:
-    """A head's size (num_classes, beam sizes): an integer >= 1, else ConfigError naming it
-    (before a layer is built: Keras would answer with a message about `units`)."""
+def _count(name: str, value, model: str, maximum: int = MAX_CLASSES) -> int:
+    """A head's size (num_classes, beam sizes): an integer in [1, maximum] (the one bound,
+    `config.MAX_CLASSES`), else ConfigError naming it (before a layer is built: Keras
+    would answer with a message about `units`, or allocate what was asked)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)  # NumPy integers too
     try:
-        arguments.check_number(name, value, int, {arguments.MINIMUM: 1}, f" ({model})")
+        arguments.check_number(name, value, int, {arguments.MINIMUM: 1,
+                                                  arguments.MAXIMUM: maximum}, f" ({model})")
     except UserError as e:
         raise ConfigError(str(e)) from None
     return value
@@ -358,8 +360,8 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
     uses_pooled_output = False
 
     def __init__(self, config, start_n_top: int, end_n_top: int, encoder=None, **kwargs):
-        start_n_top = _count("start_n_top", start_n_top, type(self).__name__)
-        end_n_top = _count("end_n_top", end_n_top, type(self).__name__)
+        start_n_top = _count("start_n_top", start_n_top, type(self).__name__, MAX_SEQ_LENGTH)
+        end_n_top = _count("end_n_top", end_n_top, type(self).__name__, MAX_SEQ_LENGTH)
         super().__init__(config, encoder, **kwargs)
         self.start_n_top = start_n_top
         self.end_n_top = end_n_top

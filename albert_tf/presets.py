@@ -110,22 +110,22 @@ def _preprocessor(tokenizer, seq_length: int):
     """An AlbertPreprocessor of the checkpoint's vocabulary (None when it ships none)."""
     if tokenizer.spm_model is None:
         return None
-    # Deferred on purpose: the in-graph preprocessor needs TensorFlow, which token ids don't.
-    from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
-
-    return AlbertPreprocessor(tokenizer.spm_model, seq_length, tokenizer.do_lower_case,
-                              tokenizer.keep_accents)
+    return tokenizer.preprocessor(seq_length)
 
 
 def _record(model, held: TaskRecord | None, tokenizer, seq_length: int,
             label_names) -> TaskRecord:
     """The checkpoint's record when its head is the model's, else the task's defaults;
     with the preprocessor's tokenizer settings and length."""
-    settings = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": tokenizer.keep_accents}
+    settings = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": tokenizer.keep_accents,
+                "tokenizer": tokenizer.kind,
+                "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars}
     if held is not None:
         if label_names is not None:
             settings["label_names"] = tuple(label_names)
         return held.at_seq_length(seq_length).replace(**settings)
     return task_record_of(model, label_names=label_names, do_lower_case=tokenizer.do_lower_case,
                           seq_length=seq_length,
-                          extra_info={"keep_accents": tokenizer.keep_accents})
+                          extra_info={"keep_accents": tokenizer.keep_accents,
+                                      "tokenizer": tokenizer.kind,
+                                      "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars})

@@ -49,13 +49,27 @@ _NO_DECAY = ("gamma", "beta", "bias")
 LOSSES = {
     "sparse_categorical_crossentropy":
         lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    "token_crossentropy": lambda: keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=tasks.IGNORED_LABEL),
     "binary_crossentropy": lambda: keras.losses.BinaryCrossentropy(from_logits=True),
     "mean_squared_error": lambda: keras.losses.MeanSquaredError(),
 }
 METRICS = {
     "accuracy": lambda: keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+    "token_accuracy": lambda: TokenAccuracy(name="accuracy"),
     "mae": lambda: keras.metrics.MeanAbsoluteError(name="mae"),
 }
+
+
+class TokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
+    """Accuracy over the positions whose label is not `tasks.IGNORED_LABEL` (a token
+    classifier's first pieces of words; the rest carry no label)."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labelled = keras.ops.cast(keras.ops.not_equal(y_true, tasks.IGNORED_LABEL), "float32")
+        if sample_weight is not None:
+            labelled = labelled * keras.ops.cast(sample_weight, "float32")
+        return super().update_state(keras.ops.maximum(y_true, 0), y_pred, labelled)
 
 
 def default_optimizer() -> keras.optimizers.Optimizer:
@@ -143,6 +157,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         pre = self.preprocessor
         if pre is not None:
             fields.update(do_lower_case=pre.do_lower_case, keep_accents=pre.keep_accents,
+                          tokenizer=pre.kind, tokenize_chinese_chars=pre.tokenize_chinese_chars,
                           seq_length=pre.seq_length)
         return TaskRecord.create(self.task, **fields)
 

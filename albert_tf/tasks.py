@@ -34,6 +34,7 @@ from typing import Any, Mapping
 from albert_tf.numerics import LAYER_NORM_EPSILON
 
 __all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "COMMON_FIELDS", "SPAN_DEFAULTS",
+           "IGNORED_LABEL",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
 
 # The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
@@ -51,8 +52,12 @@ BEAM_DEFAULTS = {"start_n_top": 5, "end_n_top": 5}
 # The masked-LM head's LayerNorm epsilon: the original's (and Hugging Face's); a KerasHub
 # AlbertMaskedLM's is 1e-5 (albert_tf.checkpoint.kerashub).
 MASKED_LM_DEFAULTS = {"mlm_layer_norm_epsilon": LAYER_NORM_EPSILON}
+# The label of a position the loss ignores (a word's pieces after its first, [CLS],
+# [SEP], padding), as Hugging Face's token classifiers mark it.
+IGNORED_LABEL = -100
 # The fields every task's record holds.
-COMMON_FIELDS = ("task", "seq_length", "do_lower_case", "keep_accents", "precision")
+COMMON_FIELDS = ("task", "seq_length", "tokenizer", "do_lower_case", "keep_accents",
+                 "tokenize_chinese_chars", "precision")
 _CLASSES = ("num_classes", "label_names")
 # SQuAD decisions of the foreign span heads: "" when the null score exceeds the best
 # answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both
@@ -78,10 +83,12 @@ class Task:
       recorded: whether a checkpoint's task record can name it (the encoder is
         served or loaded from any checkpoint, never recorded).
       losses: output name -> (loss kind, weight) for `compile()` without a loss
-        (kinds: "sparse_categorical_crossentropy", "binary_crossentropy",
+        (kinds: "sparse_categorical_crossentropy", "token_crossentropy" (the same,
+        positions labelled IGNORED_LABEL left out), "binary_crossentropy",
         "mean_squared_error", all on logits / raw outputs); empty: the model
         computes its own (pretraining) or has no training loss here.
-      metrics: output name -> metric kinds ("accuracy", "mae") for `compile()`.
+      metrics: output name -> metric kinds ("accuracy", "token_accuracy", "mae") for
+        `compile()`.
       label_output: the output a plain label array `y` is the target of (None:
         `y` must be a dict keyed by output); a single-output task's one output goes by
         this name outside the model (encoded labels, the serving signatures).
@@ -95,7 +102,7 @@ class Task:
       optional_heads: parts a checkpoint of this task may lack as a whole (then
         they keep their initialisation, with a warning).
       serving: the serving module kind that answers for it
-        (`albert_tf.serving.export.SERVING_MODULES`).
+        (`albert_tf.serving.modules.SERVING_MODULES`).
       hf_architecture: the Hugging Face class `convert --to hf` writes for it (None: none).
       hf_fields: record fields a Hugging Face head of this task implies.
       hf_problem_type: the `problem_type` Hugging Face's config gives this task when its
@@ -186,7 +193,9 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           label_output="score", single_output=True, text_segments=(1, 2), serving="regressor",
           hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression"),
     _task("token_classification", "AlbertTokenClassifier", head_args=("num_classes",),
-          fields=_CLASSES, losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
+          fields=_CLASSES + ("tag_scheme",),
+          losses={"logits": ("token_crossentropy", 1.0)},
+          metrics={"logits": ("token_accuracy",)}, label_output="logits",
           single_output=True, text_segments=(1,), serving="token_labels",
           hf_architecture="AlbertForTokenClassification"),
     _task("span", "AlbertSpanExtractor", head_args=("answerability",), fields=_SPAN_FIELDS,

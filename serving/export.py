@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
@@ -28,119 +29,34 @@ from typing import Sequence
 
 import keras
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
-from albert_tf import arguments, atomic, cli, tasks
-from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint, task_record_of
+import albert_tf
+from albert_tf import arguments, atomic, cli
+from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
+from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
+from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.config import check_sequence_length
-from albert_tf.errors import UserError
-from albert_tf.tokenizer import AlbertPreprocessor
 
-from . import layout, warmup
+from . import layout, provenance, server_releases, warmup
 from .litert import convert as litert
-from .signatures import tasks as signatures
-from .signatures.base import PAD_MULTIPLE, Batching
+from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's public names too
+    OFFSET_MODULES,
+    SERVING_MODULES,
+    TASKS,
+    ExportError,
+    build_module,
+    cast_model,
+    custom_ops,
+    save_module,
+)
 from .signatures import span_windows
-from .signatures.span import SpanModule
-from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
-from .signatures.token_labels import TokenClassifierModule
+from .signatures.base import PAD_MULTIPLE, Batching
 
 logger = logging.getLogger(__name__)
 
-# What export serves: every task a record names, and "encoder" (any checkpoint's features).
-TASKS = tuple(tasks.ALL_TASKS)
 EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
 FORMATS = ("savedmodel", "litert")
-
-
-def _span_module(model, preprocessor, record, pad_multiple):
-    if record.null_score_diff_threshold is not None:  # a foreign span head's decision rule
-        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
-    return SpanModule(model, preprocessor, record, pad_multiple)
-
-
-# The serving module of each kind a task's entry names (`Task.serving`), built from the
-# model, the preprocessor, the task record and the padding granularity.
-SERVING_MODULES = {
-    "features": lambda model, pre, record, pad: signatures.PretrainedModule(model, pre, pad),
-    "classifier": signatures.ClassifierModule,
-    "regressor": lambda model, pre, record, pad: signatures.RegressorModule(model, pre, pad),
-    "token_labels": lambda model, pre, record, pad: TokenClassifierModule(
-        model, pre, record.label_names, pad),
-    "span": _span_module,
-    "span_beam": BeamSpanModule,
-    "multiple_choice": signatures.MultipleChoiceModule,
-}
-
-
-class ExportError(UserError):
-    """A checkpoint/task/option combination that cannot be exported (one-line message)."""
-
-
-def build_module(model, preprocessor, task: str | None = None, record=None,
-                 pad_multiple: int | None = PAD_MULTIPLE, batching: Batching | None = None):
-    """The serving tf.Module for `model` (an `albert_tf.models` model).
-
-    Args:
-      model: the Keras model; its `.task` picks the module unless `task` is given.
-      preprocessor: `AlbertPreprocessor` with the serving sequence length.
-      task: one of TASKS; "encoder" serves any model's encoder features.
-      record: the model's `TaskRecord`, the only source of label names, problem
-        type, query / answer / option lengths, n_best and the no-answer threshold
-        (default: `task_record_of(model)`, i.e. the defaults).
-      pad_multiple: dynamic padding granularity (None: always `seq_length`).
-        Foreign heads read their decision rules from the record too (problem_type,
-        null_score_diff_threshold, the beam sizes).
-      batching: join concurrent calls into one batch in the graph (`Batching`); for the
-        modules whose model call is one row per text (classification, regression,
-        multiple choice).
-    """
-
-    spec = tasks.ALL_TASKS.get(task or model.task)
-    if spec is None:
-        raise ExportError(f"cannot serve task {task!r}; export one of {', '.join(TASKS)} "
-                          "(--task encoder serves any checkpoint's encoder features)")
-    served = model
-    if not spec.recorded:  # the encoder: every model holds one
-        served = model.encoder
-    elif spec is not model.task_spec:
-        raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
-                          f"use --task {model.task} or --task encoder")
-    record = record if record is not None else task_record_of(model)
-    module = SERVING_MODULES[spec.serving](served, preprocessor, record, pad_multiple)
-    if batching is not None:
-        if not module.batchable:
-            raise ExportError(f"--batching joins one-row-per-text model calls (classification, "
-                              f"regression, multiple choice); not {spec.name}'s")
-        module.batching = batching
-    return module
-
-
-def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
-    """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`.
-
-    Keras' ExportArchive tracks the variables the signatures use and the
-    preprocessor's SentencePiece resource, and nothing else. With
-    `token_ids_only` the SavedModel holds only the `token_ids` signature (also as
-    serving_default) and no tensorflow-text op, for servers built without them.
-    """
-
-    functions = module.signatures()
-    examples = module.warmup_examples()
-    if token_ids_only:
-        functions = {"serving_default": functions["token_ids"], "token_ids": functions["token_ids"]}
-        examples = {name: examples["token_ids"] for name in functions}
-    archive = keras.export.ExportArchive()
-    for name, function in functions.items():
-        function.get_concrete_function()  # traced from its input signature
-        archive.add_endpoint(name, function)
-    if not token_ids_only:
-        if not module.preprocessor.built:  # signatures may use its methods, not its call
-            module.preprocessor.build(None)
-        archive.track(module.preprocessor)  # its SentencePiece resource goes with the model
-    archive.write_out(directory, verbose=False)
-    warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
 
 
 def serving_precision(precision: str, trained: str | None) -> str:
@@ -154,37 +70,12 @@ def serving_precision(precision: str, trained: str | None) -> str:
     return precision
 
 
-def cast_model(model, dtype: str):
-    """A copy of `model` whose variables and compute are `dtype` ("float32" returns `model`).
-
-    Heads return float32 logits and LayerNorm and the attention softmax compute in
-    float32 whatever the policy, so the signatures' outputs keep their dtypes.
-    """
-    if dtype == "float32":
-        return model
-    config = model.get_config()
-    config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
-    clone = type(model).from_config(config)
-    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
-    return clone
-
-
-def custom_ops(directory: str) -> list[str]:
-    """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
-
-    with open(os.path.join(directory, layout.SAVED_MODEL_FILE), "rb") as f:
-        graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
-    ops = {node.op for node in graph.node}
-    ops.update(node.op for function in graph.library.function for node in function.node_def)
-    return sorted(op for op in ops if not hasattr(tf.raw_ops, op))
-
-
 def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
            task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
            precision: str = "auto", format: str = "savedmodel", quantize: str = "none",
            batching: Batching | None = None, doc_stride: int | None = None,
-           max_windows: int | None = None) -> str:
+           max_windows: int | None = None, source_name: str | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -213,6 +104,12 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       doc_stride, max_windows: span models: the context pieces between window starts
         and the windows a served context may need (default: the task record's); the
         SavedModel records the settings it serves with in assets.extra/albert_task.json.
+      source_name: what the provenance record names as the source (default: the
+        checkpoint's absolute path).
+
+    Every SavedModel carries VERSION/assets/albert_tf_export.json (`provenance`): its task
+    record and label names, tokenizer, versions, source and weights hash, custom ops and
+    the oldest tensorflow/serving release that links them (`server_releases`).
     """
 
     if format not in FORMATS:
@@ -222,7 +119,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             save_checkpoint(checkpoint, directory)
             return export(directory, output, version, task, seq_length, spm_model,
                           pad_multiple, token_ids_only, precision, format, quantize, batching,
-                          doc_stride, max_windows)
+                          doc_stride, max_windows,
+                          source_name or f"{type(checkpoint).__name__} in memory")
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
@@ -240,10 +138,23 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             raise ExportError("--batching goes with the text signatures, not --token-ids-only")
         version, path = layout.resolve_version(output, version)
         atomic.check_writable_directory(output, "--output")
-    spm_model = source.tokenizer_files(spm_model).spm_model
+    files = source.tokenizer_files(spm_model)
+    spm_model = files.spm_model
     if spm_model is None:
-        raise ExportError(f"no SentencePiece model in {checkpoint} (no {SPM_FILE} or "
-                          "*.model); pass --spm-model")
+        raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
+                          f"{VOCAB_FILE}); pass --spm-model")
+    if (files.kind == WORDPIECE and not token_ids_only
+            and source.task_record.spec.serving in OFFSET_MODULES):
+        # Offsets map SentencePiece's pieces back to the raw text; WordPiece has no such map yet.
+        raise ExportError(f"{checkpoint}: a {source.task_record.task} model answers with "
+                          "character offsets in the raw text, which albert-tf computes for "
+                          "SentencePiece only; this model's tokenizer is WordPiece "
+                          f"({spm_model}): serve it through --token-ids-only")
+    if format == "litert" and files.kind == WORDPIECE:
+        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack.
+        raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
+                          "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
+                          "(--format savedmodel)")
     if format == "savedmodel":
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).
@@ -254,8 +165,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     if seq_length is None:
         seq_length = record.seq_length or limit
     check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
-    preprocessor = AlbertPreprocessor(spm_model, seq_length, do_lower_case=record.do_lower_case,
-                                      keep_accents=record.keep_accents)
+    preprocessor = files.preprocessor(seq_length)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
         raise ExportError(f"{spm_model} has {preprocessor.tokenizer.vocab_size} pieces but the "
                           f"model's vocab_size is {model.config.vocab_size}")
@@ -274,6 +184,10 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                 # What it serves with: the settings a client or a later reader can check.
                 record.at_seq_length(seq_length).write(os.path.join(staging, warmup.WARMUP_DIR))
             needed = custom_ops(staging)
+            record_of_export = provenance.provenance(
+                record, source_name or os.path.abspath(checkpoint), model, needed,
+                _versions(), task or model.task, seq_length, dtype)
+            provenance.write_provenance(staging, record_of_export)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging
         # directory (removed, with any BASE/NAME this export created).
@@ -288,10 +202,20 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                           f"{os.path.join(output, layout.BATCHING_FILE)}: {e.strerror}") from None
     logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
                 seq_length, dtype, path)
-    logger.info("the server needs these ops beyond core TensorFlow: %s (tensorflow/serving "
-                "links tensorflow-text's; use a release >= this TensorFlow, %s)",
-                ", ".join(needed) or "none", tf_version())
+    oldest = server_releases.oldest_release(needed)
+    logger.info("the server needs these ops beyond core TensorFlow: %s; the oldest "
+                "tensorflow/serving with them: %s (exported with TensorFlow %s; image %s)",
+                ", ".join(needed) or "none",
+                oldest or "none known (see albert_tf/serving/server_releases.py)",
+                tf_version(), server_releases.image(server_releases.NEWEST_RELEASE))
     return path
+
+
+def _versions() -> dict[str, str]:
+    """The versions that made an export (its provenance record)."""
+    return {"albert_tf": albert_tf.__version__, "tensorflow": tf_version(),
+            "tensorflow_text": importlib.metadata.version("tensorflow-text"),
+            "keras": keras.__version__}
 
 
 def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,
@@ -330,8 +254,8 @@ def _parser() -> argparse.ArgumentParser:
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
-    p.add_argument("--spm-model", help="SentencePiece model if the checkpoint directory has "
-                   "none (spiece.model or a single *.model)")
+    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
+                   "SentencePiece .model, or a WordPiece vocab.txt")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import os
 import re
 
 import pytest
@@ -53,3 +54,39 @@ def test_an_old_name_still_parses():
     base = ["--input", "t.txt", "--output", "v", "--vocab-size", "50"]
     assert vocab._parser().parse_args(base + ["--no-lower-case"]).do_lower_case is False
     assert vocab._parser().parse_args(base + ["--cased"]).do_lower_case is False
+
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def _readme_aliases() -> dict[str, set[str]]:
+    """The README's claim "the older names still work where they were used: `--old`
+    (command, ...), ..." as {old name: commands}."""
+    with open(README, encoding="utf-8") as f:
+        text = " ".join(f.read().split())
+    claim = re.search(r"the older names still work where they were used: (.*?)\.", text)
+    assert claim, "the README no longer states where the older flag names work"
+    pairs = re.findall(r"`(--[a-z-]+)` \(([a-z, -]+)\)", claim.group(1))
+    return {alias: {c.strip() for c in commands.split(",")} for alias, commands in pairs}
+
+
+def test_the_readme_says_where_each_old_flag_name_works():
+    claimed = _readme_aliases()
+    assert set(claimed) == {alias for old in SHARED.values() for alias in old}
+    for command in COMMANDS:
+        text = _help(command)
+        for alias, commands in claimed.items():
+            # Every command the README names takes it; no other command does.
+            assert bool(re.search(rf"{alias}\b", text)) == (command in commands), (command, alias)
+
+
+def test_the_commands_that_read_checkpoints_name_every_format():
+    from albert_tf.checkpoint.formats import FORMATS
+
+    names = ["KerasHub", "albert-tf", "Hugging Face", "TF-Hub", "Model Garden", "TF1"]
+    assert len(names) == len(FORMATS)
+    for command in ("convert", "export", "finetune"):
+        # argparse wraps lines at hyphens too ("TF-" / "Hub"): join them back
+        text = re.sub(r"-\s+", "-", " ".join(_help(command).split()))
+        for name in names:
+            assert name in text, (command, name)

@@ -1,8 +1,9 @@
-"""`albert-tf convert SRC DST`: a TF1 or Hugging Face ALBERT checkpoint -> albert-tf's format.
+"""`albert-tf convert SRC DST`: an ALBERT checkpoint of any format it reads -> albert-tf's format.
 
 SRC is an original google-research checkpoint (a directory with albert_config.json
-and model.ckpt-*, or a checkpoint prefix) or a Hugging Face ALBERT directory
-(config.json + model.safetensors or pytorch_model.bin). DST receives
+and model.ckpt-*, or a checkpoint prefix), a Hugging Face ALBERT directory
+(config.json + model.safetensors or pytorch_model.bin), a KerasHub preset, a TF Model
+Garden TF2 checkpoint, a TF-Hub SavedModel or an albert-tf directory. DST receives
 albert_config.json, model.weights.h5, albert_task.json and, when one is found or
 given, the SentencePiece model as spiece.model (its size must be the model's
 vocab_size). DST must be new or empty; --overwrite replaces a DST that holds a
@@ -45,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("src", help=f"what to convert: {CHECKPOINT_HELP} (or a TF1 "
                                     "checkpoint prefix)")
     parser.add_argument("dst", help="output directory (albert-tf format)")
-    parser.add_argument("--spm-model", help="SentencePiece model to include (default: "
-                                            "spiece.model or the one *.model beside SRC)")
+    parser.add_argument("--spm-model", help="vocabulary to include: a SentencePiece .model or a "
+                                            "WordPiece vocab.txt (default: the one beside SRC)")
     parser.add_argument("--cased", action="store_true",
                         help="the vocabulary is cased: do not lower-case text")
     parser.add_argument("--overwrite", "--force", dest="force", action="store_true",

@@ -27,6 +27,7 @@ from albert_tf.checkpoint.readers import (
     tf1_prefix,
 )
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.checkpoint.tokenizer_files import tf1_tokenizer_options
 from albert_tf.config import AlbertConfig
 
 __all__ = ["HfCheckpoint", "PrefixCheckpoint", "Tf1Checkpoint"]
@@ -127,4 +128,6 @@ class Tf1Checkpoint(PrefixCheckpoint, _ForeignCheckpoint):
 
     def _derive_record(self, source: TensorSource) -> dict:
         # The task named at open tells run_classifier's regression from run_race apart.
-        return tf1_task_record(source.path, source.shapes, self.task)
+        record = tf1_task_record(source.path, source.shapes, self.task)
+        record.update(tf1_tokenizer_options(self.directory))
+        return record

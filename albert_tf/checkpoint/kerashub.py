@@ -317,7 +317,7 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
             raise CheckpointError(str(e)) from None
 
     @functools.cached_property
-    def _shipped_spm_model(self) -> str | None:
+    def _shipped_vocabulary(self) -> str | None:
         path = self._file(VOCABULARY)
         return path if os.path.lexists(path) else None
 

@@ -34,10 +34,15 @@ from albert_tf import tasks
 from albert_tf.checkpoint.names import POOLER
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
-from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_spm_model
+from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_vocabulary
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.kinds import WORDPIECE, kind_of_file
 from albert_tf.tokenizer.spm import load_spm_model
+from albert_tf.tokenizer.wordpiece import read_vocab
+
+# How a message names a vocabulary of each kind.
+VOCABULARY_NAMES = {"sentencepiece": "SentencePiece model", WORDPIECE: "WordPiece vocabulary"}
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +61,7 @@ BUILD_MARGIN = 2
 
 
 def check_vocab_size(spm_model: str | os.PathLike, vocab_size: int, config_source: str) -> None:
-    """Refuses a SentencePiece model whose piece count is not the model's `vocab_size`.
+    """Refuses a vocabulary whose size is not the model's `vocab_size`.
 
     The one check wherever a model and a vocabulary are paired (fine-tuning, convert,
     save_checkpoint, export, pretraining), made before any work: a vocabulary of
@@ -64,19 +69,25 @@ def check_vocab_size(spm_model: str | os.PathLike, vocab_size: int, config_sourc
     last rows), and the model written would be refused later by `export`.
 
     Args:
-      spm_model: the SentencePiece .model file.
+      spm_model: the vocabulary: a SentencePiece .model file, or a WordPiece vocab.txt
+        (`kinds.kind_of_file`).
       vocab_size: the model config's vocab_size.
       config_source: where that config comes from, for the message (its file, or
         e.g. "the model saved to DIR").
 
     Raises:
       CheckpointError: "SentencePiece model SPM has N pieces but CONFIG has
-        vocab_size=V; ...", naming both.
+        vocab_size=V; ..." (or "WordPiece vocabulary VOCAB has N tokens ..."), naming both.
+      VocabFileError: a vocab.txt that cannot be read (naming its line).
     """
-    pieces = load_spm_model(spm_model)[1].get_piece_size()
+    kind = kind_of_file(spm_model)
+    if kind == WORDPIECE:
+        pieces, unit = len(read_vocab(spm_model)), "tokens"
+    else:
+        pieces, unit = load_spm_model(spm_model)[1].get_piece_size(), "pieces"
     if pieces != vocab_size:
         raise CheckpointError(
-            f"SentencePiece model {os.fspath(spm_model)} has {pieces} pieces but "
+            f"{VOCABULARY_NAMES[kind]} {os.fspath(spm_model)} has {pieces} {unit} but "
             f"{config_source} has vocab_size={vocab_size}: a model needs its own "
             "vocabulary (pass the one it was trained with)")
 
@@ -211,21 +222,26 @@ class OpenedCheckpoint(abc.ABC):
           CheckpointError: the SentencePiece model's size is not the config's vocab_size.
         """
         if spm_model is not None and (os.path.isdir(spm_model) or not os.path.lexists(spm_model)):
-            what = ("is a directory, not a .model file" if os.path.isdir(spm_model)
+            what = ("is a directory, not a .model file or vocab.txt" if os.path.isdir(spm_model)
                     else "does not exist")
-            raise UserError(f"SentencePiece model {spm_model} {what}")  # a device: the size rule
+            name = VOCABULARY_NAMES[kind_of_file(spm_model)]
+            raise UserError(f"{name} {spm_model} {what}")  # a device: the size rule
         record = self.task_record
         files = TokenizerFiles(
-            spm_model or self._shipped_spm_model,
+            spm_model or self._shipped_vocabulary,
             record.do_lower_case if do_lower_case is None else bool(do_lower_case),
-            record.keep_accents if keep_accents is None else bool(keep_accents))
+            record.keep_accents if keep_accents is None else bool(keep_accents),
+            # the record decides the kind; an explicit file is read as what it is
+            kind=kind_of_file(spm_model) if spm_model else record.tokenizer,
+            tokenize_chinese_chars=record.tokenize_chinese_chars)
         if files.spm_model is not None:
             check_vocab_size(files.spm_model, self.config.vocab_size, self.config_path)
         return files
 
     @functools.cached_property
-    def _shipped_spm_model(self) -> str | None:
-        return find_spm_model(self.directory)
+    def _shipped_vocabulary(self) -> str | None:
+        """The vocabulary of the record's kind beside the weights (None: none)."""
+        return find_vocabulary(self.directory, self.task_record.tokenizer)
 
     def load(self):
         """The task model of `albert_tf.models.TASK_MODELS` the checkpoint holds, its

@@ -35,7 +35,8 @@ from albert_tf.checkpoint.readers import (
     weight_problem,
 )
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
-from albert_tf.checkpoint.tokenizer_files import SPM_FILE
+from albert_tf.checkpoint.tokenizer_files import SPM_FILE, VOCAB_FILE, VOCABULARY_FILES
+from albert_tf.tokenizer.kinds import kind_of_file
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "model.weights.h5"
 # Every file save_checkpoint writes: what replacing a checkpoint directory may drop.
-CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, TASK_FILE, SPM_FILE)
+CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, TASK_FILE, SPM_FILE, VOCAB_FILE)
 
 
 class AlbertTfCheckpoint(OpenedCheckpoint):
@@ -142,7 +143,8 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
                     label_names: list[str] | None = None, do_lower_case: bool | None = None,
                     seq_length: int | None = None, extra_info: dict | None = None,
                     overwrite: bool = True, keep_other_files: bool = False) -> str:
-    """Writes `model` as albert_config.json + model.weights.h5 + albert_task.json (+ spiece.model).
+    """Writes `model` as albert_config.json + model.weights.h5 + albert_task.json (+ spiece.model
+    or vocab.txt).
 
     The directory is written whole: staged in a hidden sibling and renamed into place
     when complete (`atomic.claimed_directory`), so a crash never leaves a partial
@@ -154,8 +156,9 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
     Args:
       model: an `AlbertPretrainer` or a fine-tuning model from `albert_tf.models`.
       directory: where to write (created if needed; an existing checkpoint there is replaced).
-      spm_model: the SentencePiece model to copy in as spiece.model; its piece count
-        must be the model's vocab_size (default: the vocabulary of the model's
+      spm_model: the vocabulary to copy in: a SentencePiece model (as spiece.model) or
+        a WordPiece vocab.txt (as vocab.txt; the record's `tokenizer` says which); its
+        size must be the model's vocab_size (default: the vocabulary of the model's
         `preprocessor`, when it has one).
       label_names: class names, one per class, for classification tasks.
       do_lower_case: whether the tokenizer lower-cases (recorded for serving).
@@ -185,13 +188,15 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
     record = task_record_of(model, label_names=label_names, do_lower_case=do_lower_case,
                             seq_length=seq_length, extra_info=extra_info,
                             source=os.path.join(directory, TASK_FILE))
-    vocabulary = None  # the preprocessor's SentencePiece model, as read
+    vocabulary = None  # the preprocessor's vocabulary file, as read
     if spm_model is not None:
         if not os.path.isfile(spm_model):
-            raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
+            raise FileNotFoundError(f"vocabulary not found: {spm_model}")
         check_vocab_size(spm_model, model.config.vocab_size, f"the model saved to {directory}")
+        record = record.replace(tokenizer=kind_of_file(spm_model))
     elif getattr(model, "preprocessor", None) is not None:
-        vocabulary = model.preprocessor.tokenizer.model_proto  # its size: checked at build
+        vocabulary = model.preprocessor.vocabulary_bytes  # its size: checked at build
+        record = record.replace(tokenizer=model.preprocessor.kind)
     check_replaceable(directory, keep_other_files, replace=overwrite)
     with atomic.claimed_directory(directory, replace=overwrite, writes=CHECKPOINT_FILES,
                                   keep_others=keep_other_files,
@@ -200,10 +205,11 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
         model.config.to_json_file(os.path.join(staging, CONFIG_FILE))
         _ensure_built(model)
         _save_model_weights(model, os.path.join(staging, WEIGHTS_FILE))
+        vocabulary_file = os.path.join(staging, VOCABULARY_FILES[record.tokenizer])
         if spm_model is not None:
-            shutil.copyfile(spm_model, os.path.join(staging, SPM_FILE))
+            shutil.copyfile(spm_model, vocabulary_file)
         elif vocabulary is not None:
-            with open(os.path.join(staging, SPM_FILE), "wb") as f:
+            with open(vocabulary_file, "wb") as f:
                 f.write(vocabulary)
         record.write(staging)
         atomic.link_entries(directory, staging, others)  # last: files written until now

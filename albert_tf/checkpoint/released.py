@@ -23,10 +23,10 @@ import json
 
 from albert_tf import arguments, cli
 from albert_tf.config import AlbertConfig
+from albert_tf.tokenizer.kinds import SENTENCEPIECE, WORDPIECE  # the tokenizer kinds' one home
 
 __all__ = ["Released", "RELEASED", "find_released", "suggest", "main"]
 
-SENTENCEPIECE, WORDPIECE = "sentencepiece", "wordpiece"
 _ARCHIVES = "https://storage.googleapis.com/albert_models/"
 _ENGLISH_VOCAB, _CHINESE_VOCAB = 30000, 21128
 

@@ -11,9 +11,12 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 |---|---|---|
 | task | all | pretraining, masked_lm, classification, regression, token_classification, span, span_beam, multiple_choice |
 | seq_length | all | tokens per sequence at fine-tuning (None: not fine-tuned) |
-| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False) |
+| tokenizer | all | the tokenizer's kind: sentencepiece (spiece.model) or wordpiece (vocab.txt, BERT's rules) (sentencepiece) |
+| do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False); for WordPiece, keep_accents False strips accents |
+| tokenize_chinese_chars | all | WordPiece: every CJK ideograph a word of its own (True; SentencePiece ignores it) |
 | num_classes, label_names | classification, token_classification | classes and their names |
 | problem_type | classification | single_label (softmax) or multi_label (sigmoid) |
+| tag_scheme | token_classification | the entity tags' scheme fine-tuning read: iob1, iob2 or bioes (None: not recorded, e.g. a foreign head) |
 | answerability | span | SQuAD 2.0's no-answer head (False) |
 | doc_stride | span | context pieces between window starts (128) |
 | max_query_length | span | question pieces kept (64, at most seq_length - 4) |
@@ -43,9 +46,11 @@ import os
 from typing import Any, Mapping
 
 from albert_tf.atomic import atomic_write_json
-from albert_tf.config import MIN_SEQ_LENGTH, ConfigError, check_sequence_length
+from albert_tf.config import (MAX_SEQ_LENGTH, MAX_WINDOWS, MIN_SEQ_LENGTH, ConfigError,
+                              check_num_classes, check_sequence_length, check_size)
 from albert_tf.errors import UserError
 from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.tagging import SCHEMES
 from albert_tf.textio import EncodingError, FileSizeError, read_text
 from albert_tf.tasks import (
     BEAM_DEFAULTS,
@@ -56,6 +61,7 @@ from albert_tf.tasks import (
     Task,
 )
 from albert_tf.tasks import TASKS as _TASK_TABLE
+from albert_tf.tokenizer.kinds import TOKENIZER_KINDS
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
@@ -89,9 +95,12 @@ class TaskRecord:
     seq_length: int | None = None
     do_lower_case: bool = True
     keep_accents: bool = False
+    tokenizer: str = TOKENIZER_KINDS[0]
+    tokenize_chinese_chars: bool = True
     num_classes: int | None = None
     label_names: tuple[str, ...] | None = None
     problem_type: str | None = None
+    tag_scheme: str | None = None
     answerability: bool | None = None
     doc_stride: int | None = None
     max_query_length: int | None = None
@@ -238,6 +247,10 @@ class TaskRecord:
                 raise TaskRecordError(str(e)) from None
         _check_bool("do_lower_case", self.do_lower_case, where)
         _check_bool("keep_accents", self.keep_accents, where)
+        _check_bool("tokenize_chinese_chars", self.tokenize_chinese_chars, where)
+        if self.tokenizer not in TOKENIZER_KINDS:
+            raise TaskRecordError(f"tokenizer={self.tokenizer!r}{where} is not one of "
+                                  f"{', '.join(TOKENIZER_KINDS)}")
         if self.precision is not None and self.precision not in PRECISIONS:
             raise TaskRecordError(f"precision={self.precision!r}{where} is not one of "
                                   f"{', '.join(PRECISIONS)}")
@@ -246,6 +259,7 @@ class TaskRecord:
         if self.num_classes is None:
             raise TaskRecordError(f"num_classes is missing{where} (a {self.task} record needs it)")
         _check_int("num_classes", self.num_classes, 1, where)
+        check_num_classes(self.num_classes, where.strip(), TaskRecordError)
         if self.label_names is not None:
             names = self.label_names
             if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
@@ -259,12 +273,17 @@ class TaskRecord:
         if "problem_type" in self.spec.fields and self.problem_type not in PROBLEM_TYPES:
             raise TaskRecordError(f"problem_type={self.problem_type!r}{where} is not one of "
                                   f"{', '.join(PROBLEM_TYPES)}")
+        if self.tag_scheme is not None and self.tag_scheme not in SCHEMES:
+            raise TaskRecordError(f"tag_scheme={self.tag_scheme!r}{where} is not one of "
+                                  f"{', '.join(SCHEMES)}")
 
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
-        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best",
-                     "max_windows"):
-            _check_int(name, getattr(self, name), 1, where)
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
+            _check_int(name, getattr(self, name), 1, where)  # each counts pieces of a window
+            check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(), TaskRecordError)
+        _check_int("max_windows", self.max_windows, 1, where)
+        check_size("max_windows", self.max_windows, MAX_WINDOWS, where.strip(), TaskRecordError)
         value = self.no_answer_threshold
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -278,6 +297,8 @@ class TaskRecord:
         for name in BEAM_DEFAULTS:
             if name in self.spec.fields:
                 _check_int(name, getattr(self, name), 1, where)
+                check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(),
+                           TaskRecordError)
         if self.seq_length is not None and self.max_query_length > self.seq_length - 4:
             raise TaskRecordError(f"max_query_length={self.max_query_length} exceeds seq_length="
                                   f"{self.seq_length} - 4 (the [CLS], two [SEP] and at least one "

@@ -101,7 +101,7 @@ class TfHubCheckpoint(TensorIndexCheckpoint):
         return os.path.join(self.path, SAVED_MODEL)
 
     @functools.cached_property
-    def _shipped_spm_model(self) -> str | None:
+    def _shipped_vocabulary(self) -> str | None:
         return find_spm_model(os.path.join(self.path, ASSETS))
 
     def _read_tensors(self) -> TensorSource:

@@ -53,6 +53,7 @@ from albert_tf.checkpoint.names import (
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, HF_SAFETENSORS, CheckpointError
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import HF_TOKENIZER_CONFIG, SPM_FILE, TokenizerFiles
+from albert_tf.tokenizer.kinds import VOCAB_FILE, VOCABULARY_FILES, WORDPIECE
 from albert_tf.config import AlbertConfig
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.tasks import TASKS
@@ -77,7 +78,10 @@ _HF_PROBLEM_TYPES = {"single_label": "single_label_classification",
 HF_SPECIAL_TOKENS = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]",
                      "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "<pad>",
                      "unk_token": "<unk>"}
-HF_FILES = (HF_CONFIG_FILE, HF_SAFETENSORS, SPM_FILE, HF_TOKENIZER_CONFIG)
+HF_FILES = (HF_CONFIG_FILE, HF_SAFETENSORS, SPM_FILE, VOCAB_FILE, HF_TOKENIZER_CONFIG)
+# BertTokenizer's special tokens: what a WordPiece vocab.txt holds.
+HF_WORDPIECE_SPECIAL_TOKENS = {"cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]",
+                               "pad_token": "[PAD]", "unk_token": "[UNK]"}
 
 # The Adam each KerasHub task compiles with by default: save_to_preset stores its
 # (untrained) state in task.weights.h5, and from_preset warns when it is not there.
@@ -199,7 +203,8 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
         _write_bytes(os.path.join(staging, HF_SAFETENSORS),
                      save(tensors, metadata={"format": "pt"}))
         if tokenizer.spm_model is not None:
-            shutil.copyfile(tokenizer.spm_model, os.path.join(staging, SPM_FILE))
+            shutil.copyfile(tokenizer.spm_model,
+                            os.path.join(staging, VOCABULARY_FILES[tokenizer.kind]))
             with open(os.path.join(staging, HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
                 json.dump(hf_tokenizer_config(model.config, tokenizer), f, indent=2,
                           sort_keys=True)
@@ -263,7 +268,14 @@ def _hf_head_fields(record: TaskRecord) -> dict[str, Any]:
 
 
 def hf_tokenizer_config(config: AlbertConfig, tokenizer: TokenizerFiles) -> dict[str, Any]:
-    """tokenizer_config.json for transformers' AlbertTokenizer on spiece.model."""
+    """tokenizer_config.json for transformers' AlbertTokenizer on spiece.model, or its
+    BertTokenizer on vocab.txt (the Chinese models' way)."""
+    if tokenizer.kind == WORDPIECE:
+        return {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.do_lower_case,
+                "strip_accents": not tokenizer.keep_accents,
+                "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,
+                "model_max_length": config.max_position_embeddings,
+                **HF_WORDPIECE_SPECIAL_TOKENS}
     return {"tokenizer_class": "AlbertTokenizer", "do_lower_case": tokenizer.do_lower_case,
             "keep_accents": tokenizer.keep_accents,
             "model_max_length": config.max_position_embeddings, **HF_SPECIAL_TOKENS}
@@ -281,6 +293,11 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
 
     config = model.config
     check_target("kerashub", config, record, encoder_only, dst)
+    if tokenizer.kind == WORDPIECE and tokenizer.spm_model is not None:
+        raise CheckpointError(f"{dst}: KerasHub's ALBERT presets hold a SentencePiece "
+                              f"tokenizer, and this model's is WordPiece "
+                              f"({tokenizer.spm_model}); convert --to hf (BertTokenizer) or "
+                              "to albert-tf instead")
     if tokenizer.spm_model is not None and (tokenizer.do_lower_case
                                             or not tokenizer.keep_accents):
         logger.warning("KerasHub feeds text to SentencePiece unchanged: the preset's users "

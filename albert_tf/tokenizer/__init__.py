@@ -2,6 +2,8 @@
 
   spm.py           `AlbertTokenizer`: the original rules on a SentencePiece model
                    (sentencepiece only, no TensorFlow), packing and truncation
+  batch.py         `tok(texts, texts_pair, padding, truncation, max_length, return_tensors)`:
+                   the batch call any tokenizer with encode / pack gets (a mixin)
   normalize.py     the Unicode tables both sides share (whitespace, marks, casing)
   preprocessor.py  `AlbertPreprocessor`: the same rules as TensorFlow ops, a Keras
                    layer for tf.data and SavedModels; it imports `spm`, never the reverse

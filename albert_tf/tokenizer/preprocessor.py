@@ -13,8 +13,9 @@ Every step mirrors `albert_tf.tokenizer.spm` (see its docstring for the rules):
   digit-comma rule as
   a ragged gather: each vocabulary id maps to the ids the Python tokenizer's
   rule gives for its piece (exact, and 4x faster than re-segmenting strings);
-* packing with `RoundRobinTrimmer` (equal to the original `_truncate_seq_pair`
-  for two segments), `combine_segments` and `pad_model_inputs`.
+* packing with `trim_segments` (the original `_truncate_seq_pair` in core ops, equal to
+  tensorflow-text's `RoundRobinTrimmer`, whose op older TF Serving builds lack),
+  `combine_segments` and `pad_model_inputs`.
 
 Residual difference: `normalize_utf8` uses ICU's Unicode version (newer than
 Python 3.11's 14.0), so about a hundred code points that Python 3.11 treats as
@@ -31,131 +32,27 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.checkpoint.tokenizer_files import SPM_FILE
+from albert_tf import textio
 from albert_tf.config import check_sequence_length
 from albert_tf.inputs import INPUT_NAMES
-from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.kinds import (
+    SENTENCEPIECE,
+    VOCABULARY_FILES,
+    WORDPIECE,
+    kind_of_file,
+    python_tokenizer,
+)
+from albert_tf.tokenizer.normalize_graph import TextNormalizer
+from albert_tf.tokenizer.packing import text_byte_cap
 from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length
 from albert_tf.tokenizer.spm_proto import spm_model_type
+from albert_tf.tokenizer.wordpiece_graph import WordPieceGraph
 
 logger = logging.getLogger(__name__)
 
-_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
-# The SentencePiece model's name among a `.keras` file's assets: the file name our
-# checkpoints ship it under.
-VOCABULARY_ASSET = SPM_FILE
-
-
-def _in_ranges(code_points: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) -> tf.Tensor:
-    """Whether each int32 code point lies in one of the sorted inclusive `ranges`; same shape."""
-    starts, ends = tf.constant(ranges[0]), tf.constant(ranges[1])
-    index = tf.searchsorted(starts, code_points, side="right") - 1
-    return (index >= 0) & (code_points <= tf.gather(ends, tf.maximum(index, 0)))
-
-
-def _with_non_ascii(values: tf.Tensor, ascii_result: tf.Tensor, fn) -> tf.Tensor:
-    """`ascii_result` [N] with its non-ASCII positions replaced by `fn(those code points)`.
-
-    Most text is ASCII, answered by 128-entry tables; only the rest pays for a
-    binary search.
-    """
-    where = tf.where(values >= 0x80)  # [M, 1]
-    return tf.tensor_scatter_nd_update(ascii_result, where, fn(tf.gather_nd(values, where)))
-
-
-def _member(values: tf.Tensor, ranges: tuple[np.ndarray, np.ndarray]) -> tf.Tensor:
-    """`_in_ranges` for int32 code points [N], with a table for ASCII."""
-    ascii_table = np.zeros(128, bool)
-    for start, end in zip(*ranges):
-        ascii_table[min(start, 128):min(end + 1, 128)] = True
-    in_ascii = tf.gather(tf.constant(ascii_table), tf.minimum(values, 127))
-    return _with_non_ascii(values, in_ascii, lambda wide: _in_ranges(wide, ranges))
-
-
-class TextNormalizer:
-    """`normalize_text` in TF ops: `tf.string [B]` -> `tf.string [B]`.
-
-    Works on code points (`unicode_decode`, which also replaces invalid UTF-8
-    exactly as Python's errors="replace" does) except for NFKD, which needs ICU.
-    """
-
-    def __init__(self, do_lower_case: bool, keep_accents: bool):
-        self.do_lower_case = do_lower_case
-        self.keep_accents = keep_accents
-        self.tables = unicode_tables()
-        ascii_lower = np.arange(128, dtype=np.int32)
-        for key, value in zip(self.tables.lower_keys, self.tables.lower_values):
-            if key < 128:
-                ascii_lower[key] = value
-        self._ascii_lower = ascii_lower
-
-    def __call__(self, texts: tf.Tensor) -> tf.Tensor:
-        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
-                                          replacement_char=0xFFFD)  # int32 [B, (C)]
-        chars = self._collapse_whitespace(chars)
-        if not self.keep_accents:
-            texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFKD")
-            chars = tf.strings.unicode_decode(texts, "UTF-8")
-            combining = tf.ragged.map_flat_values(_member, chars, self.tables.combining)
-            chars = tf.ragged.boolean_mask(chars, ~combining)
-        elif self.do_lower_case:
-            # str.lower's only one-to-many mapping (NFKD has split it otherwise).
-            texts = tf.strings.regex_replace(tf.strings.unicode_encode(chars, "UTF-8"),
-                                             "\u0130", "i\u0307")
-            chars = tf.strings.unicode_decode(texts, "UTF-8")
-        if self.do_lower_case:
-            chars = chars.with_flat_values(self._lower(chars.flat_values, chars.value_rowids()))
-        return tf.strings.unicode_encode(chars, "UTF-8")
-
-    def _collapse_whitespace(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
-        """`" ".join(text.split())` on code points [B, (C)]."""
-        values, rows = chars.flat_values, chars.value_rowids()
-        space = _member(values, self.tables.whitespace)
-        position = tf.range(tf.size(values, out_type=rows.dtype))
-        after_space = (position == tf.gather(chars.row_starts(), rows)) | tf.concat(
-            [[True], space[:-1]], 0)  # a row start counts as after a space: strips the left
-        last_word_char = tf.math.unsorted_segment_max(
-            tf.where(space, tf.constant(-1, rows.dtype), position), rows, chars.nrows())
-        keep = ~space | (~after_space & (position < tf.gather(last_word_char, rows)))
-        values = tf.where(space, 0x20, values)
-        return tf.ragged.boolean_mask(chars.with_flat_values(values),
-                                      chars.with_flat_values(keep))
-
-    def _lower(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
-        """`str.lower` on the flat code points [N] of rows `rows` [N]."""
-        lowered = tf.gather(tf.constant(self._ascii_lower), tf.minimum(chars, 127))
-        lowered = _with_non_ascii(chars, lowered, self._lower_non_ascii)
-        final = tf.cond(tf.reduce_any(chars == _SIGMA), lambda: self._final_sigma(chars, rows),
-                        lambda: tf.zeros_like(chars, tf.bool))
-        return tf.where(final, _FINAL_SIGMA, lowered)
-
-    def _lower_non_ascii(self, chars: tf.Tensor) -> tf.Tensor:
-        keys = tf.constant(self.tables.lower_keys)
-        index = tf.minimum(tf.searchsorted(keys, chars), tf.size(keys) - 1)
-        hit = tf.gather(keys, index) == chars
-        return tf.where(hit, tf.gather(tf.constant(self.tables.lower_values), index), chars)
-
-    def _final_sigma(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
-        """Unicode's Final_Sigma context, as CPython's str.lower applies it: bool [N].
-
-        A capital sigma is final when the nearest non-case-ignorable character
-        before it (same row) is cased, and the nearest one after it is not.
-        """
-        relevant = ~_member(chars, self.tables.case_ignorable)
-        cased = _member(chars, self.tables.cased)
-        # Positions of the relevant characters, then a sentinel N that is in no row.
-        n = tf.size(chars, out_type=tf.int64)
-        positions = tf.concat([tf.where(relevant)[:, 0], [n]], 0)
-        rows_ext = tf.concat([rows, [-1]], 0)
-        cased_ext = tf.concat([cased, [False]], 0)
-        upto = tf.cumsum(tf.cast(relevant, tf.int64))  # relevant characters in [0, i]
-        before_count = upto - tf.cast(relevant, tf.int64)  # ... in [0, i)
-        before = tf.gather(positions, tf.maximum(before_count - 1, 0))
-        cased_before = ((before_count > 0) & (tf.gather(rows_ext, before) == rows)
-                        & tf.gather(cased_ext, before))
-        after = tf.gather(positions, upto)  # the first relevant character after i
-        cased_after = (tf.gather(rows_ext, after) == rows) & tf.gather(cased_ext, after)
-        return (chars == _SIGMA) & cased_before & ~cased_after
+# The vocabulary's name among a `.keras` file's assets, by kind: the file name our
+# checkpoints ship it under (spiece.model, vocab.txt).
+VOCABULARY_ASSETS = VOCABULARY_FILES
 
 
 def digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -200,6 +97,25 @@ def _text_tensor(texts):
     return texts
 
 
+def trim_segments(segments: list[tf.RaggedTensor], budget: int) -> list[tf.RaggedTensor]:
+    """One or two segments [B, (n)] cut to `budget` tokens per row by the original
+    `_truncate_seq_pair` (`spm.truncate_seq_pair`: the longer loses first, B on ties).
+
+    tensorflow-text's RoundRobinTrimmer gives the same rows, but its op (TFText>RoundRobinTrim)
+    is missing from the tensorflow-text that TF Serving 2.12-2.19 link; the closed form of
+    the rule in core ops serves there: A keeps min(la, max(ceil(m/2), m - lb)), B the rest.
+    """
+    lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]  # [B] each
+    if len(segments) == 1:
+        keep = [tf.minimum(lengths[0], budget)]
+    else:
+        len_a, len_b = lengths
+        keep_a = tf.minimum(len_a, tf.maximum((budget + 1) // 2, budget - len_b))
+        keep = [keep_a, tf.minimum(len_b, budget - keep_a)]
+    return [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, None])
+            for s, n, k in zip(segments, lengths, keep)]
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPreprocessor(keras.layers.Layer):
     """Raw text -> ALBERT model inputs, in the graph; the same ids as `AlbertTokenizer.encode_pair`.
@@ -212,11 +128,18 @@ class AlbertPreprocessor(keras.layers.Layer):
     original `.model` gone. `get_config` keeps its path for `from_config`, which
     reads it only if no asset gives the vocabulary first.
 
+    On a WordPiece vocab.txt (the Chinese models') it tokenizes with the
+    `WordPieceTokenizer` rules instead (`wordpiece_graph.WordPieceGraph`, tensorflow-text's
+    FastWordpieceTokenizer); packing is the same.
+
     Args:
-      spm_model_path: the SentencePiece `.model` file (read once, at construction; None:
-        given later by `load_assets`).
+      spm_model_path: the vocabulary: a SentencePiece `.model` file, or a WordPiece
+        vocab.txt (`kinds.kind_of_file`; read once, at construction; None: given later
+        by `load_assets`).
       seq_length: length of every output row, >= 3.
-      do_lower_case, keep_accents: as for `AlbertTokenizer`.
+      do_lower_case, keep_accents: as for `AlbertTokenizer` (WordPiece: keep_accents
+        False strips accents).
+      tokenize_chinese_chars: WordPiece's option (ignored for SentencePiece).
 
     Call with `tf.string [B]` (one segment) or a pair `(texts_a, texts_b)`;
     returns {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, seq_length].
@@ -227,20 +150,30 @@ class AlbertPreprocessor(keras.layers.Layer):
     """
 
     def __init__(self, spm_model_path: str | os.PathLike | None, seq_length: int,
-                 do_lower_case: bool = True, keep_accents: bool = False, **kwargs):
+                 do_lower_case: bool = True, keep_accents: bool = False,
+                 tokenize_chinese_chars: bool = True, **kwargs):
         kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
         super().__init__(trainable=False, **kwargs)
         self.seq_length = check_sequence_length(seq_length)
         self.spm_model_path = None if spm_model_path is None else os.fspath(spm_model_path)
         self.do_lower_case = bool(do_lower_case)
         self.keep_accents = bool(keep_accents)
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self._normalizer = TextNormalizer(self.do_lower_case, self.keep_accents)
         self._tokenizer = None
+        self._wordpiece = None
         if self.spm_model_path is not None:
             self._set_vocabulary(self.spm_model_path)
 
     def _set_vocabulary(self, path: str) -> None:
-        """Reads the SentencePiece model at `path` and builds the ops that use it."""
+        """Reads the vocabulary at `path` and builds the ops that use it."""
+        if kind_of_file(path) == WORDPIECE:
+            tokenizer = python_tokenizer(path, self.do_lower_case, self.keep_accents,
+                                         self.tokenize_chinese_chars, kind=WORDPIECE)
+            self._wordpiece = WordPieceGraph(tokenizer)
+            self._vocabulary_bytes = textio.read_bytes(path)
+            self._tokenizer = tokenizer
+            return
         # The Python tokenizer validates the file and owns the special ids.
         tokenizer = AlbertTokenizer(path, self.do_lower_case, keep_accents=self.keep_accents)
         model_type = spm_model_type(tokenizer.model_proto)
@@ -256,6 +189,8 @@ class AlbertPreprocessor(keras.layers.Layer):
         # (`tokenize_with_offsets`); its ids may differ on such ties.
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto)
         self._replacements = digit_comma_table(tokenizer)
+        self._vocabulary_bytes = tokenizer.model_proto
+        self._wordpiece = None
         self._tokenizer = tokenizer
 
     def _vocabulary(self) -> AlbertTokenizer:
@@ -267,25 +202,55 @@ class AlbertPreprocessor(keras.layers.Layer):
         return self._tokenizer
 
     @property
-    def tokenizer(self) -> AlbertTokenizer:
-        """The Python tokenizer of the same SentencePiece model (special ids, vocab_size)."""
+    def tokenizer(self):
+        """The Python tokenizer of the same vocabulary (special ids, vocab_size):
+        `AlbertTokenizer` or `WordPieceTokenizer`."""
         return self._vocabulary()
+
+    @property
+    def kind(self) -> str:
+        """The tokenizer kind: "sentencepiece" or "wordpiece" (`kinds.TOKENIZER_KINDS`): the
+        vocabulary's once read, else its path's (nothing is read to answer)."""
+        if self._tokenizer is not None:
+            return WORDPIECE if self._wordpiece is not None else SENTENCEPIECE
+        return kind_of_file(self.spm_model_path) if self.spm_model_path else SENTENCEPIECE
+
+    @property
+    def vocabulary_bytes(self) -> bytes:
+        """The vocabulary file's bytes as read (what a checkpoint or `.keras` file ships)."""
+        self._vocabulary()
+        return self._vocabulary_bytes
 
     @property
     def sentencepiece(self):
         """tensorflow_text's SentencepieceTokenizer of the model (a tracked resource)."""
         self._vocabulary()
+        if self._wordpiece is not None:
+            raise ValueError(f"{self.spm_model_path} is a WordPiece vocabulary: no "
+                             "SentencePiece model")
         return self._sentencepiece
+
+    def id_to_string(self, ids: tf.Tensor) -> tf.Tensor:
+        """The vocabulary's token of each id (any shape) as tf.string, in the graph."""
+        self._vocabulary()
+        if self._wordpiece is not None:
+            return tf.gather(tf.constant(self._tokenizer.tokens), ids)
+        return self._sentencepiece.id_to_string(ids)
 
     # ------------------------------------------------------------ .keras assets
     def save_assets(self, dir_path: str) -> None:
-        """Writes the SentencePiece model (the bytes read, not the file as it is now)."""
-        with open(os.path.join(dir_path, VOCABULARY_ASSET), "wb") as f:
-            f.write(self.tokenizer.model_proto)
+        """Writes the vocabulary (the bytes read, not the file as it is now)."""
+        with open(os.path.join(dir_path, VOCABULARY_ASSETS[self.kind]), "wb") as f:
+            f.write(self.vocabulary_bytes)
 
     def load_assets(self, dir_path: str) -> None:
-        """Reads the SentencePiece model a `.keras` file carries (it wins over the path)."""
-        self._set_vocabulary(os.path.join(dir_path, VOCABULARY_ASSET))
+        """Reads the vocabulary a `.keras` file carries (it wins over the path)."""
+        for name in VOCABULARY_ASSETS.values():
+            if os.path.exists(os.path.join(dir_path, name)):
+                self._set_vocabulary(os.path.join(dir_path, name))
+                return
+        raise ValueError(f"the .keras file's assets hold no vocabulary "
+                         f"({' or '.join(VOCABULARY_ASSETS.values())})")
 
     @classmethod
     def from_config(cls, config):
@@ -298,12 +263,19 @@ class AlbertPreprocessor(keras.layers.Layer):
         return layer
 
     def normalize(self, texts: tf.Tensor) -> tf.Tensor:
-        """`AlbertTokenizer.normalize` on `tf.string [B]`."""
-        return self._normalizer(tf.convert_to_tensor(texts, tf.string))
+        """The tokenizer's `normalize` on `tf.string [B]`."""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        self._vocabulary()
+        if self._wordpiece is not None:
+            return tf.strings.reduce_join(self._wordpiece.words(texts), axis=-1, separator=" ")
+        return self._normalizer(texts)
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """`AlbertTokenizer.encode` on `tf.string [B]` -> int32 `[B, (tokens)]`."""
+        """The tokenizer's `encode` on `tf.string [B]` -> int32 `[B, (tokens)]`."""
         self._vocabulary()
+        if self._wordpiece is not None:
+            ids = self._wordpiece.tokenize(tf.convert_to_tensor(texts, tf.string))
+            return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
         ids = self._fast_sentencepiece.tokenize(self.normalize(texts))  # [B, (P)]
         ids = ids.with_row_splits_dtype(tf.int64)
         values, lengths = self._replacements
@@ -318,9 +290,18 @@ class AlbertPreprocessor(keras.layers.Layer):
             inputs = _text_tensor(inputs)
         return super().__call__(inputs, *args, **kwargs)
 
+    def cut(self, texts: tf.Tensor, keep_last: bool = False) -> tf.Tensor:
+        """Each text's first (`keep_last`: last) bytes a window can use (`spm.cut_text`)."""
+        cap, lengths = text_byte_cap(self.seq_length), tf.strings.length(texts)
+        start = tf.maximum(lengths - cap, 0) if keep_last else tf.zeros_like(lengths)
+        return tf.strings.substr(texts, start, tf.fill(tf.shape(texts), cap))
+
     def call(self, inputs) -> dict[str, tf.Tensor]:
-        segments = self._segments(inputs)
+        segments = [self.cut(segment) for segment in self._segments(inputs)]
         batch = tf.shape(segments[0])[0]
+        if len(segments) == 2:  # rows that do not pair up would crash tensorflow-text's trimmer
+            tf.debugging.assert_equal(batch, tf.shape(segments[1])[0], message=(
+                "AlbertPreprocessor: the two text segments have different batch sizes"))
         # One normalise + tokenize pass over all segments, then split back.
         ids = self.tokenize(tf.concat(segments, axis=0))
         ids = [ids[i * batch:(i + 1) * batch] for i in range(len(segments))]
@@ -338,7 +319,7 @@ class AlbertPreprocessor(keras.layers.Layer):
           [B, seq_length], trimmed: the segments as kept after truncation).
         """
         tok = self.tokenizer
-        trimmed = tf_text.RoundRobinTrimmer(self.seq_length - 1 - len(segments)).trim(segments)
+        trimmed = trim_segments(segments, self.seq_length - 1 - len(segments))
         word_ids, type_ids = tf_text.combine_segments(
             trimmed, start_of_sequence_id=tok.cls_id, end_of_segment_id=tok.sep_id)
         word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, pad_value=tok.pad_id)
@@ -356,8 +337,9 @@ class AlbertPreprocessor(keras.layers.Layer):
         """
         keep = choice_qa_length(max_qa_length, self.seq_length)
         shape = tf.shape(options, tf.int64)  # [B, K]
-        qa = keep_last(self.tokenize(tf.reshape(options, [-1])), keep)  # [B*K, (m)]
-        context = tf.gather(self.tokenize(contexts), tf.repeat(tf.range(shape[0]), shape[1]))
+        qa = keep_last(self.tokenize(self.cut(tf.reshape(options, [-1]), True)), keep)  # [B*K, (m)]
+        context = tf.gather(self.tokenize(self.cut(contexts)), tf.repeat(tf.range(shape[0]),
+                                                                          shape[1]))
         context = keep_first(context, self.seq_length - 3 - qa.row_lengths())
         flat, _ = self.pack([context, qa])  # [B*K, T]
         return {name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
@@ -389,5 +371,6 @@ class AlbertPreprocessor(keras.layers.Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(spm_model_path=self.spm_model_path, seq_length=self.seq_length,
-                      do_lower_case=self.do_lower_case, keep_accents=self.keep_accents)
+                      do_lower_case=self.do_lower_case, keep_accents=self.keep_accents,
+                      tokenize_chinese_chars=self.tokenize_chinese_chars)
         return config

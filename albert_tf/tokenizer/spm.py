@@ -18,8 +18,8 @@ original google-research/albert `tokenization.py` on a SentencePiece model:
 3. Ids are `piece_to_id` of the pieces; packing is `[CLS] A [SEP] (B [SEP])`
    with type ids 0 / 1, mask 1 on real tokens and `<pad>` after them;
    over-long pairs lose one token at a time from the longer segment, the second
-   on ties (the original `_truncate_seq_pair`; in the graph this is exactly
-   tensorflow-text's `RoundRobinTrimmer`, see `truncate_seq_pair`).
+   on ties (the original `_truncate_seq_pair`; in the graph
+   `preprocessor.trim_segments`, equal to tensorflow-text's `RoundRobinTrimmer`).
 
 Bytes input is decoded as UTF-8 with each invalid sequence replaced by U+FFFD
 (Python's `errors="replace"`), which is what the graph does with invalid bytes.
@@ -39,8 +39,11 @@ from typing import Sequence
 import sentencepiece as spm
 
 from albert_tf import textio
-from albert_tf.config import SHORT_SEQ_LENGTH, check_sequence_length  # the one length rule
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.packing import Packing, cut_text, text_byte_cap, truncate_seq_pair
+
+__all__ = ["AlbertTokenizer", "normalize_text", "truncate_seq_pair", "choice_qa_length",
+           "cut_choice", "load_spm_model", "cut_text", "text_byte_cap"]
 
 SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE = "<pad>"
@@ -82,25 +85,42 @@ def normalize_text(text: str | bytes, do_lower_case: bool = True,
     return text
 
 
+def normalize_with_offsets(text: str | bytes, do_lower_case: bool = True,
+                           keep_accents: bool = False) -> tuple[str, list[int]]:
+    """`normalize_text(text)` and, per character of it, the index of the character of
+    `text` (as str) it comes from: each character is normalized on its own, a run of
+    whitespace becomes one space (owned by its first character).
+
+    Raises:
+      ValueError: the per-character result differs from `normalize_text`'s (a rule that
+        looks across characters changed it; no such text is known for the released rules).
+    """
+    source = _to_text(text)
+    pieces, owners = [], []
+    pending_space = None
+    for i, char in enumerate(source):
+        if char.isspace():  # what str.split() splits on
+            if pieces and pending_space is None:
+                pending_space = i
+            continue
+        if pending_space is not None:
+            pieces.append(" ")
+            owners.append(pending_space)
+            pending_space = None
+        part = char if keep_accents else "".join(
+            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+        part = part.lower() if do_lower_case else part
+        pieces.append(part)
+        owners.extend([i] * len(part))
+    normalized = "".join(pieces)
+    if normalized != normalize_text(source, do_lower_case, keep_accents):
+        raise ValueError(f"no character offsets for {source!r:.80}: its normalization is not "
+                         "character by character")
+    return normalized, owners
+
+
 def _ends_with_digit_comma(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
-
-
-def truncate_seq_pair(tokens_a: Sequence, tokens_b: Sequence,
-                      max_length: int) -> tuple[list, list]:
-    """Shortens a pair to `max_length` items in total, the longer one first, B on ties.
-
-    The original `_truncate_seq_pair`. The result equals tensorflow-text's
-    `RoundRobinTrimmer` for two segments (tested exhaustively), whereas its
-    `ShrinkLongestTrimmer` breaks ties the other way.
-    """
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    while len_a + len_b > max_length:
-        if len_a > len_b:
-            len_a -= 1
-        else:
-            len_b -= 1
-    return list(tokens_a[:len_a]), list(tokens_b[:len_b])
 
 
 def choice_qa_length(max_qa_length: int, seq_length: int) -> int:
@@ -136,7 +156,7 @@ def load_spm_model(spm_model_path: str | os.PathLike) -> tuple[bytes, spm.Senten
     return proto, processor
 
 
-class AlbertTokenizer:
+class AlbertTokenizer(Packing):
     """SentencePiece tokenization with the original ALBERT rules (needs only sentencepiece).
 
     Loads any ALBERT-style model as released (30k-clean.model, Hugging Face's
@@ -153,7 +173,10 @@ class AlbertTokenizer:
       >>> tok = AlbertTokenizer("30k-clean.model")
       >>> tok.tokenize("It costs 1,000,")   # ['▁it', '▁costs', '▁1,000', ',']
       >>> tok.encode_pair("a question", "a passage", seq_length=16)["input_word_ids"]
+      >>> tok(["a question", "another"], ["a passage", "its passage"], return_tensors="np")
     """
+
+    kind = "sentencepiece"
 
     def __init__(self, spm_model_path: str | os.PathLike, do_lower_case: bool = True, *,
                  keep_accents: bool = False):
@@ -210,6 +233,44 @@ class AlbertTokenizer:
         pieces = self.tokenize(text)
         return list(self.sp_model.piece_to_id(pieces)) if pieces else []
 
+    def encode_with_offsets(self, text: str | bytes) -> tuple[list[int], list[tuple[int, int]]]:
+        """`encode(text)` and each token's (start, end) characters in `text` (as str): the
+        characters the piece stands for, its leading space left out (a lone "▁" piece:
+        an empty span where the space was)."""
+        normalized, owners = normalize_with_offsets(text, self.do_lower_case, self.keep_accents)
+        byte_to_char = {}  # sentencepiece's offsets are bytes of the UTF-8 text
+        position = 0
+        for index, char in enumerate(normalized):
+            byte_to_char[position] = index
+            position += len(char.encode("utf-8"))
+        byte_to_char[position] = len(normalized)
+        owners = owners + [len(_to_text(text))]  # the end of the text
+
+        def span(start: int, end: int) -> tuple[int, int]:  # normalized chars -> text chars
+            while start < end and normalized[start] == " ":
+                start += 1
+            if start >= end:
+                return (owners[start], owners[start]) if start < len(owners) else (0, 0)
+            return owners[start], owners[end - 1] + 1
+
+        ids, offsets = [], []
+        for piece in self.sp_model.encode(normalized, out_type="proto").pieces:
+            start, end = byte_to_char[piece.begin], byte_to_char[piece.end]
+            parts = self.split_piece(piece.piece)
+            if len(parts) > 1:  # the digit-comma rule: the comma is the span's last character
+                cursor = start
+                while cursor < end and normalized[cursor] == " ":
+                    cursor += 1
+                for part in parts[:-1]:
+                    width = len(part.replace(SPIECE_UNDERLINE, ""))
+                    offsets.append(span(min(cursor, end - 1), min(cursor + width, end - 1)))
+                    cursor += width
+                offsets.append(span(end - 1, end))
+            else:
+                offsets.append(span(start, end))
+            ids.extend(self.sp_model.piece_to_id(parts))
+        return ids, offsets
+
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`; <pad>, [CLS], [SEP] and [MASK] decode to nothing."""
         return self.sp_model.decode_ids([int(i) for i in ids])
@@ -219,37 +280,6 @@ class AlbertTokenizer:
 
     def piece_to_id(self, piece: str) -> int:
         return self.sp_model.piece_to_id(piece)
-
-    def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None,
-             seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Packs token ids as `[CLS] A [SEP] (B [SEP])`, truncated and padded to `seq_length`.
-
-        Returns: {"input_word_ids", "input_mask", "input_type_ids"}, lists of
-        `seq_length` ints. A single segment keeps its first `seq_length - 2`
-        ids; a pair is cut by `truncate_seq_pair` to `seq_length - 3`. An empty
-        B still gets its [SEP] (pass None for a single segment).
-        """
-        check_sequence_length(seq_length)
-        if ids_b is None:
-            word_ids = [self.cls_id, *ids_a[:seq_length - 2], self.sep_id]
-            type_ids = [0] * len(word_ids)
-        else:
-            ids_a, ids_b = truncate_seq_pair(ids_a, ids_b, seq_length - 3)
-            word_ids = [self.cls_id, *ids_a, self.sep_id, *ids_b, self.sep_id]
-            type_ids = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
-        padding = seq_length - len(word_ids)
-        return {
-            "input_word_ids": [int(i) for i in word_ids] + [self.pad_id] * padding,
-            "input_mask": [1] * len(word_ids) + [0] * padding,
-            "input_type_ids": type_ids + [0] * padding,
-        }
-
-    def encode_pair(self, text_a: str | bytes, text_b: str | bytes | None = None,
-                    seq_length: int = SHORT_SEQ_LENGTH) -> dict[str, list[int]]:
-        """Tokenizes and packs one segment or a pair (see `pack`), as the preprocessor does."""
-        check_sequence_length(seq_length)
-        ids_b = None if text_b is None else self.encode(text_b)
-        return self.pack(self.encode(text_a), ids_b, seq_length)
 
     def __repr__(self) -> str:
         return (f"AlbertTokenizer({self.spm_model_path!r}, do_lower_case={self.do_lower_case}, "

@@ -8,9 +8,11 @@ them alike and the tests can check that they agree.
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
+import socket
+import threading
+import urllib.parse
 from typing import Any, Mapping
 
 import grpc
@@ -30,6 +32,86 @@ class ServerError(UserError, RuntimeError):
     exit_status = 1
 
 
+# The largest reply either route reads (REST body, gRPC message): a [32, 512, 4096]
+# sequence_output is ~0.8 GB as JSON. A reply that says or grows larger is refused as it
+# arrives, before it is held whole.
+MAX_REPLY_BYTES = 1 << 30
+_CHUNK = 1 << 16
+
+
+def http_call(url: str, body: bytes | None, timeout: float,
+              max_bytes: int | None = None) -> tuple[int, bytes]:
+    """POSTs `body` (GET when None) to `url`; (HTTP status, reply body).
+
+    `timeout` bounds the whole request (connecting, the headers, the body), not each
+    read: a server trickling bytes is cut off at the deadline. Redirects are not
+    followed (a 3xx is an error naming its Location: a predict request turned into a
+    GET elsewhere would write that host's answers as predictions). The body is read
+    in chunks, at most `max_bytes` (MAX_REPLY_BYTES).
+
+    Raises:
+      ServerError: unreachable, past the deadline, a redirect, or a reply too large.
+    """
+    max_bytes = MAX_REPLY_BYTES if max_bytes is None else max_bytes
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServerError(f"{url}: not an http:// or https:// address")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    expired = threading.Event()
+    opened: list[socket.socket] = []  # the reply keeps reading it after the connection lets go
+
+    def cut_off():  # a read blocked in the kernel returns once the socket is shut
+        expired.set()
+        for sock in opened:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(timeout, cut_off)
+    timer.daemon = True
+    timer.start()
+    try:
+        connection.connect()
+        opened.append(connection.sock)
+        if expired.is_set():
+            cut_off()
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request("GET" if body is None else "POST", target or "/", body=body,
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        if 300 <= response.status < 400:
+            location = response.getheader("Location") or "no Location given"
+            raise ServerError(f"{url}: HTTP {response.status} redirects to {location}; "
+                              "redirects are not followed: give the server's own address")
+        declared = response.getheader("Content-Length")
+        if declared and declared.isdigit() and int(declared) > max_bytes:
+            raise ServerError(f"{url}: the reply is {int(declared):,} bytes, more than the "
+                              f"{max_bytes:,} a reply may hold")
+        chunks, size = [], 0
+        while True:
+            chunk = response.read1(_CHUNK) if hasattr(response, "read1") else response.read(_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > max_bytes:
+                raise ServerError(f"{url}: the reply exceeds the {max_bytes:,} bytes a reply "
+                                  "may hold; not reading further")
+            chunks.append(chunk)
+        if expired.is_set():
+            raise TimeoutError
+        return response.status, b"".join(chunks)
+    except (OSError, http.client.HTTPException) as e:
+        if expired.is_set() or isinstance(e, (TimeoutError, socket.timeout)):
+            raise ServerError(f"{url}: no complete reply within --timeout {timeout:g} s") \
+                from None
+        raise ServerError(f"{url}: {getattr(e, 'strerror', None) or e}") from None
+    finally:
+        timer.cancel()
+        connection.close()
+
+
 class RestBackend:
     """TF Serving's REST API at `server` (e.g. http://localhost:8501)."""
 
@@ -44,20 +126,14 @@ class RestBackend:
 
     def _call(self, url: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(url, data=data,
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as e:  # TF Serving puts {"error": ...} in the body
-            detail = e.read().decode("utf-8", errors="replace")
+        status, raw = http_call(url, data, self.timeout)
+        if status >= 400:  # TF Serving puts {"error": ...} in the body
+            detail = raw.decode("utf-8", errors="replace")
             try:
                 detail = json.loads(detail)["error"]
             except (ValueError, KeyError, TypeError):
                 pass
-            raise ServerError(f"{url}: HTTP {e.code}: {rq.refusal_line(detail)}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise ServerError(f"{url}: {getattr(e, 'reason', e)}") from None
+            raise ServerError(f"{url}: HTTP {status}: {rq.refusal_line(detail)}")
         try:
             reply = json.loads(raw)
         except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
@@ -93,8 +169,8 @@ class GrpcBackend:
         self.where = target
         self._grpc = grpc
         # Long contexts and [B, T, H] outputs exceed gRPC's 4 MB default message size.
-        options = [("grpc.max_send_message_length", 1 << 30),
-                   ("grpc.max_receive_message_length", 1 << 30)]
+        options = [("grpc.max_send_message_length", MAX_REPLY_BYTES),
+                   ("grpc.max_receive_message_length", MAX_REPLY_BYTES)]
         self._stub = prediction_service_pb2_grpc.PredictionServiceStub(
             grpc.insecure_channel(target, options=options))
         self._signatures: dict | None = None

@@ -4,11 +4,15 @@ Three routes to the same signature: TF Serving's REST API (`--server`), its gRPC
 PredictionService (`--grpc`), or the SavedModel loaded in this process
 (`--saved-model`). Inputs are one text per line (for signatures with one text
 input) or JSON Lines whose keys are the signature's input names, e.g.
-`{"question": "...", "context": "..."}`, in UTF-8. Each input row gives one output line.
+`{"question": "...", "context": "..."}`, in UTF-8. Each input row gives one output line,
+or with `--embeddings FILE.npy` one row of an [N, H] float32 array: each input's
+`mean_pooled` sentence embedding (an encoder's signatures), in input order.
 
 Example:
     albert-tf predict --server http://localhost:8501 --model albert_sst2 \\
         --input reviews.txt --output predictions.jsonl
+    albert-tf predict --saved-model exported/albert_encoder --input sentences.txt \\
+        --embeddings sentences.npy
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import sys
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
 from tqdm import tqdm
 
 from albert_tf import arguments, atomic, cli, textio
@@ -41,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 class ClientError(UserError, RuntimeError):
     """A failure talking to the server or reading the inputs, with one clear message."""
+
+
+# The output `--embeddings` writes: sentence embeddings [H] per input (serving/signatures).
+EMBEDDING_OUTPUT = "mean_pooled"
 
 
 # -------------------------------------------------------------------- inputs
@@ -137,7 +146,34 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
     Returns:
       The number of rows written.
     """
+    count = 0
+    for rows in predicted_rows(backend, signature, input_path, batch_size, jsonl):
+        for row in rows:
+            output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += len(rows)
+    return count
 
+
+def predict_embeddings(backend, signature: str, input_path: str, output: str, batch_size: int,
+                       jsonl: bool) -> int:
+    """Writes each input's `mean_pooled` embedding as one row of an [N, H] float32 .npy
+    file at `output` (atomically); returns N. ClientError when the signature has none."""
+    outputs = backend.signatures().get(signature, {}).get("outputs", ())
+    if outputs and EMBEDDING_OUTPUT not in outputs:
+        raise ClientError(f"--embeddings: signature {signature!r} has no {EMBEDDING_OUTPUT} "
+                          f"output (it has {', '.join(sorted(outputs))}); sentence embeddings "
+                          "come from an encoder's signatures (export --task encoder)")
+    embeddings = [row[EMBEDDING_OUTPUT] for rows in predicted_rows(
+        backend, signature, input_path, batch_size, jsonl) for row in rows]
+    array = np.asarray(embeddings, np.float32).reshape(len(embeddings), -1)  # [N, H]
+    with atomic.atomic_write(output, mode="wb", encoding=None) as stream:
+        np.save(stream, array)
+    return len(embeddings)
+
+
+def predicted_rows(backend, signature: str, input_path: str, batch_size: int,
+                   jsonl: bool) -> Iterator[list[dict]]:
+    """Each batch's checked reply rows, in input order (see `predict_file`)."""
     signatures = backend.signatures()
     if signature not in signatures:
         raise ClientError(f"the model has no signature {signature!r}; it has "
@@ -162,20 +198,19 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
                 raise backends.ServerError(f"{backend.where}: {where}: the server's reply does "
                                            f"not fit signature {signature!r}: {e}; no output "
                                            "was kept") from None
-            for row in rows:
-                output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            yield rows
             count += len(batch)
             progress.update(len(batch))
-    return count
 
 
 @contextlib.contextmanager
-def _open_output(path: str):
-    """stdout, or a file written under a temporary name and renamed when complete."""
+def _open_output(path: str, overwrite: bool = False):
+    """stdout, or a file written under a temporary name and renamed when complete (a file
+    that appeared meanwhile replaced only with --overwrite)."""
     if path == "-":
         yield sys.stdout
         return
-    with atomic.atomic_write(path) as stream:
+    with atomic.atomic_write(path, replace=overwrite) as stream:
         yield stream
 
 
@@ -250,11 +285,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-format", choices=("text", "jsonl"),
                    help="one text per line, or JSON Lines (default: by extension .jsonl/.json)")
     p.add_argument("--output", default="-", help="JSONL output file (default: stdout)")
+    p.add_argument("--embeddings", metavar="FILE.npy",
+                   help="write each input's mean_pooled sentence embedding as a row of an "
+                        "[N, H] float32 .npy file instead of JSONL (an encoder's signatures)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
     p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
                    help="REST body form: row 'instances' or columnar 'inputs'")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds each request may take, whole: connecting, the headers "
+                        "and the body (default: 60)")
     return p
 
 
@@ -268,10 +308,19 @@ def main(argv: Sequence[str] | None = None) -> int:
              else args.input.endswith((".jsonl", ".json")))
     if args.saved_model:
         args.saved_model = _saved_model_path(args.saved_model)
-    check_paths(args.input, args.output, args.overwrite)
+    if args.embeddings is not None and args.output != "-":
+        raise ClientError("give --output (JSONL) or --embeddings (.npy), not both")
+    if args.embeddings is not None and (args.embeddings == "-" or "://" in args.embeddings):
+        raise ClientError(f"--embeddings {args.embeddings}: give a local file name")
+    check_paths(args.input, args.embeddings or args.output, args.overwrite)
     cli.setup_logging()
     backend = make_backend(args)
-    with _open_output(args.output) as stream:
+    if args.embeddings is not None:
+        count = predict_embeddings(backend, args.signature, args.input, args.embeddings,
+                                   args.batch_size, jsonl)
+        logger.info("wrote %d embeddings to %s", count, args.embeddings)
+        return 0
+    with _open_output(args.output, args.overwrite) as stream:
         count = predict_file(backend, args.signature, args.input, stream,
                              args.batch_size, jsonl)
     logger.info("wrote %d predictions to %s", count, args.output)

@@ -164,7 +164,9 @@ def write_litert(model, tokenizer, record, output: str, task: str, seq_length: i
         raise LiteRTError(f"cannot write {task} as LiteRT: {e}") from None
     flatbuffer = convert(module, quantize)
     ops = check_ops(flatbuffer)
-    with atomic.atomic_path(output) as tmp:
+    # A .tflite export never replaces a file: the final name is taken exclusively at the
+    # rename, so a file that appeared meanwhile or a concurrent export is refused.
+    with atomic.atomic_path(output, replace=False) as tmp:
         with open(tmp, "wb") as f:
             f.write(flatbuffer)
         report = parity_gate(tmp, module, quantize)

@@ -8,7 +8,7 @@ tasks whose outputs a LiteRT graph cannot give, with the reason.
 
 | task | signatures | outputs |
 |---|---|---|
-| encoder (any checkpoint), pretraining, masked_lm | serving_default, text_pair, token_ids | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
+| encoder (any checkpoint), pretraining, masked_lm | serving_default, text_pair, token_ids | pooled_output [B,H], sequence_output [B,T,H], mean_pooled [B,H], input_mask [B,T] |
 | pretraining, masked_lm | fill_mask | top_k_tokens, top_k_ids, top_k_scores [B,M,5], mask_positions [B,M] |
 | classification | serving_default, text_pair, token_ids | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
 | regression | serving_default, text_pair, token_ids | score [B] |
@@ -25,7 +25,7 @@ from albert_tf.tokenizer.spm import MASK_PIECE, choice_qa_length, cut_choice
 
 from ..signatures.base import IDS_SPEC, TEXT_SPEC
 from ..signatures.tasks import TOP_K, class_outputs, encoder_features
-from .text_graph import LiteText, trim_ids
+from .text_graph import LiteText, guarded, ids_fit, request_rank, trim_ids
 
 
 class LiteModule:
@@ -48,18 +48,29 @@ class LiteModule:
         """The signature's outputs from the model's inputs [B, T]."""
         raise NotImplementedError
 
+    # Each signature refuses what the SavedModel's refuses (`signatures.base.checked_inputs`):
+    # text of rank 1, pairs of equal batch sizes, token ids of one shape within the
+    # vocabulary; the invoke fails (`text_graph.guard`) and `runtime.call` names why.
     @tf.function(input_signature=[TEXT_SPEC])
     def serve_text(self, text):
-        return self.readout(self.text.features(text))
+        return self.readout(guarded(self.text.features(text), request_rank(text) == 1))
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def serve_pair(self, text_a, text_b):
-        return self.readout(self.text.features(text_a, text_b))
+        ok = (request_rank(text_a) == 1) & (request_rank(text_b) == 1) & tf.equal(
+            tf.size(text_a), tf.size(text_b))
+        return self.readout(guarded(self.text.features(text_a, text_b), ok))
 
     @tf.function(input_signature=[IDS_SPEC] * 3)
     def serve_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self.readout(trim_ids(dict(zip(INPUT_NAMES, (input_word_ids, input_mask,
-                                                            input_type_ids)))))
+        return self.readout(self.checked_ids(input_word_ids, input_mask, input_type_ids))
+
+    def checked_ids(self, *inputs) -> dict[str, tf.Tensor]:
+        """The token_ids inputs, guarded (`text_graph.ids_fit`) and cut to the longest row."""
+        features = dict(zip(INPUT_NAMES, inputs))
+        config = self.model.config
+        return trim_ids(guarded(features, ids_fit(features, config.vocab_size,
+                                                  config.type_vocab_size)))
 
     def signatures(self) -> dict:
         """{signature name: tf.function with an input signature}."""
@@ -111,7 +122,8 @@ class FillMaskLite(EncoderLite):
 
     @tf.function(input_signature=[TEXT_SPEC])
     def serve_fill_mask(self, text):
-        return self.fill_mask(self.text.pack([self.text.mask_tokenize(text)]))
+        return self.fill_mask(guarded(self.text.pack([self.text.mask_tokenize(text)]),
+                                      request_rank(text) == 1))
 
     def fill_mask(self, features):
         tok = self.text.tokenizer
@@ -186,6 +198,8 @@ class MultipleChoiceLite(LiteModule):
     @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
     def serve_choices(self, context, options):
         shape = tf.shape(options)  # [B, K]
+        ok = (request_rank(context) == 1) & (request_rank(options) == 2) & tf.equal(
+            tf.size(context), shape[0]) & (tf.size(options) > 0)
         qa, qa_splits = self.text.tokenize(tf.reshape(options, [-1]))  # [B*K] rows
         qa_lengths = qa_splits[1:] - qa_splits[:-1]
         qa_kept = tf.minimum(qa_lengths, self.max_qa_length)  # the option's last tokens
@@ -195,13 +209,12 @@ class MultipleChoiceLite(LiteModule):
                                   self.text.seq_length - 3 - qa_kept)
         flat = self.text.place([(ids, tf.gather(splits[:-1], row), context_kept),
                                 (qa, qa_splits[1:] - qa_kept, qa_kept)])  # [B*K, T]
-        return self.readout({name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
-                             for name, value in flat.items()})
+        return self.readout(guarded({name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
+                                     for name, value in flat.items()}, ok))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
     def serve_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self.readout(trim_ids(dict(zip(INPUT_NAMES, (input_word_ids, input_mask,
-                                                            input_type_ids)))))
+        return self.readout(self.checked_ids(input_word_ids, input_mask, input_type_ids))
 
     def signatures(self):
         return {"serving_default": self.serve_choices, "token_ids": self.serve_ids}
@@ -231,8 +244,9 @@ LITE_TASKS = {
     "multiple_choice": MultipleChoiceLite,
 }
 REFUSED = {
-    "token_classification": "its outputs are per-piece character offsets in the raw text, "
-                            "and LiteRT has no kernel that gives SentencePiece's offsets",
+    "token_classification": "its outputs are per-piece character offsets and entities "
+                            "cut from the raw text, and LiteRT has no kernel that gives "
+                            "SentencePiece's offsets or cuts strings",
     "span": "its answer is a substring of the context found through SentencePiece's byte "
             "offsets, and LiteRT has no kernel that gives them or cuts strings",
     "span_beam": "its answer is a substring of the context found through SentencePiece's byte "

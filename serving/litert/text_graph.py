@@ -47,6 +47,38 @@ def kept_lengths(lengths: list[tf.Tensor], budget: int) -> list[tf.Tensor]:
     return [kept_a, tf.minimum(b, budget - kept_a)]
 
 
+def request_rank(x: tf.Tensor) -> tf.Tensor:
+    """The rank the request has (the length of its runtime shape): LiteRT resizes an input
+    to whatever shape it is given, and the converter would fold tf.rank to the spec's."""
+    return tf.reduce_sum(tf.cast(tf.shape(x) >= 0, tf.int32))
+
+
+def guard(ok: tf.Tensor) -> tf.Tensor:
+    """int32 0 when `ok`, else the invoke fails: a GATHER one past a one-row table is
+    LiteRT's "gather index out of bounds" (LiteRT has no Assert; `runtime.call` names
+    the cause). Added to an input, so every output depends on it."""
+    return tf.gather(tf.zeros([1], tf.int32), tf.cast(tf.logical_not(ok), tf.int32))
+
+
+def guarded(features: dict[str, tf.Tensor], ok: tf.Tensor) -> dict[str, tf.Tensor]:
+    """`features` whose word ids depend on `guard(ok)`."""
+    return {**features, "input_word_ids": features["input_word_ids"] + guard(ok)}
+
+
+def ids_fit(features: dict[str, tf.Tensor], vocab_size: int, type_vocab_size: int) -> tf.Tensor:
+    """Whether the token_ids inputs agree in shape and hold ids of the vocabulary,
+    type ids of the type vocabulary and a 0/1 mask: the SavedModel's token_ids checks."""
+    ids, mask, types = (features[name] for name in INPUT_NAMES)
+    shape = tf.shape(ids)
+    same = tf.reduce_all([tf.reduce_all(tf.equal(tf.shape(shape), tf.shape(tf.shape(x))))
+                          for x in (mask, types)])
+    same = same & tf.reduce_all(tf.equal(shape, tf.shape(mask))) & tf.reduce_all(
+        tf.equal(shape, tf.shape(types)))
+    return (same & tf.reduce_all((ids >= 0) & (ids < vocab_size))
+            & tf.reduce_all((types >= 0) & (types < type_vocab_size))
+            & tf.reduce_all((mask == 0) | (mask == 1)))
+
+
 class LiteText:
     """ALBERT's tokenizer and packing for a LiteRT graph; ids equal `AlbertTokenizer`'s.
 

@@ -122,6 +122,23 @@ def checked_inputs(signature: str, inputs: dict[str, tf.Tensor], *, same_shape: 
         return tuple(tf.identity(x) for x in inputs.values())
 
 
+def checked_ids(signature: str, features: dict[str, tf.Tensor], vocab_size: int,
+                type_vocab_size: int) -> dict[str, tf.Tensor]:
+    """`features` released only once their ids are in range: word ids in [0, vocab_size),
+    type ids in [0, type_vocab_size), a 0/1 mask. Keras' embedding lookup on TensorFlow
+    reads a negative id from the end of the table, and a GPU reads zeros past it:
+    "SIG: input_word_ids holds ids from -3 to 7, outside [0, 41)"."""
+    checks = []
+    for name, limit in (("input_word_ids", vocab_size), ("input_type_ids", type_vocab_size),
+                        ("input_mask", 2)):
+        values = tf.reshape(features[name], [-1])  # empty: min INT_MAX, max INT_MIN, fits
+        low, high = tf.reduce_min(values), tf.reduce_max(values)
+        checks.append(_require((low >= 0) & (high < limit), f"{signature}: {name} holds ids "
+                               "from ", low, " to ", high, f", outside [0, {limit})"))
+    with tf.control_dependencies(checks):
+        return {name: tf.identity(value) for name, value in features.items()}
+
+
 def run_by_length(run, features: dict[str, tf.Tensor], multiple: int | None,
                   element_shape: list, rows: int | None = None) -> tf.Tensor:
     """`run(features)` for the rows grouped by length; float32 [B, ...] in the request's order.
@@ -235,6 +252,8 @@ class ServingModule:
         features = dict(zip(INPUT_NAMES, checked_inputs(
             "token_ids", dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids))),
             same_shape=True)))
+        config = self.model.config
+        features = checked_ids("token_ids", features, config.vocab_size, config.type_vocab_size)
         return text_graph.trim_padding(features, self.pad_multiple)
 
     def signatures(self) -> dict:

@@ -10,10 +10,10 @@ Every task also has a `token_ids` signature for clients that tokenize themselves
 
 | task | signatures | outputs (B = batch, T = padded length) |
 |---|---|---|
-| pretraining | serving_default(text), text_pair(text_a, text_b) | pooled_output [B,H], sequence_output [B,T,H], input_mask [B,T] |
+| pretraining | serving_default(text), text_pair(text_a, text_b) | pooled_output [B,H], sequence_output [B,T,H], mean_pooled [B,H] (sentence embeddings), input_mask [B,T] |
 |  | fill_mask(text with "[MASK]") | top_k_tokens, top_k_ids, top_k_scores [B,M,k]; mask_positions [B,M] |
 | classification | serving_default, text_pair | probabilities [B,C], label_id [B], label [B] (+ active [B,C], multi-label) |
-| token_classification (token_labels.py) | serving_default(text) | tokens, label, label_id [B,N], probabilities [B,N,C], start_char, end_char [B,N] |
+| token_classification (token_labels.py) | serving_default(text) | tokens, label, label_id [B,N], probabilities [B,N,C], start_char, end_char [B,N]; entity_type, entity_text, entity_start_char, entity_end_char, entity_score [B,E], entity_count [B] |
 | span_beam (span_beam.py) | serving_default(question, context) | as span, + null_score_diff [B] |
 | regression | serving_default, text_pair | score [B] |
 | span (span.py) | serving_default(question, context) | answer, start_char, end_char, score, has_answer [B] (+ no_answer_probability, SQuAD 2.0) |
@@ -53,12 +53,23 @@ def class_outputs(logits, label_names: tf.Tensor, multi_label: bool) -> dict[str
     return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
 
+def mean_pooled(sequence: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
+    """Sentence embeddings [B,H]: the mean of `sequence` [B,T,H] over the positions
+    `input_mask` [B,T] marks ([CLS] and [SEP] included), as sentence-transformers'
+    mean pooling (its 1e-9 floor on the count: an all-padding row gives zeros)."""
+    mask = tf.expand_dims(tf.cast(input_mask, sequence.dtype), -1)  # [B,T,1] (a LiteRT builtin)
+    count = tf.maximum(tf.reduce_sum(mask, axis=1), 1e-9)  # [B,1]
+    return tf.reduce_sum(sequence * mask, axis=1) / count
+
+
 def encoder_features(model, features) -> dict[str, tf.Tensor]:
     """The encoder outputs a signature serves (float32), for any model or its encoder."""
     encoder = getattr(model, "encoder", model)
     out = encoder(features, training=False)
+    sequence = tf.cast(out["sequence_output"], tf.float32)
     return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
-            "sequence_output": tf.cast(out["sequence_output"], tf.float32),
+            "sequence_output": sequence,
+            "mean_pooled": mean_pooled(sequence, features["input_mask"]),
             "input_mask": features["input_mask"]}
 
 
@@ -108,7 +119,7 @@ class PretrainedModule(ServingModule):
         logits = self.model({**features, "masked_lm_positions": tf.maximum(positions, 0)},
                             training=False)["mlm_logits"]  # [B, M, V]
         scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=TOP_K)
-        tokens = pre.sentencepiece.id_to_string(top_ids)
+        tokens = pre.id_to_string(top_ids)
         keep = has[:, :, None]
         return {"top_k_ids": tf.where(keep, top_ids, -1),
                 "top_k_tokens": tf.where(keep, tokens, ""),

@@ -12,15 +12,40 @@ pieces), runs the token classifier and reads out, for each piece of the text
 | probabilities | float32 [B,N,C], softmax over the classes | 0 |
 | start_char, end_char | int32 [B,N], the piece's characters in the raw text (a "▁word" piece includes the space before the word) | -1 |
 
+and the entities of each text (E = most entities in a row; `entities.py`): its
+whitespace-separated words labelled by their first pieces, grouped by conlleval's
+rule (IOB1, IOB2 and BIOES alike; the task record's `tag_scheme` names the one the
+model was trained on):
+
+| output | shape | padding |
+|---|---|---|
+| entity_type | string [B,E], the type (PER in B-PER) | "" |
+| entity_text | string [B,E], exactly the raw text's characters start_char:end_char | "" |
+| entity_start_char, entity_end_char | int32 [B,E], [start, end) in characters of the raw text | -1 |
+| entity_score | float32 [B,E], the mean over its words of their label's probability | 0 |
+| entity_count | int32 [B] | |
+
+A text longer than one window (seq_length - 2 pieces) is labelled window by window,
+as `finetune --task ner` evaluates it (`albert_tf.tagging.windows`, each half a window
+after the last): all windows of all rows run as one batch, in groups of similar length
+(`base.run_by_length`), and each piece takes its outputs from the window that gives it
+the most context (`tagging.best_window`).
+
 `token_ids` takes packed ids and returns the logits and probabilities at every position.
 """
 
 from __future__ import annotations
 
+import logging
+
 import tensorflow as tf
 
-from . import offsets, text_graph
-from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs
+from albert_tf import tagging
+
+from . import entities, offsets, text_graph
+from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs, run_by_length
+
+logger = logging.getLogger(__name__)
 
 
 def _chars_before(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
@@ -38,32 +63,80 @@ class TokenClassifierModule(ServingModule):
         if len(names) != model.num_classes:
             raise ValueError(f"{len(names)} label names for {model.num_classes} classes")
         self.label_names = tf.constant(names)
+        self.entity_tables = entities.label_tables(names)
+        if not entities.tags_entity_ready(names):
+            logger.warning("label names %s are not all O or B-/I-/E-/S-TYPE tags: the entity "
+                           "outputs will be empty", names)
 
     @tf.function(input_signature=[TEXT_SPEC])
     def label_tokens(self, text):
         pre = self.preprocessor
         (text,) = checked_inputs("serving_default", {"text": text})
         text = text_graph.sanitize(text)
-        pieces = offsets.tokenize_with_offsets(pre, text)
-        room = tf.fill(tf.shape(text), pre.seq_length - 2)
-        ids, starts, ends, _ = (text_graph.keep_first(x, room) for x in pieces)
-        features, _ = text_graph.pack(pre, [ids])
-        features = text_graph.trim_padding(features, self.pad_multiple)
-        probabilities = tf.nn.softmax(self.model(features, training=False), -1)
-        width = tf.cast(tf.reduce_max(tf.concat([ids.row_lengths(), [0]], 0)), tf.int32)
-        probabilities = probabilities[:, 1:1 + width]  # [B,N,C]: the text's pieces
+        ids, starts, ends, _ = offsets.tokenize_with_offsets(pre, text)
+        probabilities = self._piece_probabilities(ids)  # [B,N,C]: the text's pieces
+        width = tf.shape(probabilities)[1]
         is_token = tf.sequence_mask(ids.row_lengths(), width)  # [B,N]
         label_id = tf.where(is_token, tf.argmax(probabilities, -1, output_type=tf.int32), -1)
         rows = ids.value_rowids()
         start_char = ids.with_flat_values(_chars_before(text, rows, starts.flat_values))
         end_char = ids.with_flat_values(_chars_before(text, rows, ends.flat_values))
-        return {"tokens": pre.sentencepiece.id_to_string(ids).to_tensor(""),
+        found = entities.words(text)
+        word_label, word_score = entities.word_labels(
+            found, ends, label_id, tf.reduce_max(probabilities, -1))
+        return {**entities.entities(text, found, word_label, word_score, self.entity_tables),
+                "tokens": pre.sentencepiece.id_to_string(ids).to_tensor(""),
                 "label_id": label_id,
                 "label": tf.where(is_token, tf.gather(self.label_names, tf.maximum(label_id, 0)),
                                   ""),
                 "probabilities": probabilities * tf.cast(is_token, tf.float32)[..., None],
                 "start_char": tf.cast(start_char.to_tensor(-1), tf.int32),  # [B,N]
                 "end_char": tf.cast(end_char.to_tensor(-1), tf.int32)}
+
+    def _piece_probabilities(self, ids: tf.RaggedTensor) -> tf.Tensor:
+        """Class probabilities of every piece [B,N,C] (N = most pieces in a row; 0 past a
+        row's end), each from the window that gives the piece the most context."""
+        pre = self.preprocessor
+        width = pre.seq_length - 2
+        step = tagging.window_step(width)
+        lengths = ids.row_lengths()  # [B] int64
+        count = 1 + (tf.maximum(lengths - width, 0) + step - 1) // step  # windows per row
+        window_row = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), count)  # [W]
+        first_window = tf.cumsum(count, exclusive=True)  # [B]
+        start = (tf.range(tf.size(window_row, out_type=tf.int64))
+                 - tf.gather(first_window, window_row)) * step  # [W] in its row
+        size = tf.minimum(tf.gather(lengths, window_row) - start, width)
+        offset = tf.gather(ids.row_starts(), window_row) + start
+        flat = tf.ragged.range(offset, offset + size)  # [W, (size)] into ids' flat values
+        features, _ = text_graph.pack(pre, [flat.with_flat_values(
+            tf.gather(ids.flat_values, flat.flat_values))])
+        classes = self.model.num_classes
+
+        def run(group):  # [b, T'] -> probabilities [b, seq_length, C]
+            out = tf.nn.softmax(self.model(group, training=False), -1)
+            return tf.pad(out, [[0, 0], [0, pre.seq_length - tf.shape(out)[1]], [0, 0]])
+
+        windows = run_by_length(run, features, self.pad_multiple,
+                                [None, pre.seq_length, classes])  # [W, seq_length, C]
+        # Each piece's window: of the (at most three) that may hold it, the one with the
+        # most context on the piece's shorter side, the first on ties (tagging.best_window).
+        rows = ids.value_rowids()
+        piece = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(ids.row_starts(), rows)
+        last = tf.gather(count, rows) - 1
+        best = tf.zeros_like(piece)
+        best_context = tf.fill(tf.shape(piece), tf.constant(-1, tf.int64))
+        for back in (2, 1, 0):  # candidates in increasing order
+            j = tf.minimum(piece // step, last) - back
+            window = tf.gather(first_window, rows) + tf.maximum(j, 0)
+            begin = tf.gather(start, window)
+            end = begin + tf.gather(size, window)
+            context = tf.minimum(piece - begin, end - 1 - piece)
+            better = (j >= 0) & (piece >= begin) & (piece < end) & (context > best_context)
+            best = tf.where(better, window, best)
+            best_context = tf.where(better, context, best_context)
+        position = piece - tf.gather(start, best) + 1  # after [CLS]
+        chosen = tf.gather_nd(windows, tf.stack([best, position], 1))  # [P, C]
+        return ids.with_flat_values(chosen).to_tensor(0.0, shape=[None, None, classes])
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def label_ids(self, input_word_ids, input_mask, input_type_ids):

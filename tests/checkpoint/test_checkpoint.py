@@ -238,7 +238,9 @@ def test_save_load_round_trip(tmp_path, spm_41_path):
     opened = open_checkpoint(out)
     assert opened.format == "albert_tf"
     assert opened.task_record.to_dict() == {"task": "pretraining", "seq_length": None,
+                                            "tokenizer": "sentencepiece",
                                             "do_lower_case": False, "keep_accents": False,
+                                            "tokenize_chinese_chars": True,
                                             "precision": "float32"}
     loaded = load_checkpoint(out)
     assert type(loaded) is AlbertPretrainer and loaded.config == model.config

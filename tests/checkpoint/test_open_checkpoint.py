@@ -118,7 +118,7 @@ def test_export_opens_its_checkpoint_once(tmp_path, counts, monkeypatch):
     class Built(Exception):
         pass
 
-    def build_module(model, preprocessor, task, record, pad_multiple):
+    def build_module(model, preprocessor, task, record, pad_multiple, batching=None):
         built.update(model=model, record=record, preprocessor=preprocessor)
         raise Built
 

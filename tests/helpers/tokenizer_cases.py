@@ -104,3 +104,34 @@ def parity_lines(documents: list[list[str]], real: int = 2000, variants: int = 1
         start = rng.randrange(len(sentences))
         lines.append(" ".join(sentences[start:start + rng.randint(40, 80)]))
     return lines
+
+# Scripts and characters WordPiece treats specially (CJK ideographs, BERT's punctuation,
+# control and zero-width characters, accents, over-long words), for its parity tests.
+WORDPIECE_CASES = [
+    # Chinese, simplified and traditional; CJK extensions and compatibility ideographs
+    "我爱北京天安门。", "今天天气很好，我们去公园散步吧！", "自然语言处理是人工智能的一个分支",
+    "這是繁體中文的句子，請多指教。", "臺灣、香港與澳門的傳統寫法", "㐀㐁㐂 extension A 𠀀𠀁 B 𪜀 C 𫝀 D 𫠠 E",
+    "豈更車 compatibility 丽丸乁", "中文English混合text测试123号", "ALBERT模型在中文任务上的表现",
+    "他说：“你好！”然后离开了……", "《红楼梦》（曹雪芹）【第一回】", "价格是￥1,234.56元，约合$200",
+    # Japanese kana, Korean hangul (not split like ideographs)
+    "ひらがなとカタカナ", "日本語の文章を書きます。", "ｶﾀｶﾅ半角", "東京タワーは333メートルです",
+    "한국어 문장입니다. 안녕하세요!", "대한민국의 수도는 서울이다", "ㄱㄴㄷ ᄀᄁᄂ 한글 자모",
+    # full-width forms and compatibility characters
+    "ＡＢＣ ａｂｃ ０１２３ ！？（）［］", "Ｈｅｌｌｏ，Ｗｏｒｌｄ！", "ﬁ ﬂ Ⅻ ① ㈱ ㎏ ™",
+    # emoji and symbols
+    "😀😃😄 👍🏽 👨‍👩‍👧 🇨🇳🇯🇵", "我❤️你😀！", "♠♣ ☃ ⚡ ∑∫√ ← → ↑",
+    # combining marks, accents, case
+    "e\u0301 a\u0308 n\u0303 Cafe\u0301 Re\u0301sume\u0301", "Crème Brûlée ÀÉÎÕÜ", "ÅNGSTRÖM Å Ω",
+    "İSTANBUL ıi", "ΣΊΣΥΦΟΣ ΟΔΟΣ", "Ǆ ǅ ǆ ß ẞ", "\u0301\u0308 lone marks",
+    # control, format and zero-width characters
+    "a\u200bb\u200cc\u200dd", "\ufeffstart", "soft\u00adhyphen", "tab\tnew\nline\rreturn",
+    "ctrl\x01\x02\x03\x1b[0m", "del\x7f \x85next", "para\u2028line\u2029sep", "nbsp\u00a0thin\u2009ideo\u3000",
+    "rtl\u202eevil\u202c", "\ufffd\ufffd", "nul\x00byte",
+    # mixed scripts and punctuation
+    "Hello, 世界! Привет, мир! مرحبا بالعالم", "BERT的tokenizer会把标点符号，比如“、”。拆开",
+    "2024年1月1日 10:30 AM", "www.example.com/中文/路径?q=测试", "C++ & C# are ~languages~ ^_^",
+    "$100 #tag @user `code` |pipe| \\back\\", "《》〈〉「」『』【】〔〕", "〜～・…‥", "¡¿«»‹›§¶†‡",
+    # over-long words (> 100 characters) and near the limit
+    "a" * 100, "a" * 101, "supercalifragilistic" * 6, "x" + "é" * 99, "中" * 150,
+    "short " + "b" * 120 + " words",
+]

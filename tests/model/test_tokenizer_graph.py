@@ -16,7 +16,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+from albert_tf.tokenizer.preprocessor import AlbertPreprocessor, trim_segments
 from albert_tf.tokenizer.spm import AlbertTokenizer, normalize_text, truncate_seq_pair
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
@@ -30,7 +30,7 @@ def _strings(texts) -> tf.Tensor:
 
 
 def _graph_normalize(texts, do_lower_case=True, keep_accents=False) -> list[str]:
-    from albert_tf.tokenizer.preprocessor import TextNormalizer
+    from albert_tf.tokenizer.normalize_graph import TextNormalizer
 
     normalizer = tf.function(TextNormalizer(do_lower_case, keep_accents).__call__)
     return [s.decode("utf-8") for s in normalizer(_strings(texts)).numpy().tolist()]
@@ -140,10 +140,16 @@ def test_round_robin_trimmer_is_the_original_truncation():
         rows = [(a, b) for a, b, m in cases if m == budget]
         seg_a = tf.ragged.constant([list(range(a)) for a, _ in rows], dtype=tf.int32)
         seg_b = tf.ragged.constant([list(range(b)) for _, b in rows], dtype=tf.int32)
+        want = [truncate_seq_pair(range(a), range(b), budget) for a, b in rows]
         trimmed = tf_text.RoundRobinTrimmer(budget).trim([seg_a, seg_b])
         got = list(zip(*(t.row_lengths().numpy().tolist() for t in trimmed)))
-        want = [tuple(map(len, truncate_seq_pair(range(a), range(b), budget))) for a, b in rows]
-        assert got == want, budget
+        assert got == [tuple(map(len, pair)) for pair in want], budget
+        # The graph's own trim (core ops only), in a tf.function as served: the same rows.
+        ours = tf.function(lambda a, b, m=budget: trim_segments([a, b], m))(seg_a, seg_b)
+        got = list(zip(*(t.to_list() for t in ours)))
+        assert got == [tuple(map(list, pair)) for pair in want], budget
+        single = trim_segments([seg_a], budget)[0].to_list()
+        assert single == [list(range(a))[:budget] for a, _ in rows], budget
     # ShrinkLongestTrimmer cuts A on ties, the original cuts B: it is not the one.
     shrunk = tf_text.ShrinkLongestTrimmer(7).trim([tf.ragged.constant([[1] * 5]),
                                                   tf.ragged.constant([[1] * 5])])

@@ -5,6 +5,7 @@ Python tokenizer; the TF1 session loader (the C++ server's path), saved_model_cl
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from albert_tf import (
     save_checkpoint,
 )
 from albert_tf.checkpoint.task_record import TaskRecord
-from albert_tf.serving import export, layout, requests, warmup
+from albert_tf.serving import export, layout, provenance, requests, server_releases, warmup
 from albert_tf.serving.signatures.base import GROUP_ROWS, PAD_MULTIPLE
 from tests.helpers.fresh_process import run_fresh
 
@@ -233,6 +234,12 @@ def test_classifier_returns_its_trained_label_names(exported, served):
         np.testing.assert_array_equal(got["label_id"], probs.argmax(-1))
         assert [label.decode() for label in got["label"]] == [LABELS[i] for i in probs.argmax(-1)]
     assert len(set(outputs["serving_default"]["label_id"].tolist())) > 1  # not constant
+    # The export says what it is: its provenance record names the labels it answers with.
+    checkpoint, path = exported["classification"]
+    with open(os.path.join(path, provenance.PROVENANCE_FILE), encoding="utf-8") as f:
+        record = json.load(f)
+    assert record["label_names"] == list(LABELS) == record["task_record"]["label_names"]
+    assert record["task"] == "classification" and record["tokenizer"]["kind"] == "sentencepiece"
 
 
 def test_regressor_scores_equal_the_eager_model(exported, served):
@@ -468,6 +475,19 @@ def test_export_lays_out_versions_and_refuses_bad_arguments(exported, tmp_path, 
     assert _signature_names(second) == {"serving_default", "token_ids"}
     assert export.custom_ops(second) == []
     assert {"SentencepieceOp", "NormalizeUTF8"} <= set(export.custom_ops(first))
+    # Its provenance: the source, a hash of the weights as loaded, the versions, the custom
+    # ops; no round-robin trim op (trimmed with core ops), so TF Serving 2.12 links them all.
+    with open(os.path.join(first, provenance.PROVENANCE_FILE), encoding="utf-8") as f:
+        record = json.load(f)
+    assert record["source_checkpoint"] == os.path.abspath(checkpoint)
+    assert record["weights_sha256"] == provenance.weights_sha256(load_checkpoint(checkpoint))
+    assert record["custom_ops"] == export.custom_ops(first)
+    assert not any("RoundRobin" in op for op in record["custom_ops"])
+    assert record["oldest_tensorflow_serving"] == "2.12.0"
+    assert record["versions"]["tensorflow"] == tf.__version__
+    assert record["label_names"] is None and record["task"] == "regression"
+    with open(os.path.join(second, provenance.PROVENANCE_FILE), encoding="utf-8") as f:
+        assert json.load(f)["oldest_tensorflow_serving"] == server_releases.SERVING_RELEASES[0][0]
     features = _ids(AlbertTokenizer(spm_model_path), HARD)
     got = tf.saved_model.load(second).signatures["serving_default"](
         **{k: tf.constant(v) for k, v in features.items()})

@@ -2,28 +2,26 @@
 
 `executor(processes, initializer, initargs)` is a spawn process pool (or, for one
 process, an executor that runs each task at once in this process). Its workers die
-with the parent, even on `kill -9` (`die_with_parent`). A worker whose set-up fails
-keeps the error and raises it from each of its tasks (`raise_if_failed`), so the parent
-gets that one exception through the task's future, instead of a traceback printed by
-every worker and a broken pool. A worker that dies (killed, out of memory) becomes
-`WorkerError` in the parent (`result`). The parent checks every input it can before
-it starts a pool (create_data.load_vocabulary), so set-up failures are rare.
+with the parent, even on `kill -9`, from their first import (`albert_tf.lifetime`). A
+worker whose set-up fails keeps the error and raises it from each of its tasks
+(`raise_if_failed`), so the parent gets that one exception through the task's future,
+instead of a traceback printed by every worker and a broken pool. A worker that dies
+(killed, out of memory) becomes `WorkerError` in the parent (`result`). The parent checks
+every input it can before it starts a pool (create_data.load_vocabulary), so set-up
+failures are rare.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import multiprocessing
 import os
-import signal
-import threading
-import time
 from typing import Any, Callable
 
+from albert_tf import lifetime
 from albert_tf.errors import UserError
+from albert_tf.lifetime import die_with_parent
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _FAILED: list[BaseException] = []  # this process's set-up error, if any
 
 
@@ -31,31 +29,6 @@ class WorkerError(UserError):
     """A worker process died (killed, out of memory): not the input's fault, exit 1."""
 
     exit_status = 1
-
-
-def die_with_parent(parent: int, poll_seconds: float = 1.0) -> None:
-    """Ends this worker process when process `parent` dies, even by SIGKILL.
-
-    Linux: the kernel sends SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG).
-    Everywhere, a daemon thread also polls the parent id, which covers other
-    systems and the parent dying before the prctl call.
-    """
-
-    try:
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the watchdog alone
-        pass
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(poll_seconds)
-        os._exit(1)
-
-    if os.getppid() != parent:
-        os._exit(1)
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def _start(initializer: Callable[..., None], initargs: tuple, parent: int | None) -> None:
@@ -83,6 +56,7 @@ def executor(processes: int, initializer: Callable[..., None],
         _start(initializer, initargs, None)
         return InlineExecutor()
     # spawn, not fork: the parent has TensorFlow loaded, whose threads do not survive a fork.
+    lifetime.mark_children()  # each worker follows this process from its first import
     return concurrent.futures.ProcessPoolExecutor(
         processes, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
         initargs=(initializer, initargs, os.getpid()))

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.errors import UserError
+from albert_tf.tasks import IGNORED_LABEL
 
 INDEX_KEY = "example_index"
 
@@ -29,7 +30,8 @@ class Encoded:
     Attributes:
       features: input name -> N int32 arrays, each [L_i] (or [K, L_i] for multiple
         choice), where L_i is the example's real length.
-      labels: label name -> array [N, ...] (empty for unlabelled data).
+      labels: label name -> array [N, ...] (empty for unlabelled data), or an object
+        array of N int arrays [L_i] for per-token labels (padded with IGNORED_LABEL).
     """
 
     features: dict[str, list[np.ndarray]]
@@ -96,9 +98,10 @@ def make_dataset(data: Encoded, batch_size: int, seq_length: int,
     ds = _examples_dataset(data, with_index)
     if training:
         ds = ds.shuffle(len(data), seed=seed, reshuffle_each_iteration=True).repeat()
+    padding = _padding_values(ds.element_spec)
     if buckets is None:
         ds = ds.padded_batch(batch_size, _padded_shapes(ds.element_spec, seq_length),
-                             drop_remainder=training)
+                             padding_values=padding, drop_remainder=training)
     else:
         buckets = check_buckets(buckets, seq_length)
         ds = ds.bucket_by_sequence_length(
@@ -106,7 +109,8 @@ def make_dataset(data: Encoded, batch_size: int, seq_length: int,
             # Bucket i holds lengths in [b_{i-1} + 1, b_i] and is padded to b_i.
             bucket_boundaries=[b + 1 for b in buckets],
             bucket_batch_sizes=[batch_size] * (len(buckets) + 1),
-            padded_shapes=_padded_shapes(ds.element_spec, None), pad_to_bucket_boundary=True,
+            padded_shapes=_padded_shapes(ds.element_spec, None), padding_values=padding,
+            pad_to_bucket_boundary=True,
             drop_remainder=training)
     if training:  # a static batch dimension, as TPUs need
         ds = ds.map(lambda f, l: tf.nest.map_structure(
@@ -122,13 +126,23 @@ def _examples_dataset(data: Encoded, with_index: bool) -> tf.data.Dataset:
     # [L] per example, or [K, L] with K fixed: padding must never touch K.
     inner_shapes = {name: values[0].shape[:-1] + (None,) for name, values in data.features.items()}
 
+    labels = {name: _ragged(list(values)) if _per_token(values) else values
+              for name, values in data.labels.items()}
+
     def densify(features, labels):
         features = {k: tf.ensure_shape(tf.cast(v.to_tensor(), tf.int32), inner_shapes[k])
                     if isinstance(v, tf.RaggedTensor) else v for k, v in features.items()}
+        labels = {k: tf.cast(v.to_tensor(), tf.int32) if isinstance(v, tf.RaggedTensor) else v
+                  for k, v in labels.items()}
         return features, labels
 
-    ds = tf.data.Dataset.from_tensor_slices((features, dict(data.labels)))
+    ds = tf.data.Dataset.from_tensor_slices((features, labels))
     return ds.map(densify, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _per_token(values) -> bool:
+    """Whether labels are N arrays [L_i] (an object array), not one array [N, ...]."""
+    return isinstance(values, np.ndarray) and values.dtype == object
 
 
 def _ragged(values: list[np.ndarray]) -> tf.RaggedTensor:
@@ -154,7 +168,18 @@ def _padded_shapes(spec, length):
     features, labels = spec
     shapes = {k: s.shape[:-1].concatenate([length]) if s.shape.rank else s.shape
               for k, s in features.items()}
-    return shapes, {k: s.shape for k, s in labels.items()}
+    # Per-token labels [L] pad as the inputs do; other labels have fixed shapes.
+    return shapes, {k: tf.TensorShape([length]) if s.shape.rank == 1 and s.shape[0] is None
+                    else s.shape for k, s in labels.items()}
+
+
+def _padding_values(spec):
+    """Zeros for the inputs; IGNORED_LABEL for per-token labels (the loss skips them)."""
+    features, labels = spec
+    zero = lambda s: tf.constant(0, s.dtype)  # noqa: E731
+    return ({k: zero(s) for k, s in features.items()},
+            {k: tf.constant(IGNORED_LABEL, s.dtype)
+             if s.shape.rank == 1 and s.shape[0] is None else zero(s) for k, s in labels.items()})
 
 
 def check_buckets(buckets: Sequence[int], seq_length: int) -> list[int]:

@@ -1,8 +1,8 @@
 """The kinds of `albert-tf finetune --task`: each one's defaults, data and options.
 
-A `Family` per kind (glue/<task>, squad/v1.1, squad/v2.0, race, classify, regress)
+A `Family` per kind (glue/<task>, squad/v1.1, squad/v2.0, race, classify, regress, ner)
 holds the original scripts' hyperparameters, how its data is read into a task
-object (`sequence.SequenceTask`, `squad.SquadTask`, `race.RaceTask`), which task
+object (`sequence.SequenceTask`, `squad.SquadTask`, `race.RaceTask`, `ner.NerTask`), which task
 record's options `--set` may give it and whether it takes `--label-names`;
 `run.py` asks the family of `--task` instead of comparing names.
 """
@@ -13,10 +13,10 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-from albert_tf import AlbertMultipleChoice, AlbertSpanExtractor, errors
+from albert_tf import AlbertMultipleChoice, AlbertSpanExtractor, AlbertTokenClassifier, errors
 from albert_tf.config import DEFAULT_SEQ_LENGTH, SHORT_SEQ_LENGTH
 
-from . import glue, race, sequence, squad, squad_data
+from . import conll, glue, ner, race, sequence, squad, squad_data
 from .examples import DataError, check_label_name
 
 UsageError = errors.UsageError
@@ -61,7 +61,7 @@ def family(task: str) -> Family:
     found = FAMILIES.get("glue/" if task.startswith("glue/") else task)
     if found is None:
         raise UsageError(f"--task {task!r}: expected glue/<task>, squad/v1.1, squad/v2.0, race, "
-                         "classify or regress")
+                         "classify, regress or ner")
     return found
 
 
@@ -105,7 +105,7 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
     """The task object for `args.task`, its data read and tokenized."""
     kind = family(args.task)
     if args.label_names is not None and not kind.label_names:
-        raise UsageError("--label-names is for --task classify")
+        raise UsageError("--label-names is for --task classify and ner")
     return kind.build(args, tokenizer, seq_length, options)
 
 
@@ -141,6 +141,16 @@ def _file_task(regression: bool):
     return build
 
 
+def _ner_task(args, tokenizer, seq_length: int, options: dict):
+    data = args.data or []
+    if not 1 <= len(data) <= 3:
+        raise UsageError("ner needs --data TRAIN [DEV [TEST]]: CoNLL-layout or JSONL files")
+    files = [conll.read_tagged(path) for path in data]
+    evals = dict(zip(("dev", "test"), files[1:]))
+    return ner.NerTask(files[0], evals, tokenizer, seq_length, parse_label_names(args.label_names),
+                       options.get("tag_scheme"))
+
+
 def _squad_task(args, tokenizer, seq_length: int, options: dict):
     version = args.task.split("/")[1]
     data = args.data or []
@@ -174,7 +184,7 @@ _FILE_DEFAULTS = lambda task: dict(FILE_DEFAULTS)  # noqa: E731
 _SQUAD = Family(lambda task: dict(SQUAD_DEFAULTS), _squad_task,
                 record_task=AlbertSpanExtractor.task)
 # Every --task of albert-tf finetune: glue/<name> (one family), squad/v1.1, squad/v2.0,
-# race, classify and regress.
+# race, classify, regress and ner.
 FAMILIES = {
     "glue/": Family(_glue_defaults, _glue_task),
     **{task: _SQUAD for task in SQUAD_TASKS},
@@ -182,4 +192,6 @@ FAMILIES = {
                    record_task=AlbertMultipleChoice.task),
     "classify": Family(_FILE_DEFAULTS, _file_task(regression=False), label_names=True),
     "regress": Family(_FILE_DEFAULTS, _file_task(regression=True)),
+    "ner": Family(_FILE_DEFAULTS, _ner_task, record_task=AlbertTokenClassifier.task,
+                  label_names=True),
 }

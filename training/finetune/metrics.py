@@ -1,11 +1,12 @@
-"""The official metrics of GLUE, SQuAD 1.1/2.0 and RACE, in plain NumPy.
+"""The official metrics of GLUE, SQuAD 1.1/2.0, RACE and NER, in plain NumPy.
 
 GLUE: accuracy, binary F1, Matthews correlation (CoLA), Pearson and Spearman
 correlation (STS-B). SQuAD: exact match and token F1 after the official answer
 normalisation (lower case, drop punctuation and the articles a/an/the, collapse
 whitespace), the maximum over the gold answers, and for 2.0 the no-answer
 threshold that maximises a score on dev. Every score is returned as a float;
-SQuAD scores are percentages as the official scripts print them.
+SQuAD scores are percentages as the official scripts print them. NER: conlleval's
+entity-level precision, recall and F1 (fractions, as seqeval returns them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import string
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from albert_tf.tagging import entities
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -203,3 +206,33 @@ def apply_no_answer_threshold(predictions: Mapping[str, str], no_answer_probs: M
 def _percent(values) -> float:
     values = list(values)
     return 100.0 * sum(values) / len(values)
+
+
+# ------------------------------------------------------------------ NER
+def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
+                  ) -> dict[str, float]:
+    """conlleval's entity-level micro precision, recall and F1 (fractions, not percentages).
+
+    Args:
+      gold, predicted: each sentence's tags, one per word (`albert_tf.tagging`);
+        entities are read by conlleval's rule in any scheme, and one counts as found
+        only when its type and its words are exactly the gold entity's.
+
+    Returns:
+      {"precision", "recall", "f1"}; a score with nothing to divide is 0.0, as
+      conlleval and seqeval report it.
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
+    correct = found = expected = 0
+    for gold_tags, predicted_tags in zip(gold, predicted):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted")
+        gold_set, predicted_set = set(entities(gold_tags)), set(entities(predicted_tags))
+        correct += len(gold_set & predicted_set)
+        found += len(predicted_set)
+        expected += len(gold_set)
+    precision = correct / found if found else 0.0
+    recall = correct / expected if expected else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}

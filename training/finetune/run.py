@@ -15,7 +15,8 @@ Tasks and their data (--data):
                 --label-names NEG,POS names the classes in id order
 Every task writes the evaluation metrics to OUTPUT/eval_results.json and the
 evaluation predictions (predictions_<set>.tsv; SQuAD predictions.json; RACE
-predictions_dev.tsv) so that a metric can be recomputed.
+predictions_dev.tsv; NER predictions_<set>.txt in conlleval's WORD GOLD PRED
+layout) so that a metric can be recomputed.
 
 Defaults per task are the original ALBERT scripts' (run_glue.sh, README for SQuAD,
 run_race.py); flags and --set KEY=VALUE override them. --set keys: train_steps,
@@ -23,7 +24,8 @@ warmup_steps, warmup_proportion, optimizer (adamw|lamb), weight_decay, eval_batc
 patience, seed, buckets (e.g. 32,64,128; none: every batch padded to --seq-length;
 default: powers of two), jit_compile (true, false or auto), spm_model, do_lower_case,
 keep_accents; SQuAD: doc_stride, max_query_length, n_best, max_answer_length,
-no_answer_threshold (2.0; default: tuned on the dev set); RACE: max_qa_length. Values
+no_answer_threshold (2.0; default: tuned on the dev set); RACE: max_qa_length; NER:
+tag_scheme. Values
 are read by each setting's type (albert_tf.arguments; "none" unsets an optional one,
 NaN and infinities are refused); every number, flag or --set, is checked against its
 range (TrainConfig) before any data is read. The settings used are saved in OUTPUT/albert_task.json
@@ -52,15 +54,14 @@ import os
 import sys
 import tempfile
 
-from albert_tf import arguments, atomic, cli, errors
+from albert_tf import arguments, atomic, cli, errors, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP, resolve_checkpoint
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
-from albert_tf.tokenizer.spm import AlbertTokenizer
 
 from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
-from . import race, sequence, squad
+from . import ner, race, sequence, squad
 from .bucketing import check_buckets
 from .examples import DataError, check_label_name
 from .families import build_task, family, task_defaults
@@ -70,10 +71,10 @@ logger = logging.getLogger("albert_tf.finetune")
 
 # --set keys that are task record fields (TaskRecord holds their types and defaults).
 TASK_KEYS = ("doc_stride", "max_query_length", "n_best", "max_answer_length",
-             "no_answer_threshold", "max_qa_length")
+             "no_answer_threshold", "max_qa_length", "tag_scheme")
 # What a fine-tuning run may hold: what --overwrite replaces (anything else is refused).
 RUN_ENTRIES = (*RUN_FILES, *sequence.PREDICTION_FILES, *squad.PREDICTION_FILES,
-               *race.PREDICTION_FILES)
+               *race.PREDICTION_FILES, *ner.PREDICTION_FILES)
 # --set keys that are TrainConfig fields the tokenizer set-up reads, not the training loop.
 RUN_KEYS = ("spm_model", "do_lower_case", "keep_accents")
 
@@ -109,14 +110,16 @@ def _parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[2:]))
     p.add_argument("--task", required=True, help="glue/<task>, squad/v1.1, squad/v2.0, race, "
-                                                 "classify or regress")
+                                                 "classify, regress or ner")
     p.add_argument("--checkpoint", required=True,
                    help=f"what to start from: {CHECKPOINT_HELP}")
-    p.add_argument("--output", required=True, help="directory for the fine-tuned model")
+    p.add_argument("--output", "--output-dir", dest="output", required=True,
+                   help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
     p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
                                      "names, or positions (from 0) in a file without a header")
-    p.add_argument("--label-names", help="NAME,NAME,...: the classes of classify in id order "
+    p.add_argument("--label-names", help="NAME,NAME,...: the classes of classify (or the "
+                                         "tags of ner) in id order "
                                          "(the file's labels are these names or ids 0..K-1); "
                                          "predictions and the served model answer with them")
     p.add_argument("--epochs", type=int, help="passes over the training data (overrides the "
@@ -156,10 +159,9 @@ def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
     files = checkpoint.tokenizer_files(run.get("spm_model"), run.get("do_lower_case"),
                                        run.get("keep_accents"))
     if not files.spm_model:
-        raise UsageError(f"no SentencePiece model found beside {checkpoint.path}; "
-                         "pass --set spm_model=PATH")
-    return (AlbertTokenizer(files.spm_model, do_lower_case=files.do_lower_case,
-                            keep_accents=files.keep_accents), files.spm_model)
+        raise UsageError(f"no vocabulary (SentencePiece model or vocab.txt) found beside "
+                         f"{checkpoint.path}; pass --set spm_model=PATH")
+    return files.load(), files  # AlbertTokenizer or WordPieceTokenizer
 
 
 def check_settings(settings: dict, flags: dict, train_set: dict) -> None:
@@ -180,11 +182,13 @@ def check_task_options(task: str, seq_length: int, options: dict) -> None:
     kind = family(task).record_task
     if kind is None:
         if options:
-            raise UsageError(f"--set {next(iter(options))}: applies to squad and race only, "
-                             f"not {task}")
+            raise UsageError(f"--set {next(iter(options))}: applies to squad, race and ner "
+                             f"only, not {task}")
         return
+    # The classes come from the data; one stands in for them while the options are checked.
+    classes = {"num_classes": 1} if tasks.get(kind).classes else {}
     try:
-        TaskRecord.create(kind, seq_length=seq_length, **options)
+        TaskRecord.create(kind, seq_length=seq_length, **classes, **options)
     except TaskRecordError as e:
         raise UsageError(f"--set: {e}") from None
 
@@ -237,14 +241,15 @@ def run(args: FinetuneOptions) -> dict:
         settings["seq_length"], where=f"checkpoint {args.checkpoint}")
     strategy = distribute.create_strategy(args.strategy)
     policy = distribute.set_precision(args.precision, strategy)
-    tokenizer, spm_model = _tokenizer(source, run_options)
+    tokenizer, files = _tokenizer(source, run_options)
     task = build_task(args, tokenizer, settings["seq_length"], task_options)
     logger.info("%s on %s with %s, %s", task.name, args.checkpoint, type(strategy).__name__, policy)
 
     def train(output_dir: str) -> dict:
-        config = TrainConfig(output_dir=output_dir, spm_model=spm_model,
+        config = TrainConfig(output_dir=output_dir, spm_model=files.spm_model,
                              do_lower_case=tokenizer.do_lower_case,
-                             keep_accents=tokenizer.keep_accents, **settings)
+                             keep_accents=tokenizer.keep_accents,
+                             tokenize_chinese_chars=files.tokenize_chinese_chars, **settings)
         return finetune(task, source, config, strategy)
 
     return _train_into(args.output, replace, train, distribute.is_chief(strategy))

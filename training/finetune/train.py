@@ -107,6 +107,7 @@ class TrainConfig:
     spm_model: str | None = None
     do_lower_case: bool = True
     keep_accents: bool = False
+    tokenize_chinese_chars: bool = True  # WordPiece's option, recorded with the model
     # XLA; None (--set jit_compile=auto): on GPUs only (distribute.resolve_jit_compile)
     jit_compile: bool | None = dataclasses.field(default=True,
                                                  metadata={arguments.NONE_WORD: "auto"})
@@ -287,6 +288,7 @@ class _Saver:
             return
         # albert_task.json: the settings used, the one source `albert-tf export` reads.
         extra = {"keep_accents": self.config.keep_accents,
+                 "tokenize_chinese_chars": self.config.tokenize_chinese_chars,
                  **getattr(self.task, "checkpoint_info", dict)()}
         save_checkpoint(self.model, self.config.output_dir, spm_model=self.config.spm_model,
                         label_names=self.task.label_names, do_lower_case=self.config.do_lower_case,

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 import keras
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
+from albert_tf import AlbertConfig, textio
 from albert_tf.errors import UsageError, UserError
 
 from ..runtime import layout as run_layout
@@ -230,6 +230,36 @@ def check_allowed_changes(names: Iterable[str]) -> list[str]:
     return names
 
 
+def read_run_config(output_dir: str) -> dict | None:
+    """The run_config.json of the run in `output_dir` (None: there is none), read through
+    the one size rule (`textio.read_json_object`: a regular file of at most
+    MAX_FILE_BYTES holding a JSON object), else one line naming the file.
+    """
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    repair = "it records the run this one would resume: repair it or use a new output_dir"
+    if "://" not in path:
+        if not os.path.lexists(path):
+            return None
+        try:
+            return textio.read_json_object(path)
+        except UserError as e:
+            raise UserError(f"{e}; {repair}") from None
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        if tf.io.gfile.stat(path).length > textio.MAX_FILE_BYTES:
+            raise UserError(f"{path}: larger than the {textio.MAX_FILE_BYTES:,} bytes a file "
+                            f"read whole may hold; {repair}")
+        with tf.io.gfile.GFile(path) as f:
+            record = json.load(f)
+    except (json.JSONDecodeError, tf.errors.OpError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: unreadable ({e}); {repair}") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: expected a JSON object, not {textio.json_type(record)}; "
+                        f"{repair}")
+    return record
+
+
 def check_resume(output_dir: str, record: Mapping[str, Any], allow_changes: Iterable[str] = ()
                  ) -> None:
     """Refuses to resume the run in `output_dir` with other model, data or optimizer
@@ -242,15 +272,10 @@ def check_resume(output_dir: str, record: Mapping[str, Any], allow_changes: Iter
       allow_changes: setting names (as in the message) allowed to differ.
     """
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
-    if not tf.io.gfile.exists(path):
+    previous = read_run_config(output_dir)
+    if previous is None:
         logger.warning("%s: not found; resuming without comparing the settings", path)
         return
-    try:
-        with tf.io.gfile.GFile(path) as f:
-            previous = json.load(f)
-    except (json.JSONDecodeError, tf.errors.OpError) as e:
-        raise UserError(f"{path}: unreadable ({e}); it records the run this one would "
-                        "resume: repair it or use a new output_dir") from None
     old, new = resume_settings(previous), resume_settings(record)
     changed = [name for name in new if name in old and old[name] != new[name]]
     allowed = set(allow_changes)

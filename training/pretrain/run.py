@@ -79,6 +79,7 @@ from .progress import (
     PretrainProgress,
     check_allowed_changes,
     check_resume,
+    read_run_config,
 )
 
 logger = logging.getLogger(__name__)
@@ -229,11 +230,13 @@ def choose_precision(cfg: PretrainConfig) -> precision.PrecisionChoice:
 
 def _recorded_choice(cfg: PretrainConfig) -> precision.PrecisionChoice | None:
     """The precision and XLA setting a run's run_config.json recorded (None: no record)."""
-    path = os.path.join(cfg.output_dir, RUN_CONFIG_FILE)
-    if not tf.io.gfile.exists(path):
+    record = read_run_config(cfg.output_dir)
+    if record is None:
         return None
-    with tf.io.gfile.GFile(path) as f:
-        resolved = json.load(f).get("resolved", {})
+    resolved = record.get("resolved", {})
+    if not isinstance(resolved, dict):
+        raise UserError(f"{os.path.join(cfg.output_dir, RUN_CONFIG_FILE)}: field 'resolved' "
+                        "is not an object; repair it or use a new output_dir")
     if "precision" not in resolved:
         return None
     return precision.PrecisionChoice(resolved["precision"], resolved.get("xla", cfg.jit_compile),

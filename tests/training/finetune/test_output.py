@@ -103,7 +103,11 @@ def test_output_that_is_a_file_is_refused(checkpoint, tmp_path, capsys):
     ("race", ["--seq-length", "64", "--set", "max_qa_length=62"],
      "--set: max_qa_length=62 exceeds seq_length=64 - 3"),
     ("classify", ["--set", "max_qa_length=16"],
-     "--set max_qa_length: applies to squad and race only, not classify"),
+     "--set max_qa_length: applies to squad, race and ner only, not classify"),
+    ("ner", ["--set", "tag_scheme=bio"],
+     "--set: tag_scheme='bio' is not one of iob1, iob2, bioes"),
+    ("ner", ["--set", "doc_stride=16"], "--set: doc_stride=16 does not apply to "
+     "task='token_classification'"),
 ])
 def test_task_settings_that_do_not_fit_are_refused_before_any_work(checkpoint, tmp_path, capsys,
                                                                    task, extra, message):

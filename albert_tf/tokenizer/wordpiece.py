@@ -1,0 +1,272 @@
+"""WordPiece tokenization on a BERT-style vocab.txt: what every Chinese ALBERT uses.
+
+The original google-research/albert `tokenization.FullTokenizer` without an
+`spm_model_file` (BERT's `BasicTokenizer` + `WordpieceTokenizer`), rule for rule:
+
+1. clean: drop U+0000, U+FFFD and control characters (category C*, except tab,
+   newline and carriage return); whitespace (those three, space, category Zs) -> " ";
+2. with `tokenize_chinese_chars`, a space on each side of every CJK ideograph
+   (BERT's ranges, `CJK_RANGES`);
+3. split on whitespace (`str.split`); each word lower-cased when `do_lower_case`,
+   and accents stripped (NFD, then category Mn dropped) when `strip_accents` says so:
+   None (the original's rule) strips exactly when lower-casing;
+4. split off every punctuation character (Unicode P*, plus every ASCII character that
+   is not a letter, digit or space: BERT's definition, `is_punctuation`);
+5. greedy longest-match-first WordPiece, continuations prefixed "##"; a word of more
+   than `MAX_WORD_CHARS` characters, or one with a part no piece matches, is [UNK].
+
+Text is text: "[CLS]" typed in the input is split like any word, as the original
+does (Hugging Face matches special tokens in text unless `split_special_tokens`).
+Hugging Face's Python `BertTokenizerLegacy` adds an NFC pass the original and its
+Rust `BertTokenizer` do not have; only cased text with decomposed characters tells
+them apart (tests/model/test_wordpiece.py shows both).
+
+`read_vocab` is the one reader of vocab.txt (one token a line, UTF-8, no BOM, no empty
+or repeated lines, [PAD] [UNK] [CLS] [SEP] [MASK] present). Pure Python, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import unicodedata
+from typing import Sequence
+
+from albert_tf import textio
+from albert_tf.errors import UserError
+from albert_tf.tokenizer.packing import Packing
+
+__all__ = ["WordPieceTokenizer", "VocabFileError", "read_vocab", "SPECIAL_TOKENS",
+           "CJK_RANGES", "MAX_WORD_CHARS", "SUFFIX", "is_punctuation", "is_control",
+           "is_whitespace", "is_cjk"]
+
+PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+SUFFIX = "##"  # a piece that continues a word
+MAX_WORD_CHARS = 100  # the original's max_input_chars_per_word: longer words are [UNK]
+# BERT's "Chinese character" ranges (CJK Unified Ideographs and extensions A-E,
+# compatibility ideographs): inclusive (first, last) code points.
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+              (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_ASCII_PUNCTUATION = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+
+class VocabFileError(UserError):
+    """A vocab.txt that cannot be used: names the file and the line."""
+
+
+def is_whitespace(char: str) -> bool:
+    """BERT's whitespace: space, tab, newline, carriage return, category Zs."""
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+
+
+def is_control(char: str) -> bool:
+    """BERT's control characters: category C* except tab, newline, carriage return."""
+    return char not in "\t\n\r" and unicodedata.category(char).startswith("C")
+
+
+def is_punctuation(char: str) -> bool:
+    """BERT's punctuation: category P*, or ASCII that is no letter, digit or space."""
+    cp = ord(char)
+    return (any(lo <= cp <= hi for lo, hi in _ASCII_PUNCTUATION)
+            or unicodedata.category(char).startswith("P"))
+
+
+def is_cjk(char: str) -> bool:
+    """Whether `char` is in one of BERT's CJK ideograph ranges (`CJK_RANGES`)."""
+    cp = ord(char)
+    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+
+
+def _to_text(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        # U+FFFD is dropped by cleaning: the same as the original's errors="ignore".
+        return text.decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str or bytes, got {type(text).__name__}: {text!r:.80}")
+    return text
+
+
+def read_vocab(path: str | os.PathLike) -> list[str]:
+    """The tokens of a vocab.txt, id = line number - 1.
+
+    Raises:
+      VocabFileError: naming the file and the line: a byte-order mark, bytes that are
+        not UTF-8, an empty line, a token seen before (and where), a missing special
+        token, an empty file.
+      FileNotFoundError: no such file.
+    """
+    path = os.fspath(path)
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"WordPiece vocabulary not found: {path}")
+    data = textio.read_bytes(path)
+    if data.startswith(codecs.BOM_UTF8):
+        raise VocabFileError(f"{path}:1: starts with a UTF-8 byte-order mark, which "
+                             "BertTokenizer reads as part of the first token; save the file "
+                             "without it")
+    try:
+        text = textio.decode(data, path)
+    except textio.EncodingError as err:
+        raise VocabFileError(str(err)) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line
+    seen: dict[str, int] = {}
+    tokens = []
+    for number, line in enumerate(lines, 1):
+        token = line[:-1] if line.endswith("\r") else line
+        if not token.strip():
+            raise VocabFileError(f"{path}:{number}: empty line; vocab.txt holds one token "
+                                 "a line and the line number is its id")
+        if token in seen:
+            raise VocabFileError(f"{path}:{number}: token {token!r} repeats line "
+                                 f"{seen[token]}; each token must appear once")
+        seen[token] = number
+        tokens.append(token)
+    if not tokens:
+        raise VocabFileError(f"{path}: the vocabulary is empty")
+    missing = [t for t in SPECIAL_TOKENS if t not in seen]
+    if missing:
+        raise VocabFileError(f"{path}: has no {', '.join(missing)} line; a WordPiece "
+                             f"vocabulary for ALBERT needs {' '.join(SPECIAL_TOKENS)}")
+    return tokens
+
+
+class WordPieceTokenizer(Packing):
+    """BERT-style WordPiece on a vocab.txt, the original ALBERT rules (pure Python).
+
+    The same surface as `AlbertTokenizer` (tokenize, encode, decode, pack,
+    encode_pair, the special ids, vocab_size), so every stage takes either.
+
+    Args:
+      vocab_path: the vocab.txt (one token a line; `read_vocab`).
+      do_lower_case: lower-case each word (True for the Chinese ALBERT models).
+      strip_accents: strip accents (NFD, drop Mn); None: when `do_lower_case`
+        (the original; tokenizer_config.json's `strip_accents`).
+      tokenize_chinese_chars: make every CJK ideograph a word of its own (True;
+        tokenizer_config.json's `tokenize_chinese_chars`).
+
+    Example:
+      >>> tok = WordPieceTokenizer("vocab.txt")
+      >>> tok.tokenize("我爱Tokyo!")   # ['我', '爱', 'tokyo', '!'] with such a vocabulary
+    """
+
+    kind = "wordpiece"
+
+    def __init__(self, vocab_path: str | os.PathLike, do_lower_case: bool = True, *,
+                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True):
+        self.vocab_path = os.fspath(vocab_path)
+        self.do_lower_case = bool(do_lower_case)
+        self.strip_accents = None if strip_accents is None else bool(strip_accents)
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.tokens = read_vocab(self.vocab_path)
+        self.vocab = {token: i for i, token in enumerate(self.tokens)}
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            self.vocab[t] for t in SPECIAL_TOKENS)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens, special ones included."""
+        return len(self.tokens)
+
+    @property
+    def strips_accents(self) -> bool:
+        """Whether accents are stripped: `strip_accents`, or lower-casing when it is None."""
+        return self.do_lower_case if self.strip_accents is None else self.strip_accents
+
+    @property
+    def keep_accents(self) -> bool:
+        """The task record's name for not stripping accents (`not strips_accents`)."""
+        return not self.strips_accents
+
+    # ---------------------------------------------------------------- basic tokenizer
+    def clean(self, text: str | bytes) -> str:
+        """Steps 1 and 2: control characters dropped, whitespace -> " ", CJK spaced."""
+        out = []
+        for char in _to_text(text):
+            if char in "\x00\ufffd" or is_control(char):
+                continue
+            if is_whitespace(char):
+                out.append(" ")
+            elif self.tokenize_chinese_chars and is_cjk(char):
+                out.append(f" {char} ")
+            else:
+                out.append(char)
+        return "".join(out)
+
+    def basic_tokenize(self, text: str | bytes) -> list[str]:
+        """Words before WordPiece: cleaned, cased, accents and punctuation split off."""
+        words = []
+        for word in self.clean(text).split():
+            if self.do_lower_case:
+                word = word.lower()
+            if self.strips_accents:
+                word = "".join(c for c in unicodedata.normalize("NFD", word)
+                               if unicodedata.category(c) != "Mn")
+            words.extend(_split_punctuation(word))
+        return words
+
+    def normalize(self, text: str | bytes) -> str:
+        """The words WordPiece sees, joined by single spaces."""
+        return " ".join(self.basic_tokenize(text))
+
+    # ---------------------------------------------------------------- wordpiece
+    def wordpiece(self, word: str) -> list[str]:
+        """Greedy longest-match-first pieces of one word; [UNK] when any part fails."""
+        if len(word) > MAX_WORD_CHARS:
+            return [UNK_TOKEN]
+        pieces, start = [], 0
+        while start < len(word):
+            end = len(word)
+            while end > start:
+                piece = word[start:end] if start == 0 else SUFFIX + word[start:end]
+                if piece in self.vocab:
+                    break
+                end -= 1
+            if end == start:
+                return [UNK_TOKEN]
+            pieces.append(piece)
+            start = end
+        return pieces
+
+    def tokenize(self, text: str | bytes) -> list[str]:
+        """The WordPiece tokens of `text` (no [CLS]/[SEP])."""
+        return [p for word in self.basic_tokenize(text) for p in self.wordpiece(word)]
+
+    def encode(self, text: str | bytes) -> list[int]:
+        """Token ids of `text` (no [CLS]/[SEP])."""
+        return [self.vocab[p] for p in self.tokenize(text)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`: pieces joined by spaces, "##" continuations glued on;
+        [PAD], [CLS], [SEP] and [MASK] decode to nothing."""
+        skip = {self.pad_id, self.cls_id, self.sep_id, self.mask_id}
+        text = " ".join(self.tokens[int(i)] for i in ids if int(i) not in skip)
+        return text.replace(" " + SUFFIX, "")
+
+    def id_to_piece(self, piece_id: int) -> str:
+        return self.tokens[int(piece_id)]
+
+    def piece_to_id(self, piece: str) -> int:
+        return self.vocab.get(piece, self.unk_id)
+
+    def __repr__(self) -> str:
+        return (f"WordPieceTokenizer({self.vocab_path!r}, do_lower_case={self.do_lower_case}, "
+                f"strip_accents={self.strip_accents}, tokenize_chinese_chars="
+                f"{self.tokenize_chinese_chars}, vocab_size={self.vocab_size})")
+
+
+def _split_punctuation(word: str) -> list[str]:
+    """`word` cut before and after every punctuation character (each one a word)."""
+    out: list[str] = []
+    start_new = True
+    for char in word:
+        if is_punctuation(char):
+            out.append(char)
+            start_new = True
+        else:
+            if start_new:
+                out.append("")
+            start_new = False
+            out[-1] += char
+    return out

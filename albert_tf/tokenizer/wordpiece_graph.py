@@ -1,0 +1,138 @@
+"""`WordPieceTokenizer`'s rules in TensorFlow ops, for `AlbertPreprocessor` on a vocab.txt.
+
+Every step mirrors `albert_tf.tokenizer.wordpiece` on int32 code points, with tables
+computed from the same Python predicates (`is_control`, `is_whitespace`,
+`is_punctuation`, `is_cjk`, category Mn), so both sides agree by construction:
+
+1. invalid UTF-8 -> U+FFFD (as Python's errors="replace"); U+0000, U+FFFD and control
+   characters dropped; every whitespace character (BERT's, and what `str.split` splits
+   on) -> " ";
+2. CJK ideographs -> " c " (with tokenize_chinese_chars);
+3. lower-casing with `str.lower`'s tables and its Final_Sigma rule (shared with the
+   SentencePiece path, `normalize_graph.TextNormalizer`); U+0130 -> "i" U+0307 first, the
+   one mapping to two characters. The original lower-cases word by word; a space is
+   neither cased nor case-ignorable, so the whole text gives the same result;
+4. accents: NFD with `tensorflow_text.normalize_utf8` (ICU), then category Mn dropped;
+5. punctuation -> " p ", split on spaces; words over `MAX_WORD_CHARS` characters ->
+   "[UNK]";
+6. `tensorflow_text.FastWordpieceTokenizer` on the words (no pre-tokenization of its
+   own): greedy longest-match-first with "##", a word it cannot cover -> [UNK].
+
+Residual difference: ICU's NFD may know code points newer than Python's Unicode
+database (unassigned there, so absent from real text).
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenizer.normalize import _range_arrays
+from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
+from albert_tf.tokenizer.wordpiece import (
+    MAX_WORD_CHARS,
+    SUFFIX,
+    UNK_TOKEN,
+    WordPieceTokenizer,
+    is_cjk,
+    is_control,
+    is_punctuation,
+    is_whitespace,
+)
+
+_SPACE, _NONE = 0x20, -1
+_DOTTED_CAPITAL_I, _DOT_ABOVE = 0x130, 0x307
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Range tables of BERT's character classes over every code point (cached)."""
+    chars = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    drop = [c for c in chars if c in "\x00\ufffd" or is_control(c)]
+    dropped = set(drop)
+    return {
+        "drop": _range_arrays([ord(c) for c in drop]),
+        # BERT's whitespace, and what str.split() splits on among the characters kept
+        "space": _range_arrays([ord(c) for c in chars
+                                if c not in dropped and (is_whitespace(c) or c.isspace())]),
+        "cjk": _range_arrays([ord(c) for c in chars if is_cjk(c)]),
+        "punctuation": _range_arrays([ord(c) for c in chars if is_punctuation(c)]),
+        "mn": _range_arrays([ord(c) for c in chars if unicodedata.category(c) == "Mn"]),
+    }
+
+
+def _expand(chars: tf.RaggedTensor, rules: list[tuple[tf.Tensor, tuple[int, int, int]]]
+            ) -> tf.RaggedTensor:
+    """Replaces each code point where a rule's mask [N] holds by the rule's three code
+    points (c: the code point itself, -1: nothing); the first rule that holds wins."""
+    values = chars.flat_values
+    triple = tf.stack([tf.fill(tf.shape(values), _NONE), values,
+                       tf.fill(tf.shape(values), _NONE)], axis=1)  # [N, 3]
+    for mask, pattern in reversed(rules):
+        replacement = tf.stack([values if p == "c" else tf.fill(tf.shape(values), p)
+                                for p in pattern], axis=1)
+        triple = tf.where(mask[:, None], replacement, triple)
+    rows = tf.repeat(chars.value_rowids(), 3)
+    flat = tf.reshape(triple, [-1])
+    keep = flat != _NONE
+    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(flat, keep),
+                                             tf.boolean_mask(rows, keep), nrows=chars.nrows())
+
+
+class WordPieceGraph:
+    """`WordPieceTokenizer.encode` on `tf.string [B]` -> int64 `[B, (tokens)]`.
+
+    Args:
+      tokenizer: the Python tokenizer: its vocabulary, special ids and options.
+    """
+
+    def __init__(self, tokenizer: WordPieceTokenizer):
+        self.tokenizer = tokenizer
+        self.tables = _tables()
+        self._lower = TextNormalizer(do_lower_case=True, keep_accents=True)._lower
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=list(tokenizer.tokens), suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
+            max_bytes_per_word=4 * MAX_WORD_CHARS + 4, token_out_type=tf.int64,
+            no_pretokenization=True, support_detokenization=False)
+
+    def _member(self, values: tf.Tensor, table: str) -> tf.Tensor:
+        return member(values, self.tables[table])
+
+    def words(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """The words WordPiece sees (`WordPieceTokenizer.basic_tokenize`): `tf.string [B, (W)]`."""
+        tok = self.tokenizer
+        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                          replacement_char=0xFFFD)  # int32 [B, (C)]
+        chars = tf.ragged.boolean_mask(chars, ~tf.ragged.map_flat_values(
+            self._member, chars, "drop"))
+        chars = chars.with_flat_values(tf.where(self._member(chars.flat_values, "space"),
+                                                _SPACE, chars.flat_values))
+        rules = []
+        if tok.tokenize_chinese_chars:
+            rules.append((self._member(chars.flat_values, "cjk"), (_SPACE, "c", _SPACE)))
+        if tok.do_lower_case:  # str.lower's one mapping to two code points
+            rules.append((chars.flat_values == _DOTTED_CAPITAL_I, (0x69, _DOT_ABOVE, _NONE)))
+        if rules:
+            chars = _expand(chars, rules)
+        if tok.do_lower_case:
+            chars = chars.with_flat_values(self._lower(chars.flat_values, chars.value_rowids()))
+        if tok.strips_accents:
+            texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFD")
+            chars = tf.strings.unicode_decode(texts, "UTF-8")
+            chars = tf.ragged.boolean_mask(chars, ~tf.ragged.map_flat_values(
+                self._member, chars, "mn"))
+        chars = _expand(chars, [(self._member(chars.flat_values, "punctuation"),
+                                 (_SPACE, "c", _SPACE))])
+        words = tf.strings.split(tf.strings.unicode_encode(chars, "UTF-8"), sep=" ")
+        words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_WORD_CHARS
+        return words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values))
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Token ids [B, (T)] of `tf.string [B]`."""
+        words = self.words(texts)
+        return self._wordpiece.tokenize(words).merge_dims(1, 2)  # [B, (W), (P)] -> [B, (T)]

@@ -1,0 +1,147 @@
+"""Which serving module serves a task, and how it is written as a SavedModel.
+
+`build_module(model, preprocessor, task, record)` picks the task's module (`Task.serving`
+names it in `SERVING_MODULES`); `save_module` writes its signatures and warmup requests
+with Keras' ExportArchive; `cast_model` gives a bfloat16 copy; `custom_ops` lists the
+ops of a written SavedModel that core TensorFlow lacks. `albert-tf export`
+(`export.py`) is their command.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+from albert_tf import tasks
+from albert_tf.checkpoint import task_record_of
+from albert_tf.errors import UserError
+
+from . import layout, warmup
+from .signatures import tasks as signatures
+from .signatures.base import PAD_MULTIPLE, Batching
+from .signatures.span import SpanModule
+from .signatures.span_beam import BeamSpanModule, NullScoreSpanModule
+from .signatures.token_labels import TokenClassifierModule
+
+# What export serves: every task a record names, and "encoder" (any checkpoint's features).
+TASKS = tuple(tasks.ALL_TASKS)
+
+def _span_module(model, preprocessor, record, pad_multiple):
+    if record.null_score_diff_threshold is not None:  # a foreign span head's decision rule
+        return NullScoreSpanModule(model, preprocessor, record, pad_multiple)
+    return SpanModule(model, preprocessor, record, pad_multiple)
+
+
+# The serving module of each kind a task's entry names (`Task.serving`), built from the
+# model, the preprocessor, the task record and the padding granularity.
+SERVING_MODULES = {
+    "features": lambda model, pre, record, pad: signatures.PretrainedModule(model, pre, pad),
+    "classifier": signatures.ClassifierModule,
+    "regressor": lambda model, pre, record, pad: signatures.RegressorModule(model, pre, pad),
+    "token_labels": lambda model, pre, record, pad: TokenClassifierModule(
+        model, pre, record.label_names, pad),
+    "span": _span_module,
+    "span_beam": BeamSpanModule,
+    "multiple_choice": signatures.MultipleChoiceModule,
+}
+
+
+# The serving modules whose answers carry offsets into the raw text (`signatures.offsets`).
+OFFSET_MODULES = ("token_labels", "span", "span_beam")
+
+
+class ExportError(UserError):
+    """A checkpoint/task/option combination that cannot be exported (one-line message)."""
+
+
+def build_module(model, preprocessor, task: str | None = None, record=None,
+                 pad_multiple: int | None = PAD_MULTIPLE, batching: Batching | None = None):
+    """The serving tf.Module for `model` (an `albert_tf.models` model).
+
+    Args:
+      model: the Keras model; its `.task` picks the module unless `task` is given.
+      preprocessor: `AlbertPreprocessor` with the serving sequence length.
+      task: one of TASKS; "encoder" serves any model's encoder features.
+      record: the model's `TaskRecord`, the only source of label names, problem
+        type, query / answer / option lengths, n_best and the no-answer threshold
+        (default: `task_record_of(model)`, i.e. the defaults).
+      pad_multiple: dynamic padding granularity (None: always `seq_length`).
+        Foreign heads read their decision rules from the record too (problem_type,
+        null_score_diff_threshold, the beam sizes).
+      batching: join concurrent calls into one batch in the graph (`Batching`); for the
+        modules whose model call is one row per text (classification, regression,
+        multiple choice).
+    """
+
+    spec = tasks.ALL_TASKS.get(task or model.task)
+    if spec is None:
+        raise ExportError(f"cannot serve task {task!r}; export one of {', '.join(TASKS)} "
+                          "(--task encoder serves any checkpoint's encoder features)")
+    served = model
+    if not spec.recorded:  # the encoder: every model holds one
+        served = model.encoder
+    elif spec is not model.task_spec:
+        raise ExportError(f"the checkpoint holds a {model.task} model, not {task}; "
+                          f"use --task {model.task} or --task encoder")
+    record = record if record is not None else task_record_of(model)
+    module = SERVING_MODULES[spec.serving](served, preprocessor, record, pad_multiple)
+    if batching is not None:
+        if not module.batchable:
+            raise ExportError(f"--batching joins one-row-per-text model calls (classification, "
+                              f"regression, multiple choice); not {spec.name}'s")
+        module.batching = batching
+    return module
+
+
+def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
+    """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`.
+
+    Keras' ExportArchive tracks the variables the signatures use and the
+    preprocessor's SentencePiece resource, and nothing else. With
+    `token_ids_only` the SavedModel holds only the `token_ids` signature (also as
+    serving_default) and no tensorflow-text op, for servers built without them.
+    """
+
+    functions = module.signatures()
+    examples = module.warmup_examples()
+    if token_ids_only:
+        functions = {"serving_default": functions["token_ids"], "token_ids": functions["token_ids"]}
+        examples = {name: examples["token_ids"] for name in functions}
+    archive = keras.export.ExportArchive()
+    for name, function in functions.items():
+        function.get_concrete_function()  # traced from its input signature
+        archive.add_endpoint(name, function)
+    if not token_ids_only:
+        if not module.preprocessor.built:  # signatures may use its methods, not its call
+            module.preprocessor.build(None)
+        archive.track(module.preprocessor)  # its SentencePiece resource goes with the model
+    archive.write_out(directory, verbose=False)
+    warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
+
+
+def cast_model(model, dtype: str):
+    """A copy of `model` whose variables and compute are `dtype` ("float32" returns `model`).
+
+    Heads return float32 logits and LayerNorm and the attention softmax compute in
+    float32 whatever the policy, so the signatures' outputs keep their dtypes.
+    """
+    if dtype == "float32":
+        return model
+    config = model.get_config()
+    config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
+    clone = type(model).from_config(config)
+    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
+    return clone
+
+
+def custom_ops(directory: str) -> list[str]:
+    """Ops of the SavedModel in `directory` that core TensorFlow lacks (tensorflow-text's)."""
+
+    with open(os.path.join(directory, layout.SAVED_MODEL_FILE), "rb") as f:
+        graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    ops.update(node.op for function in graph.library.function for node in function.node_def)
+    return sorted(op for op in ops if not hasattr(tf.raw_ops, op))

@@ -1,0 +1,198 @@
+"""In-graph entities from per-piece labels: words of the raw text, conlleval's rule, offsets.
+
+A word is a maximal run of characters that are not whitespace (`str.isspace`, as
+`str.split()` and CoNLL files split text), and its label is the label of its first
+piece, as `finetune --task ner` trains it. Entities are read from the words' tags by
+conlleval's rule (`albert_tf.tagging.entities`, the same for IOB1, IOB2 and BIOES),
+and each one is reported with its type, its text (exactly the raw text's characters
+from `start_char` to `end_char`), and a score: the mean over its words of the
+probability of the word's label.
+
+A word with no piece (made only of characters the tokenizer drops) is read as O.
+
+Everything works on the flat values of ragged tensors, keyed `row * ROW_STRIDE +
+position` for per-row searches (as `offsets.py`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import tagging
+from albert_tf.tokenizer.normalize import unicode_tables
+
+from .offsets import ROW_STRIDE
+
+# Prefix codes of the per-class tables; O is 0.
+_CODES = {tagging.OUTSIDE: 0, "B": 1, "I": 2, "E": 3, "S": 4}
+ENTITY_OUTPUTS = ("entity_type", "entity_text", "entity_start_char", "entity_end_char",
+                  "entity_score", "entity_count")
+
+
+def label_tables(label_names) -> tuple[list[int], list[int], list[str]]:
+    """(prefix code per class, entity type index per class (-1 for O), the type names).
+
+    Label names that are not O or PREFIX-TYPE tags give no entities (they read as O);
+    `tagging.split_tag` decides.
+    """
+    prefixes, kinds, tags = [], [], []
+    for name in label_names:
+        try:
+            tags.append(tagging.split_tag(name))
+        except ValueError:
+            tags.append((tagging.OUTSIDE, ""))
+    names = sorted({kind for _, kind in tags if kind})
+    for prefix, kind in tags:
+        prefixes.append(_CODES[prefix])
+        kinds.append(names.index(kind) if kind else -1)
+    return prefixes, kinds, names
+
+
+def tags_entity_ready(label_names) -> bool:
+    """Whether every label name is a tag (O or PREFIX-TYPE), so entities can be read."""
+    try:
+        for name in label_names:
+            tagging.split_tag(name)
+    except ValueError:
+        return False
+    return True
+
+
+def words(texts: tf.Tensor) -> dict[str, tf.RaggedTensor]:
+    """The whitespace-separated words of `texts` [B] (valid UTF-8).
+
+    Returns:
+      {"start_char", "end_char", "start_byte", "end_byte"}: int64 [B, (W)] ranges
+      ([start, end)) of each word in characters and in bytes.
+    """
+    codes, byte_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # [B, (C)]
+    flat = codes.flat_values
+    starts, ends = (tf.constant(np.asarray(r, np.int32)) for r in unicode_tables().whitespace)
+    index = tf.searchsorted(starts, flat, side="right") - 1
+    space = (index >= 0) & (flat <= tf.gather(ends, tf.maximum(index, 0)))
+    rows = codes.value_rowids()
+    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(codes.row_starts(), rows)
+    last = position == tf.gather(codes.row_lengths(), rows) - 1
+    before = tf.concat([[True], space[:-1]], 0) | (position == 0)
+    after = tf.concat([space[1:], [True]], 0) | last
+    opens, closes = ~space & before, ~space & after
+    # Bytes of each character in UTF-8, for the byte just past it.
+    width = 1 + tf.cast(flat >= 0x80, tf.int64) + tf.cast(flat >= 0x800, tf.int64) + \
+        tf.cast(flat >= 0x10000, tf.int64)
+    word_rows = tf.boolean_mask(rows, opens)
+    ragged = lambda v: tf.RaggedTensor.from_value_rowids(  # noqa: E731
+        v, word_rows, nrows=tf.shape(texts, out_type=tf.int64)[0])
+    return {"start_char": ragged(tf.boolean_mask(position, opens)),
+            "end_char": ragged(tf.boolean_mask(position + 1, closes)),
+            "start_byte": ragged(tf.boolean_mask(byte_start.flat_values, opens)),
+            "end_byte": ragged(tf.boolean_mask(byte_start.flat_values + width, closes))}
+
+
+def word_labels(found: dict[str, tf.RaggedTensor], piece_ends: tf.RaggedTensor,
+                label_id: tf.Tensor, probability: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each word's label and its probability: those of the word's first piece.
+
+    Args:
+      found: `words(texts)`.
+      piece_ends: [B, (n)] byte offsets just past each piece the model labelled.
+      label_id, probability: [B, N] per piece, N >= n.
+
+    Returns:
+      (label id int32 [W], probability float32 [W]) over the flat words; -1 and 0 for
+      a word without a piece.
+    """
+    word_rows = found["end_byte"].value_rowids()
+    word_end = word_rows * ROW_STRIDE + found["end_byte"].flat_values  # sorted
+    piece_rows = piece_ends.value_rowids()
+    # A piece belongs to the first word of its row that ends after the piece's last byte:
+    # the word it ends in, or for a lone "▁" (the space before a word) the next word.
+    # (Its start would not do: "▁alone" of "and \u200b alone" starts at the space after
+    # "and", before the word "\u200b", which SentencePiece drops.)
+    word = tf.searchsorted(word_end, piece_rows * ROW_STRIDE + piece_ends.flat_values - 1,
+                           side="right", out_type=tf.int64)
+    words_total = tf.size(word_end, out_type=tf.int64)
+    in_row = (word < words_total) & (tf.gather(tf.concat([word_rows, [-1]], 0),
+                                               tf.minimum(word, words_total)) == piece_rows)
+    piece = tf.range(tf.size(piece_rows, out_type=tf.int64)) - tf.gather(
+        piece_ends.row_starts(), piece_rows)
+    index = tf.stack([piece_rows, piece], 1)
+    piece_label = tf.gather_nd(label_id, index)
+    piece_probability = tf.gather_nd(probability, index)
+    # The first piece of each word: the smallest flat piece index mapped to it.
+    flat_piece = tf.range(tf.size(piece_rows, out_type=tf.int64))
+    big = tf.int64.max
+    first = tf.math.unsorted_segment_min(tf.where(in_row, flat_piece, big),
+                                         tf.where(in_row, word, words_total), words_total + 1)
+    first = first[:words_total]
+    has_piece = first < tf.size(piece_rows, out_type=tf.int64)
+    safe = tf.where(has_piece, first, 0)
+    labels = tf.where(has_piece, tf.gather(tf.concat([piece_label, [-1]], 0), safe), -1)
+    scores = tf.where(has_piece, tf.gather(tf.concat([piece_probability, [0.0]], 0), safe), 0.0)
+    return labels, scores
+
+
+def entities(texts: tf.Tensor, found: dict[str, tf.RaggedTensor], labels: tf.Tensor,
+             scores: tf.Tensor, tables) -> dict[str, tf.Tensor]:
+    """The entities of each row by conlleval's rule over its words' labels.
+
+    Args:
+      texts: tf.string [B], the (sanitized) texts the offsets refer to.
+      found: `words(texts)`; labels, scores: `word_labels(...)` over its flat words.
+      tables: `label_tables(label_names)`.
+
+    Returns:
+      ENTITY_OUTPUTS: entity_type, entity_text string [B,E] (""), entity_start_char,
+      entity_end_char int32 [B,E] (-1), entity_score float32 [B,E] (0), entity_count
+      int32 [B].
+    """
+    prefix_table, kind_table, kind_names = tables
+    safe = tf.maximum(labels, 0)
+    prefix = tf.where(labels >= 0, tf.gather(tf.constant(prefix_table, tf.int32), safe), 0)
+    kind = tf.where(prefix > 0, tf.gather(tf.constant(kind_table, tf.int32), safe), -1)
+    rows = found["start_char"].value_rowids()
+    position = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
+        found["start_char"].row_starts(), rows)
+    first = position == 0
+    prev = tf.where(first, 0, tf.roll(prefix, 1, 0))
+    prev_kind = tf.where(first, -1, tf.roll(kind, 1, 0))
+    o, b, i, e, s = (_CODES[k] for k in (tagging.OUTSIDE, "B", "I", "E", "S"))
+    is_ = lambda x, *codes: tf.reduce_any(tf.stack([tf.equal(x, c) for c in codes]), 0)  # noqa: E731
+    # tagging._ends / tagging.starts_entity, word by word.
+    ends = (is_(prev, e, s) | (is_(prev, b, i) & is_(prefix, b, s, o))
+            | ((prev != o) & (prev_kind != kind)))
+    starts = (is_(prefix, b, s) | (is_(prefix, i, e) & is_(prev, e, s, o))
+              | ((prefix != o) & (prev_kind != kind)))
+    # Entity ends: the words where an open entity ends, and each row's end.
+    row_lengths = found["start_char"].row_lengths()
+    sentinels = tf.range(tf.size(row_lengths, out_type=tf.int64)) * ROW_STRIDE + row_lengths
+    end_keys = tf.sort(tf.concat([tf.boolean_mask(rows * ROW_STRIDE + position, ends & ~first),
+                                  sentinels], 0))
+    start_flat = tf.boolean_mask(tf.range(tf.size(rows, out_type=tf.int64)), starts)
+    start_row = tf.gather(rows, start_flat)
+    start_key = start_row * ROW_STRIDE + tf.gather(position, start_flat)
+    end_key = tf.gather(end_keys, tf.searchsorted(end_keys, start_key, side="right"))
+    last_flat = start_flat + (end_key - start_key) - 1  # the entity's last word
+    # Mean label probability over the entity's words.
+    running = tf.cumsum(scores)
+    total = tf.gather(running, last_flat) - tf.gather(running, start_flat) + \
+        tf.gather(scores, start_flat)
+    score = total / tf.cast(end_key - start_key, tf.float32)
+    start_byte = tf.gather(found["start_byte"].flat_values, start_flat)
+    end_byte = tf.gather(found["end_byte"].flat_values, last_flat)
+    text = tf.strings.substr(tf.gather(texts, start_row), start_byte, end_byte - start_byte)
+    kind_names = tf.constant(kind_names or [""], tf.string)
+    per_row = lambda v, default: tf.RaggedTensor.from_value_rowids(  # noqa: E731
+        v, start_row, nrows=tf.shape(texts, out_type=tf.int64)[0]).to_tensor(default)
+    chars = lambda v: tf.cast(per_row(v, -1), tf.int32)  # noqa: E731
+    return {
+        "entity_type": per_row(tf.gather(kind_names, tf.maximum(
+            tf.gather(kind, start_flat), 0)), ""),
+        "entity_text": per_row(text, ""),
+        "entity_start_char": chars(tf.gather(found["start_char"].flat_values, start_flat)),
+        "entity_end_char": chars(tf.gather(found["end_char"].flat_values, last_flat)),
+        "entity_score": per_row(score, 0.0),
+        "entity_count": tf.cast(tf.math.bincount(tf.cast(start_row, tf.int32),
+                                                 minlength=tf.shape(texts)[0],
+                                                 maxlength=tf.shape(texts)[0]), tf.int32),
+    }

@@ -1,0 +1,146 @@
+"""The Chinese ALBERT layouts open with their WordPiece vocabulary and give transformers'
+numbers (tests/fixtures/wordpiece, tools/make_wordpiece_fixtures.py).
+
+Each layout is assembled here from the fixture's files under the names the real
+releases use: a Hugging Face directory with BertTokenizer's tokenizer_config.json, the
+same with vocab.txt alone, and google-research's albert_*_zh layout (albert_config.json,
+model.ckpt-best.*, vocab_chinese.txt; or vocab.txt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from albert_tf.checkpoint import CheckpointError, convert, open_checkpoint
+from albert_tf.tokenizer.wordpiece import VocabFileError
+from tests.helpers.wordpiece import WORDPIECE_FIXTURE
+
+HF = os.path.join(WORDPIECE_FIXTURE, "hf")
+TF1 = os.path.join(WORDPIECE_FIXTURE, "tf1")
+SEQ_LENGTH = 32
+ATOL = 1e-5
+
+
+def reference() -> dict:
+    with np.load(os.path.join(WORDPIECE_FIXTURE, "reference.npz")) as data:
+        return dict(data)
+
+
+def _copy(src: str, dst, names: list[str] | None = None, extra: dict | None = None) -> str:
+    os.makedirs(dst, exist_ok=True)
+    for name in names if names is not None else os.listdir(src):
+        shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+    for name, source in (extra or {}).items():
+        shutil.copyfile(source, os.path.join(dst, name))
+    return str(dst)
+
+
+def layouts(root) -> dict[str, str]:
+    vocab = os.path.join(HF, "vocab.txt")
+    weights = ["albert_config.json", "model.ckpt-best.index",
+               "model.ckpt-best.data-00000-of-00001"]
+    return {
+        "hf": HF,
+        "hf_vocab_only": _copy(HF, root / "hf_vocab_only",
+                               ["config.json", "model.safetensors", "vocab.txt"]),
+        "tf1_zh": _copy(TF1, root / "albert_base_zh", weights, {"vocab_chinese.txt": vocab}),
+        "tf1_vocab": _copy(TF1, root / "tf1_vocab", weights, {"vocab.txt": vocab}),
+    }
+
+
+def _probabilities(model, features) -> np.ndarray:
+    out = model(features)
+    logits = np.asarray(out["logits"] if isinstance(out, dict) else out, np.float64)
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("layout", ["hf", "hf_vocab_only", "tf1_zh", "tf1_vocab"])
+def test_layout_opens_with_wordpiece_and_equals_transformers(tmp_path, layout):
+    opened = open_checkpoint(layouts(tmp_path)[layout])
+    assert opened.format == ("hf" if layout.startswith("hf") else "tf1")
+    record, files = opened.task_record, opened.tokenizer
+    assert (record.tokenizer, files.kind) == ("wordpiece", "wordpiece")
+    assert (files.do_lower_case, files.keep_accents, files.tokenize_chinese_chars) == (
+        True, False, True)
+    assert os.path.basename(files.spm_model) == (
+        "vocab_chinese.txt" if layout == "tf1_zh" else "vocab.txt")
+    ref = reference()
+    pre = files.preprocessor(SEQ_LENGTH)
+    single = pre(list(ref["texts"]))
+    pair = pre((list(ref["texts"]), list(ref["texts_b"])))
+    np.testing.assert_array_equal(single["input_word_ids"], ref["single_input_word_ids"])
+    np.testing.assert_array_equal(pair["input_word_ids"], ref["pair_input_word_ids"])
+    np.testing.assert_array_equal(pair["input_type_ids"], ref["pair_input_type_ids"])
+    model = opened.load()
+    np.testing.assert_allclose(_probabilities(model, single), ref["single_probabilities"],
+                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(_probabilities(model, pair), ref["pair_probabilities"],
+                               atol=ATOL, rtol=0)
+
+
+def test_tokenizer_config_options(tmp_path):
+    directory = _copy(HF, tmp_path / "cased")
+    config = os.path.join(directory, "tokenizer_config.json")
+    values = json.load(open(config, encoding="utf-8"))
+    values.update(tokenizer_class="BertTokenizerFast", do_lower_case=False, strip_accents=True,
+                  tokenize_chinese_chars=False)
+    json.dump(values, open(config, "w", encoding="utf-8"))
+    files = open_checkpoint(directory).tokenizer
+    assert (files.kind, files.do_lower_case, files.keep_accents,
+            files.tokenize_chinese_chars) == ("wordpiece", False, False, False)
+    values.update(strip_accents=None)  # BertTokenizer's default: strip when lower-casing
+    json.dump(values, open(config, "w", encoding="utf-8"))
+    assert open_checkpoint(directory).tokenizer.keep_accents is True
+    values.update(tokenizer_class="XLNetTokenizer")
+    json.dump(values, open(config, "w", encoding="utf-8"))
+    with pytest.raises(CheckpointError, match=r"tokenizer_config.json: tokenizer_class="
+                                              r"'XLNetTokenizer' is not one albert-tf reads"):
+        open_checkpoint(directory).tokenizer
+
+
+def test_vocab_size_that_disagrees_with_the_weights(tmp_path):
+    directory = _copy(HF, tmp_path / "bigger")
+    with open(os.path.join(directory, "vocab.txt"), "a", encoding="utf-8") as f:
+        f.write("extra\n")
+    with pytest.raises(CheckpointError, match=r"WordPiece vocabulary .*bigger/vocab.txt has "
+                                              r"2121 tokens but .*config.json has "
+                                              r"vocab_size=2120"):
+        open_checkpoint(directory).tokenizer
+
+
+def test_bad_vocab_in_a_checkpoint_names_file_and_line(tmp_path):
+    directory = _copy(HF, tmp_path / "no_unk")
+    path = os.path.join(directory, "vocab.txt")
+    lines = open(path, encoding="utf-8").read().split("\n")
+    lines[lines.index("[UNK]")] = "[UNK2]"
+    open(path, "w", encoding="utf-8").write("\n".join(lines))
+    with pytest.raises(VocabFileError, match=r"no_unk/vocab.txt: has no \[UNK\] line"):
+        open_checkpoint(directory).tokenizer
+
+
+def test_convert_keeps_the_wordpiece_vocabulary(tmp_path):
+    ours = str(tmp_path / "ours")
+    assert convert.main([layouts(tmp_path)["tf1_zh"], ours]) == 0
+    assert "vocab.txt" in os.listdir(ours) and "spiece.model" not in os.listdir(ours)
+    record = json.load(open(os.path.join(ours, "albert_task.json"), encoding="utf-8"))
+    assert (record["tokenizer"], record["tokenize_chinese_chars"]) == ("wordpiece", True)
+    hf = str(tmp_path / "hf_out")
+    assert convert.main([ours, hf, "--to", "hf"]) == 0
+    assert sorted(os.listdir(hf)) == ["config.json", "model.safetensors",
+                                      "tokenizer_config.json", "vocab.txt"]
+    tokenizer_config = json.load(open(os.path.join(hf, "tokenizer_config.json"),
+                                      encoding="utf-8"))
+    assert (tokenizer_config["tokenizer_class"], tokenizer_config["do_lower_case"],
+            tokenizer_config["strip_accents"]) == ("BertTokenizer", True, True)
+    ref = reference()
+    for directory in (ours, hf):  # the same numbers after both conversions
+        opened = open_checkpoint(directory)
+        features = opened.tokenizer.preprocessor(SEQ_LENGTH)(list(ref["texts"]))
+        np.testing.assert_allclose(_probabilities(opened.load(), features),
+                                   ref["single_probabilities"], atol=ATOL, rtol=0)

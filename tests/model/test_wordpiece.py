@@ -1,0 +1,96 @@
+"""WordPieceTokenizer (Python) against transformers' BertTokenizer, and vocab.txt reading.
+
+The ids come from tests/fixtures/wordpiece/parity.json.gz, written by
+tools/make_wordpiece_fixtures.py with transformers' two BERT tokenizers over the parity
+lines (stored in the fixture) in four forms. The original's rules are the Python ones:
+
+* Hugging Face's Python `BertTokenizerLegacy` adds NFC before splitting words; on a
+  line NFC changes we must equal it on the NFC form of the line (and only there may we
+  differ on the line as given).
+* Its Rust `BertTokenizer` lower-cases without Unicode's Final_Sigma rule and keeps
+  unassigned / private-use characters the original drops as "control"; on every other
+  line we must equal it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from albert_tf.tokenizer.wordpiece import (
+    MAX_WORD_CHARS,
+    SPECIAL_TOKENS,
+    VocabFileError,
+    WordPieceTokenizer,
+    read_vocab,
+)
+from tests.helpers.tokenizer_cases import HARD_CASES, WORDPIECE_CASES
+from tests.helpers.wordpiece import FORMS, WORDPIECE_VOCAB, check_ids, parity
+
+VOCAB = WORDPIECE_VOCAB
+
+
+def test_fixture_covers_the_parity_cases():
+    lines = set(parity()["lines"])
+    assert set(HARD_CASES) <= lines and set(WORDPIECE_CASES) <= lines
+    assert len(parity()["lines"]) > 1300 and tuple(parity()["forms"]) == FORMS
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_ids_equal_transformers(form):
+    tok = WordPieceTokenizer(VOCAB, **parity()["forms"][form]["options"])
+    check_ids(lambda lines: [tok.encode(line) for line in lines], form)
+
+
+def test_unknown_and_long_words():
+    tok = WordPieceTokenizer(VOCAB)
+    unk = tok.unk_id
+    assert tok.encode("a" * MAX_WORD_CHARS) != [unk]
+    assert tok.encode("a" * (MAX_WORD_CHARS + 1)) == [unk]
+    assert tok.tokenize("北京") == ["北", "京"]  # each ideograph a word
+    joined = WordPieceTokenizer(VOCAB, tokenize_chinese_chars=False)
+    assert joined.tokenize("北京") == ["北", "##京"]
+    assert tok.tokenize("x\u0000y\ufffdz") == tok.tokenize("xyz")
+
+
+def test_pack_and_special_ids():
+    tok = WordPieceTokenizer(VOCAB)
+    assert [tok.id_to_piece(i) for i in (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id,
+                                         tok.mask_id)] == list(SPECIAL_TOKENS)
+    packed = tok.encode_pair("我爱北京", "天安门", seq_length=8)
+    ids = tok.encode("我爱北京"), tok.encode("天安门")
+    assert packed["input_word_ids"] == [tok.cls_id, *ids[0][:3], tok.sep_id, *ids[1][:2],
+                                        tok.sep_id]
+    assert packed["input_type_ids"] == [0] * 5 + [1] * 3
+    assert tok.decode(tok.encode("hello world")) == "hello world"
+    assert tok.encode("Hello".encode()) == tok.encode("Hello")
+
+
+def _write(tmp_path, data: bytes):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(data)
+    return str(path)
+
+
+GOOD = "\n".join(SPECIAL_TOKENS + ("a", "##b")) + "\n"
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\xef\xbb\xbf" + GOOD.encode(), r"vocab.txt:1: starts with a UTF-8 byte-order mark"),
+    (GOOD.replace("a\n", "a\n\n").encode(), r"vocab.txt:7: empty line"),
+    (GOOD.replace("a\n", "a\n##b\n").encode(), r"vocab.txt:8: token '##b' repeats line 7"),
+    (GOOD.replace("[UNK]\n", "").encode(), r"vocab.txt: has no \[UNK\] line"),
+    (GOOD.replace("[CLS]\n", "").replace("[MASK]\n", "").encode(),
+     r"vocab.txt: has no \[CLS\], \[MASK\] line"),
+    (b"", r"vocab.txt: the vocabulary is empty"),
+    (GOOD.encode() + b"caf\xe9\n", r"vocab.txt:8: byte 0xe9"),
+])
+def test_bad_vocab_files(tmp_path, data, message):
+    with pytest.raises(VocabFileError, match=message):
+        read_vocab(_write(tmp_path, data))
+
+
+def test_vocab_lines(tmp_path):
+    assert read_vocab(_write(tmp_path, GOOD.replace("\n", "\r\n").encode()))[-1] == "##b"
+    assert read_vocab(_write(tmp_path, GOOD.rstrip("\n").encode()))[-1] == "##b"
+    with pytest.raises(FileNotFoundError, match="not found"):
+        read_vocab(str(tmp_path / "missing.txt"))

@@ -1,0 +1,171 @@
+"""Tagged sentences for NER: CoNLL-2003 files as distributed, their variants, and JSONL.
+
+CoNLL layout (any extension but .jsonl / .json): one word per line, columns
+separated by tabs (when the line holds one) or spaces, the word first and the tag
+last (`WORD POS CHUNK TAG` in CoNLL-2003, `WORD TAG` in many copies); blank lines
+between sentences; `-DOCSTART-` lines between documents. Every word line of a file
+has the column count of its first one. JSONL: one object per line,
+`{"tokens": [...], "tags": [...]}`.
+
+Tags are O or PREFIX-TYPE (`albert_tf.tagging`); the scheme (iob1, iob2, bioes) is
+read from the training file unless given, and every file is checked against it.
+Every problem raises `DataError` naming the file and line.
+
+Example:
+    >>> train = read_tagged("eng.train")
+    >>> train.sentences[0].words, train.sentences[0].tags
+    (['EU', 'rejects', 'German', 'call', ...], ['I-ORG', 'O', 'I-MISC', 'O', ...])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from albert_tf import tagging, textio
+
+from .examples import DataError
+
+DOCSTART = "-DOCSTART-"
+_JSON_EXTENSIONS = (".jsonl", ".json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+    """One tagged sentence: its words, their tags, and where it starts ("file:line")."""
+
+    words: list[str]
+    tags: list[str]
+    where: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedFile:
+    """The sentences of one file, and each word's line ("file:line") for messages."""
+
+    path: str
+    sentences: list[Sentence]
+    places: list[list[str]]
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+
+def read_tagged(path: str) -> TaggedFile:
+    """The sentences of a CoNLL-layout or JSONL file (see the module docstring).
+
+    Raises:
+      DataError: naming the file and line of a ragged column count, a word or tag
+        that is empty, a JSONL record that is not {"tokens", "tags"} of equal
+        lengths, a token holding whitespace, an empty sentence, or no sentence at all.
+    """
+    text = textio.read_text(path)
+    reader = _read_jsonl if path.lower().endswith(_JSON_EXTENSIONS) else _read_columns
+    sentences, places = reader(path, text.splitlines())
+    if not sentences:
+        raise DataError(f"{path}: no tagged sentences (expected {reader.__doc__})")
+    for sentence, where in zip(sentences, places):
+        for tag, place in zip(sentence.tags, where):
+            try:
+                tagging.split_tag(tag)
+            except ValueError as e:
+                raise DataError(f"{place}: {e}") from None
+    return TaggedFile(path, sentences, places)
+
+
+def _read_columns(path: str, lines: list[str]):
+    """CoNLL columns: WORD ... TAG per line, blank lines between sentences"""
+    sentences, places, words, tags, where = [], [], [], [], []
+    columns = None
+
+    def close():
+        if words:
+            sentences.append(Sentence(list(words), list(tags), where[0]))
+            places.append(list(where))
+            words.clear(), tags.clear(), where.clear()
+
+    for number, line in enumerate(lines, 1):
+        place = f"{path}:{number}"
+        cells = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
+        if not line.strip():
+            close()
+            continue
+        if cells[0] == DOCSTART:  # a document boundary, not a word
+            close()
+            continue
+        if columns is None:
+            if len(cells) < 2:
+                raise DataError(f"{place}: {len(cells)} column ({line.strip()!r}); a word line "
+                                "is WORD ... TAG (the tag in the last column)")
+            columns = len(cells)
+        if len(cells) != columns:
+            raise DataError(f"{place}: {len(cells)} columns ({line.strip()!r}), but the file's "
+                            f"word lines have {columns} (WORD ... TAG, the first at line "
+                            f"{_first_word_line(lines)})")
+        if not cells[0] or not cells[-1]:
+            raise DataError(f"{place}: the {'word' if not cells[0] else 'tag'} is empty")
+        if any(c.isspace() for c in cells[0]):
+            raise DataError(f"{place}: word {cells[0]!r} holds whitespace (words are "
+                            "whitespace-separated, as the served model splits raw text)")
+        words.append(cells[0])
+        tags.append(cells[-1])
+        where.append(place)
+    close()
+    return sentences, places
+
+
+def _first_word_line(lines: list[str]) -> int:
+    return next(i for i, line in enumerate(lines, 1)
+                if line.strip() and line.split()[0] != DOCSTART)
+
+
+def _read_jsonl(path: str, lines: list[str]):
+    """JSON lines: {"tokens": [...], "tags": [...]} per sentence"""
+    sentences, places = [], []
+    for number, line in enumerate(lines, 1):
+        place = f"{path}:{number}"
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{place}: not JSON ({e.msg})") from None
+        if not isinstance(record, dict) or not all(
+                isinstance(record.get(k), list) for k in ("tokens", "tags")):
+            raise DataError(f"{place}: expected {{\"tokens\": [...], \"tags\": [...]}}")
+        words, tags = record["tokens"], record["tags"]
+        if len(words) != len(tags):
+            raise DataError(f"{place}: {len(words)} tokens but {len(tags)} tags")
+        if not words:
+            raise DataError(f"{place}: an empty sentence (no tokens)")
+        for i, (word, tag) in enumerate(zip(words, tags)):
+            if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+                raise DataError(f"{place}: token {i} {word!r} is not a word (a non-empty "
+                                "string without whitespace: words are whitespace-separated)")
+            if not isinstance(tag, str):
+                raise DataError(f"{place}: tag {i} {tag!r} is not a string")
+        sentences.append(Sentence(list(words), list(tags), place))
+        places.append([place] * len(words))
+    return sentences, places
+
+
+def check_scheme(data: TaggedFile, scheme: str) -> None:
+    """DataError naming the line of the first tag that does not belong to `scheme`
+    (a prefix it lacks; in iob2 / bioes, an I- or E- that starts an entity)."""
+    for sentence, where in zip(data.sentences, data.places):
+        previous = None
+        for tag, place in zip(sentence.tags, where):
+            problem = tagging.check_tag(previous, tag, scheme)
+            if problem:
+                raise DataError(f"{place}: {problem}")
+            previous = tag
+
+
+def check_labels(data: TaggedFile, label_names: list[str]) -> None:
+    """DataError naming the line of the first tag not among `label_names`."""
+    known = set(label_names)
+    for sentence, where in zip(data.sentences, data.places):
+        for tag, place in zip(sentence.tags, where):
+            if tag not in known:
+                raise DataError(f"{place}: tag {tag!r} is not one of the labels "
+                                f"({', '.join(label_names)})")
