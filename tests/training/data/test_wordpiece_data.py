@@ -7,6 +7,7 @@ Chinese sentences drawn (seeded) from a pool of common characters.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import random
 
@@ -140,3 +141,34 @@ def test_vocabulary_reads_either_kind(vocab_path, spm_model_path):
     spm_tokenizer, spm_vocab = create_data.load_vocabulary(spm_model_path, True)
     assert spm_tokenizer.kind == "sentencepiece"
     assert isinstance(spm_vocab, sop.Vocabulary)
+
+
+@pytest.mark.slow
+def test_pretrain_on_wordpiece_records(tmp_path, corpus_path, vocab_path):
+    """create-data, then a tiny pretrain run with dynamic masking, on the vocab.txt: the
+    model written ships that vocab.txt and loads as a WordPiece model."""
+    import keras
+
+    from albert_tf import load_checkpoint
+    from albert_tf.training.pretrain.config import load_config
+    from albert_tf.training.pretrain.run import run
+
+    data = tmp_path / "records"
+    assert create_data.main(["--input", corpus_path, "--spm-model", vocab_path, "--output-dir",
+                             str(data), "--seq-length", "64", "--max-predictions-per-seq", "10",
+                             "--dupe-factor", "1", "--processes", "1"]) == 0
+    tiny = ["albert.embedding_size=32", "albert.hidden_size=64", "albert.num_hidden_layers=2",
+            "albert.num_attention_heads=2", "albert.intermediate_size=128"]
+    cfg = load_config(None, [*tiny, "train_steps=20", "global_batch_size=16", "warmup_steps=4",
+                             "learning_rate=0.02", "checkpoint_every=10", "dynamic_masking=true"],
+                      train_data=str(data / "*.tfrecord"), spm_model=vocab_path,
+                      output_dir=str(tmp_path / "run"))
+    summary = run(cfg)
+    keras.config.set_dtype_policy("float32")
+    assert summary["step"] == 20 and np.all(np.isfinite(summary["history"]["mlm_loss"]))
+    model_dir = tmp_path / "run" / "model"
+    assert (model_dir / "vocab.txt").read_bytes() == open(vocab_path, "rb").read()
+    record = json.loads((model_dir / "albert_task.json").read_text())
+    assert record["tokenizer"] == "wordpiece"
+    model = load_checkpoint(str(model_dir))
+    assert model.config.vocab_size == WordPieceTokenizer(vocab_path).vocab_size
