@@ -172,3 +172,22 @@ def test_pretrain_on_wordpiece_records(tmp_path, corpus_path, vocab_path):
     assert record["tokenizer"] == "wordpiece"
     model = load_checkpoint(str(model_dir))
     assert model.config.vocab_size == WordPieceTokenizer(vocab_path).vocab_size
+
+
+@pytest.mark.slow
+def test_beam_writes_the_local_records_with_a_vocab_txt(tmp_path, corpus_path, vocab_path):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from albert_tf.training.data import beam as beam_pipeline
+
+    options = sop.GenerationOptions(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+    local = create_data.create_pretraining_data(open_corpus(corpus_path), str(tmp_path / "local"),
+                                                vocab_path, options, processes=1)
+    with beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner"])) as pipeline:
+        beam_pipeline.build_pipeline(pipeline, corpus_path, str(tmp_path / "beam"), vocab_path,
+                                     options, num_shards=2)
+    read = lambda d: sorted(r for f in glob.glob(str(tmp_path / d / "*.tfrecord"))  # noqa: E731
+                            for r in tfrecords.read_records(f))
+    assert len(read("local")) == local["instances"] > 50
+    assert read("local") == read("beam")
