@@ -288,7 +288,8 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
     Args:
       corpus: from `corpus.open_corpus`.
       output_dir: the shards, statistics and summary go here.
-      spm_model: the SentencePiece model of `albert_tf.tokenizer.AlbertTokenizer`.
+      spm_model: the vocabulary: a SentencePiece model or a WordPiece vocab.txt
+        (`load_vocabulary`).
       options: generation options (the original's defaults).
       do_lower_case: passed to the tokenizer.
       documents_per_shard: documents per output shard.
