@@ -161,26 +161,34 @@ def _set_kerashub(field, value):
     return lambda values: values["config"].update({field: value})
 
 
+# Within the size bounds (config.MAX_SIZES) but larger than the weights: the weights rule.
 @pytest.mark.parametrize("source, config, change, names", [
-    (HF, "config.json", _set_hf("vocab_size", 10**9), BUILT_NOT + ["vocab_size=1000000000"]),
-    (HF, "config.json", _set_hf("hidden_size", 3 * 10**8),
-     BUILT_NOT + ["hidden_size=300000000"]),
-    (TF1, "albert_config.json", _set_hf("vocab_size", 10**9),
-     BUILT_NOT + ["vocab_size=1000000000"]),
+    (HF, "config.json", _set_hf("vocab_size", 10**6), BUILT_NOT + ["vocab_size=1000000"]),
+    (HF, "config.json", _set_hf("hidden_size", 3000), BUILT_NOT + ["hidden_size=3000"]),
+    (TF1, "albert_config.json", _set_hf("vocab_size", 10**6),
+     BUILT_NOT + ["vocab_size=1000000"]),
     # The preset ships its vocabulary, whose size is compared first (also before building).
-    (KERAS_HUB, "config.json", _set_kerashub("vocabulary_size", 10**9),
-     ["SentencePiece model", "vocab_size=1000000000"]),
-    (KERAS_HUB, "config.json", _set_kerashub("hidden_dim", 3 * 10**8),
-     BUILT_NOT + ["hidden_size=300000000"]),
-    (MODEL_GARDEN, "albert_config.json", _set_hf("intermediate_size", 10**9),
-     BUILT_NOT + ["intermediate_size=1000000000"]),
-    ("ours", "albert_config.json", _set_hf("vocab_size", 10**9),
-     BUILT_NOT + ["vocab_size=1000000000"]),
+    (KERAS_HUB, "config.json", _set_kerashub("vocabulary_size", 10**6),
+     ["SentencePiece model", "vocab_size=1000000"]),
+    (KERAS_HUB, "config.json", _set_kerashub("hidden_dim", 3000),
+     BUILT_NOT + ["hidden_size=3000"]),
+    (MODEL_GARDEN, "albert_config.json", _set_hf("intermediate_size", 60000),
+     BUILT_NOT + ["intermediate_size=60000"]),
+    ("ours", "albert_config.json", _set_hf("vocab_size", 10**6),
+     BUILT_NOT + ["vocab_size=1000000"]),
     ("ours", "albert_config.json",
-     lambda v: v.update(num_hidden_groups=10**5, num_hidden_layers=10**5),
-     BUILT_NOT + ["num_hidden_groups=100000", "more blocks than the checkpoint holds"]),
+     lambda v: v.update(num_hidden_groups=200, num_hidden_layers=200),
+     BUILT_NOT + ["num_hidden_groups=200", "more blocks than the checkpoint holds"]),
+    # Past the size bounds: refused by the bound itself, before the weights are looked at.
+    (HF, "config.json", _set_hf("vocab_size", 10**9),
+     ["vocab_size=1,000,000,000 exceeds the largest allowed"]),
+    (KERAS_HUB, "config.json", _set_kerashub("hidden_dim", 3 * 10**8),
+     ["hidden_size=300,000,000 exceeds the largest allowed"]),
+    ("ours", "albert_config.json", lambda v: v.update(num_hidden_layers=10**5),
+     ["num_hidden_layers=100,000 exceeds the largest allowed"]),
 ], ids=["hf-vocab", "hf-hidden", "tf1-vocab", "kerashub-vocab", "kerashub-hidden",
-        "model-garden-intermediate", "ours-vocab", "ours-groups"])
+        "model-garden-intermediate", "ours-vocab", "ours-groups", "hf-vocab-bound",
+        "kerashub-hidden-bound", "ours-layers-bound"])
 def test_a_config_larger_than_its_weights_is_refused_before_any_model_is_built(
         capsys, tmp_path, never_built, ours, source, config, change, names):
     src = copy(ours if source == "ours" else source, tmp_path)
@@ -196,10 +204,14 @@ def test_a_task_record_with_more_classes_than_its_head_is_refused_unbuilt(
     src = tmp_path / "classifier"
     convert_lib.convert(os.path.join(TASK_FIXTURES, "seq_single", "hf"), str(src))
     request.getfixturevalue("never_built")
-    edit_json(src / "albert_task.json", lambda v: v.update(num_classes=10**8, label_names=None))
+    edit_json(src / "albert_task.json", lambda v: v.update(num_classes=30000, label_names=None))
+    code, line = convert(capsys, tmp_path, src)
+    assert_one_line_error(code, line, "num_classes=30000", src / "albert_task.json",
+                          "not building it")
+    edit_json(src / "albert_task.json", lambda v: v.update(num_classes=10**8))  # past the bound
     code, line = convert(capsys, tmp_path, src)
     assert_one_line_error(code, line, "num_classes=100000000", src / "albert_task.json",
-                          "not building it")
+                          "from 1 to 32,768")
 
 
 # --------------------------------------- a file read whole: regular, bounded in size

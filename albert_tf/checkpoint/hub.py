@@ -29,7 +29,9 @@ import logging
 import os
 import re
 
-from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.checkpoint.kerashub import TASK_WEIGHTS
+from albert_tf.checkpoint.ours import WEIGHTS_FILE
+from albert_tf.checkpoint.readers import SAVED_MODEL_FILE, CheckpointError
 from albert_tf.checkpoint.released import find_released, suggest
 
 __all__ = ["HF_SCHEME", "KAGGLE_SCHEME", "HF_FILES", "CHECKPOINT_HELP", "resolve_checkpoint",
@@ -41,11 +43,10 @@ HF_SCHEME, KAGGLE_SCHEME = "hf://", "kaggle://"
 # What the readers open (every format a Hub repository may hold: Hugging Face, KerasHub,
 # albert-tf, TF1, Model Garden, TF-Hub) and the tokenizer files; not the TensorFlow,
 # Flax or Rust copies of the weights a Hugging Face repository also carries.
-HF_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "model.weights.h5",
-            "task.weights.h5", "assets/*", "assets/*/*", "*.ckpt*", "checkpoint",
-            "saved_model.pb", "variables/*")
+HF_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", WEIGHTS_FILE, TASK_WEIGHTS,
+            "assets/*", "assets/*/*", "*.ckpt*", "checkpoint", SAVED_MODEL_FILE, "variables/*")
 HF_TORCH_WEIGHTS = "pytorch_model.bin"
-_WEIGHTS = re.compile(r"(\.safetensors|\.h5|\.index|saved_model\.pb)$")
+_WEIGHTS = re.compile(r"(\.safetensors|\.h5|\.index|" + re.escape(SAVED_MODEL_FILE) + ")$")
 _HF_HANDLE = re.compile(r"^hf://([\w.-]+/[\w.-]+)(?:@([\w./-]+))?$")
 _KAGGLE_HANDLE = re.compile(r"^kaggle://([\w.-]+/[\w.-]+/[\w.-]+/[\w.-]+)(?:/(\d+))?$")
 _HINT = "pip install 'albert-tf[hub]'"

@@ -36,7 +36,7 @@ from albert_tf import textio
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.packing import Packing
 
-__all__ = ["WordPieceTokenizer", "VocabFileError", "read_vocab", "SPECIAL_TOKENS",
+__all__ = ["WordPieceTokenizer", "BasicTokenizer", "VocabFileError", "read_vocab", "SPECIAL_TOKENS",
            "CJK_RANGES", "MAX_WORD_CHARS", "SUFFIX", "is_punctuation", "is_control",
            "is_whitespace", "is_cjk"]
 
@@ -132,42 +132,21 @@ def read_vocab(path: str | os.PathLike) -> list[str]:
     return tokens
 
 
-class WordPieceTokenizer(Packing):
-    """BERT-style WordPiece on a vocab.txt, the original ALBERT rules (pure Python).
+class BasicTokenizer:
+    """BERT's basic tokenizer (steps 1-4): the words WordPiece is applied to.
 
-    The same surface as `AlbertTokenizer` (tokenize, encode, decode, pack,
-    encode_pair, the special ids, vocab_size), so every stage takes either.
+    Needs no vocabulary: `albert-tf vocab --model-type wordpiece` counts its words to
+    learn one, so a trained vocab.txt holds exactly the words this tokenizer makes.
 
     Args:
-      vocab_path: the vocab.txt (one token a line; `read_vocab`).
-      do_lower_case: lower-case each word (True for the Chinese ALBERT models).
-      strip_accents: strip accents (NFD, drop Mn); None: when `do_lower_case`
-        (the original; tokenizer_config.json's `strip_accents`).
-      tokenize_chinese_chars: make every CJK ideograph a word of its own (True;
-        tokenizer_config.json's `tokenize_chinese_chars`).
-
-    Example:
-      >>> tok = WordPieceTokenizer("vocab.txt")
-      >>> tok.tokenize("我爱Tokyo!")   # ['我', '爱', 'tokyo', '!'] with such a vocabulary
+      do_lower_case, strip_accents, tokenize_chinese_chars: see `WordPieceTokenizer`.
     """
 
-    kind = "wordpiece"
-
-    def __init__(self, vocab_path: str | os.PathLike, do_lower_case: bool = True, *,
-                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True):
-        self.vocab_path = os.fspath(vocab_path)
+    def __init__(self, do_lower_case: bool = True, *, strip_accents: bool | None = None,
+                 tokenize_chinese_chars: bool = True):
         self.do_lower_case = bool(do_lower_case)
         self.strip_accents = None if strip_accents is None else bool(strip_accents)
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
-        self.tokens = read_vocab(self.vocab_path)
-        self.vocab = {token: i for i, token in enumerate(self.tokens)}
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            self.vocab[t] for t in SPECIAL_TOKENS)
-
-    @property
-    def vocab_size(self) -> int:
-        """Number of tokens, special ones included."""
-        return len(self.tokens)
 
     @property
     def strips_accents(self) -> bool:
@@ -179,7 +158,6 @@ class WordPieceTokenizer(Packing):
         """The task record's name for not stripping accents (`not strips_accents`)."""
         return not self.strips_accents
 
-    # ---------------------------------------------------------------- basic tokenizer
     def clean(self, text: str | bytes) -> str:
         """Steps 1 and 2: control characters dropped, whitespace -> " ", CJK spaced."""
         out = []
@@ -209,6 +187,43 @@ class WordPieceTokenizer(Packing):
     def normalize(self, text: str | bytes) -> str:
         """The words WordPiece sees, joined by single spaces."""
         return " ".join(self.basic_tokenize(text))
+
+
+class WordPieceTokenizer(BasicTokenizer, Packing):
+    """BERT-style WordPiece on a vocab.txt, the original ALBERT rules (pure Python).
+
+    The same surface as `AlbertTokenizer` (tokenize, encode, decode, pack,
+    encode_pair, the special ids, vocab_size), so every stage takes either.
+
+    Args:
+      vocab_path: the vocab.txt (one token a line; `read_vocab`).
+      do_lower_case: lower-case each word (True for the Chinese ALBERT models).
+      strip_accents: strip accents (NFD, drop Mn); None: when `do_lower_case`
+        (the original; tokenizer_config.json's `strip_accents`).
+      tokenize_chinese_chars: make every CJK ideograph a word of its own (True;
+        tokenizer_config.json's `tokenize_chinese_chars`).
+
+    Example:
+      >>> tok = WordPieceTokenizer("vocab.txt")
+      >>> tok.tokenize("我爱Tokyo!")   # ['我', '爱', 'tokyo', '!'] with such a vocabulary
+    """
+
+    kind = "wordpiece"
+
+    def __init__(self, vocab_path: str | os.PathLike, do_lower_case: bool = True, *,
+                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True):
+        super().__init__(do_lower_case, strip_accents=strip_accents,
+                         tokenize_chinese_chars=tokenize_chinese_chars)
+        self.vocab_path = os.fspath(vocab_path)
+        self.tokens = read_vocab(self.vocab_path)
+        self.vocab = {token: i for i, token in enumerate(self.tokens)}
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            self.vocab[t] for t in SPECIAL_TOKENS)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens, special ones included."""
+        return len(self.tokens)
 
     # ---------------------------------------------------------------- wordpiece
     def wordpiece(self, word: str) -> list[str]:

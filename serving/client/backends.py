@@ -8,6 +8,7 @@ them alike and the tests can check that they agree.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import socket
@@ -30,6 +31,19 @@ class ServerError(UserError, RuntimeError):
     """The server could not be reached or refused a request (one-line message, exit 1)."""
 
     exit_status = 1
+
+
+class TransientServerError(ServerError):
+    """A refusal worth asking again (`retry.with_retries`): HTTP 429/503, gRPC UNAVAILABLE or
+    DEADLINE_EXCEEDED, a connection refused or reset. Other failures are final."""
+
+
+# Why these and no others: the server says "not now" (429, 503, UNAVAILABLE), a request ran
+# past its deadline on the server's side (DEADLINE_EXCEEDED), or the server is restarting
+# (connection refused/reset). A 400 or a malformed reply would be the same answer again.
+TRANSIENT_HTTP_STATUSES = (429, 503)
+TRANSIENT_GRPC_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+TRANSIENT_ERRNOS = (errno.ECONNREFUSED, errno.ECONNRESET)
 
 
 # The largest reply either route reads (REST body, gRPC message): a [32, 512, 4096]
@@ -106,7 +120,10 @@ def http_call(url: str, body: bytes | None, timeout: float,
         if expired.is_set() or isinstance(e, (TimeoutError, socket.timeout)):
             raise ServerError(f"{url}: no complete reply within --timeout {timeout:g} s") \
                 from None
-        raise ServerError(f"{url}: {getattr(e, 'strerror', None) or e}") from None
+        transient = isinstance(e, (ConnectionRefusedError, ConnectionResetError)) or (
+            isinstance(e, OSError) and e.errno in TRANSIENT_ERRNOS)  # RemoteDisconnected too
+        error = TransientServerError if transient else ServerError
+        raise error(f"{url}: {getattr(e, 'strerror', None) or e}") from None
     finally:
         timer.cancel()
         connection.close()
@@ -133,7 +150,8 @@ class RestBackend:
                 detail = json.loads(detail)["error"]
             except (ValueError, KeyError, TypeError):
                 pass
-            raise ServerError(f"{url}: HTTP {status}: {rq.refusal_line(detail)}")
+            error = TransientServerError if status in TRANSIENT_HTTP_STATUSES else ServerError
+            raise error(f"{url}: HTTP {status}: {rq.refusal_line(detail)}")
         try:
             reply = json.loads(raw)
         except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
@@ -179,7 +197,9 @@ class GrpcBackend:
         try:
             return method(request, timeout=self.timeout)
         except self._grpc.RpcError as e:
-            raise ServerError(f"gRPC {e.code().name}: {rq.refusal_line(e.details())}") from None
+            code = e.code().name
+            error = TransientServerError if code in TRANSIENT_GRPC_CODES else ServerError
+            raise error(f"gRPC {code}: {rq.refusal_line(e.details())}") from None
 
     def signatures(self) -> dict[str, dict]:
         if self._signatures is None:

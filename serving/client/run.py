@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -39,7 +40,7 @@ from ..requests import (
     RequestError,
     columns_from_rows,
 )
-from . import backends, replies
+from . import backends, inflight, replies, resume, retry
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ logger = logging.getLogger(__name__)
 class ClientError(UserError, RuntimeError):
     """A failure talking to the server or reading the inputs, with one clear message."""
 
+
+MAX_CONCURRENCY = 64  # threads, each holding a batch and its reply
+MAX_RETRIES = 20  # with MAX_WAIT_S between them: minutes, and retry.MAX_TOTAL_WAIT_S caps it
 
 # The output `--embeddings` writes: sentence embeddings [H] per input (serving/signatures).
 EMBEDDING_OUTPUT = "mean_pooled"
@@ -137,9 +141,21 @@ def make_backend(args: argparse.Namespace):
     return backends.LocalBackend(args.saved_model)
 
 
+class Plan:
+    """How the rows are asked for: `concurrency` requests in flight, each retried up to
+    `retries` times (`retry`), the first `skip` input rows left out (written before, see
+    `resume`); `retried` counts the retries made."""
+
+    def __init__(self, concurrency: int = 1, retries: int = retry.DEFAULT_RETRIES,
+                 skip: int = 0):
+        self.concurrency, self.retries, self.skip = concurrency, retries, skip
+        self.retried = retry.RetryCounter()
+
+
 def predict_file(backend, signature: str, input_path: str, output_stream, batch_size: int,
-                 jsonl: bool) -> int:
-    """Streams rows from `input_path` through `signature`; writes one JSON line per row.
+                 jsonl: bool, plan: Plan | None = None) -> int:
+    """Streams rows from `input_path` through `signature`; writes one JSON line per row,
+    in input order, flushed batch by batch (a killed run keeps every row it wrote).
 
     A batch the model refuses (`RequestError`) is one error naming the file and rows.
 
@@ -147,15 +163,15 @@ def predict_file(backend, signature: str, input_path: str, output_stream, batch_
       The number of rows written.
     """
     count = 0
-    for rows in predicted_rows(backend, signature, input_path, batch_size, jsonl):
-        for row in rows:
-            output_stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+    for rows in predicted_rows(backend, signature, input_path, batch_size, jsonl, plan):
+        output_stream.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        output_stream.flush()
         count += len(rows)
     return count
 
 
 def predict_embeddings(backend, signature: str, input_path: str, output: str, batch_size: int,
-                       jsonl: bool) -> int:
+                       jsonl: bool, plan: Plan | None = None) -> int:
     """Writes each input's `mean_pooled` embedding as one row of an [N, H] float32 .npy
     file at `output` (atomically); returns N. ClientError when the signature has none."""
     outputs = backend.signatures().get(signature, {}).get("outputs", ())
@@ -164,7 +180,7 @@ def predict_embeddings(backend, signature: str, input_path: str, output: str, ba
                           f"output (it has {', '.join(sorted(outputs))}); sentence embeddings "
                           "come from an encoder's signatures (export --task encoder)")
     embeddings = [row[EMBEDDING_OUTPUT] for rows in predicted_rows(
-        backend, signature, input_path, batch_size, jsonl) for row in rows]
+        backend, signature, input_path, batch_size, jsonl, plan) for row in rows]
     array = np.asarray(embeddings, np.float32).reshape(len(embeddings), -1)  # [N, H]
     with atomic.atomic_write(output, mode="wb", encoding=None) as stream:
         np.save(stream, array)
@@ -172,35 +188,49 @@ def predict_embeddings(backend, signature: str, input_path: str, output: str, ba
 
 
 def predicted_rows(backend, signature: str, input_path: str, batch_size: int,
-                   jsonl: bool) -> Iterator[list[dict]]:
+                   jsonl: bool, plan: Plan | None = None) -> Iterator[list[dict]]:
     """Each batch's checked reply rows, in input order (see `predict_file`)."""
-    signatures = backend.signatures()
+    plan = plan or Plan()
+    signatures = retry.with_retries(backend.signatures, plan.retries, plan.retried)
     if signature not in signatures:
         raise ClientError(f"the model has no signature {signature!r}; it has "
                           f"{', '.join(sorted(signatures))}")
     inputs = signatures[signature]["inputs"]
     specs = signatures[signature].get("output_specs") or {
         name: (None, None) for name in signatures[signature]["outputs"]}
-    count = 0
-    with tqdm(unit=" rows", disable=None, file=sys.stderr) as progress:
-        for batch in batches(read_rows(input_path, inputs, jsonl), batch_size):
-            where = f"{input_path}: rows {count + 1}-{count + len(batch)}"
-            try:
-                rows = backend.predict(signature, columns_from_rows(batch, inputs))
-                if isinstance(rows, list) and len(rows) != len(batch):
-                    # a short reply must not pass as complete output
-                    raise ClientError(f"{where}: the server returned {len(rows)} predictions "
-                                      f"for {len(batch)} inputs; no output was kept")
-                rows = replies.check_rows(rows, specs, len(batch))  # before any is written
-            except RequestError as e:
-                raise ClientError(f"{where}: {e}") from None
-            except ReplyError as e:
-                raise backends.ServerError(f"{backend.where}: {where}: the server's reply does "
-                                           f"not fit signature {signature!r}: {e}; no output "
-                                           "was kept") from None
+
+    def ask(numbered: tuple[int, list[dict]]) -> list[dict]:
+        first, batch = numbered
+        where = f"{input_path}: rows {first}-{first + len(batch) - 1}"
+        try:
+            rows = retry.with_retries(
+                lambda: backend.predict(signature, columns_from_rows(batch, inputs)),
+                plan.retries, plan.retried)
+            if isinstance(rows, list) and len(rows) != len(batch):
+                # a short reply must not pass as complete output
+                raise ClientError(f"{where}: the server returned {len(rows)} predictions "
+                                  f"for {len(batch)} inputs; no output was kept")
+            return replies.check_rows(rows, specs, len(batch))  # before any is written
+        except RequestError as e:
+            raise ClientError(f"{where}: {e}") from None
+        except ReplyError as e:
+            raise backends.ServerError(f"{backend.where}: {where}: the server's reply does "
+                                       f"not fit signature {signature!r}: {e}; no output "
+                                       "was kept") from None
+
+    rows_left = itertools.islice(read_rows(input_path, inputs, jsonl), plan.skip, None)
+    numbered = _numbered(batches(rows_left, batch_size), plan.skip + 1)
+    with tqdm(unit=" rows", disable=None, file=sys.stderr, initial=plan.skip) as progress:
+        for (_, batch), rows in inflight.in_order(ask, numbered, plan.concurrency):
             yield rows
-            count += len(batch)
             progress.update(len(batch))
+
+
+def _numbered(groups: Iterator[list[dict]], first: int) -> Iterator[tuple[int, list[dict]]]:
+    """(1-based input row number of its first row, batch) for each batch."""
+    for batch in groups:
+        yield first, batch
+        first += len(batch)
 
 
 @contextlib.contextmanager
@@ -292,6 +322,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
     p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
                    help="REST body form: row 'instances' or columnar 'inputs'")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help=f"requests in flight at once, rows still written in input order "
+                        f"(default: 1, at most {MAX_CONCURRENCY})")
+    p.add_argument("--retries", type=int, default=retry.DEFAULT_RETRIES, metavar="N",
+                   help="times a request is asked again after HTTP 429/503, gRPC UNAVAILABLE/"
+                        "DEADLINE_EXCEEDED or a refused/reset connection, with jittered "
+                        f"exponential backoff (default: {retry.DEFAULT_RETRIES}; 0: never)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds each request may take, whole: connecting, the headers "
                         "and the body (default: 60)")
@@ -303,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     arguments.require_positive("--batch-size", args.batch_size)
+    arguments.check_number("--concurrency", args.concurrency, int,
+                           {arguments.MINIMUM: 1, arguments.MAXIMUM: MAX_CONCURRENCY})
+    arguments.check_number("--retries", args.retries, int,
+                           {arguments.MINIMUM: 0, arguments.MAXIMUM: MAX_RETRIES})
     replies.check_route(args.server, args.grpc, args.timeout, args.version)
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
@@ -315,17 +356,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_paths(args.input, args.embeddings or args.output, args.overwrite)
     cli.setup_logging()
     backend = make_backend(args)
+    plan = Plan(args.concurrency, args.retries)
     if args.embeddings is not None:
         count = predict_embeddings(backend, args.signature, args.input, args.embeddings,
-                                   args.batch_size, jsonl)
-        logger.info("wrote %d embeddings to %s", count, args.embeddings)
+                                   args.batch_size, jsonl, plan)
+        logger.info("wrote %d embeddings to %s%s", count, args.embeddings, _retried(plan))
         return 0
-    with _open_output(args.output, args.overwrite) as stream:
-        count = predict_file(backend, args.signature, args.input, stream,
-                             args.batch_size, jsonl)
-    logger.info("wrote %d predictions to %s", count, args.output)
+    if args.input == "-" or args.output == "-" or "://" in args.output:  # nothing to resume
+        with _open_output(args.output, args.overwrite) as stream:
+            count = predict_file(backend, args.signature, args.input, stream,
+                                 args.batch_size, jsonl, plan)
+    else:
+        record = resume.run_record(args.input, _row_options(args, jsonl))
+        with resume.resumable_output(args.output, record, args.overwrite) as (stream, done):
+            plan.skip = done
+            count = done + predict_file(backend, args.signature, args.input, stream,
+                                        args.batch_size, jsonl, plan)
+    logger.info("wrote %d predictions to %s%s", count, args.output, _retried(plan))
     return 0
 
+
+def _row_options(args: argparse.Namespace, jsonl: bool) -> dict:
+    """The options that change an output row: a partial output of other ones is not
+    continued (`resume`). The address, batch size and concurrency do not."""
+    model = args.saved_model and os.path.realpath(args.saved_model) or args.model
+    return {"signature": args.signature, "model": model, "version": args.version,
+            "input_format": "jsonl" if jsonl else "text"}
+
+
+def _retried(plan: Plan) -> str:
+    count = plan.retried.count
+    return f" ({count} request{'s' if count != 1 else ''} retried)" if count else ""
 
 if __name__ == "__main__":
     sys.exit(main())

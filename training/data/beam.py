@@ -34,7 +34,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from albert_tf import atomic
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.tokenizer import kinds
 
 from . import corpus as corpus_lib
 from . import create_data, pairs
@@ -73,18 +73,23 @@ def read_file_documents(item: tuple[int, str]) -> Iterator:
 class DocumentToRecords(beam.DoFn):
     """Document -> its serialized instances (every dupe), plus tagged `stats` (DataStats dicts)."""
 
-    def __init__(self, spm_model_bytes: bytes, do_lower_case: bool, options: pairs.GenerationOptions):
+    def __init__(self, spm_model_bytes: bytes, do_lower_case: bool, options: pairs.GenerationOptions,
+                 kind: str = kinds.SENTENCEPIECE):
         self._model = spm_model_bytes  # shipped with the DoFn: workers need no access to the path
+        self._kind = kind  # the vocabulary's kind (`kinds.kind_of_file` of its path)
         self._do_lower_case = do_lower_case
         self._options = options
 
     def setup(self):
 
-        with tempfile.NamedTemporaryFile(suffix=".model", delete=False) as f:
+        # The suffix carries the kind: a .txt file is read as a WordPiece vocab.txt.
+        suffix = ".txt" if self._kind == kinds.WORDPIECE else ".model"
+        with tempfile.NamedTemporaryFile(suffix=suffix, delete=False) as f:
             f.write(self._model)
-        self._tokenizer = AlbertTokenizer(f.name, do_lower_case=self._do_lower_case)
-        os.remove(f.name)
-        self._vocab = pairs.Vocabulary.from_tokenizer(self._tokenizer)
+        try:
+            self._tokenizer, self._vocab = create_data.load_vocabulary(f.name, self._do_lower_case)
+        finally:
+            os.remove(f.name)
 
     def process(self, document):
         stats = DataStats()
@@ -152,7 +157,7 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
       pipeline: a `beam.Pipeline`.
       spec: the corpus, as for `albert-tf create-data --input`.
       output_dir: where `pretrain-SSSSS-of-NNNNN.tfrecord` and summary.json go.
-      spm_model: the SentencePiece model (any path `tf.io.gfile` reads).
+      spm_model: the SentencePiece model or WordPiece vocab.txt (any path `tf.io.gfile` reads).
       options: generation options; the same as the local command's give the same records.
       num_shards: output shards; each is sorted and written by one worker, so
         choose it to make shards of about 100 MB.
@@ -182,7 +187,8 @@ def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, s
         reports = pipeline | "Report" >> beam.Create([report.to_dict()])
         name = corpus.name
     made = (documents | "SpreadDocuments" >> beam.Reshuffle()
-            | "Instances" >> beam.ParDo(DocumentToRecords(model_bytes, do_lower_case, options))
+            | "Instances" >> beam.ParDo(DocumentToRecords(model_bytes, do_lower_case, options,
+                                                        kinds.kind_of_file(spm_model)))
             .with_outputs("stats", main="records"))
     _ = (made.records | "Shard" >> beam.Map(lambda record: (_shard_of(record, num_shards), record))
          | "Group" >> beam.GroupByKey()

@@ -43,7 +43,7 @@ import numpy as np
 from tqdm import tqdm
 
 from albert_tf import arguments, atomic, cli, errors
-from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.tokenizer import kinds
 
 from . import pairs as sop
 from . import workers
@@ -106,10 +106,16 @@ def document_records(document: Document, tokenizer, vocab: sop.Vocabulary,
 _WORKER: dict = {}  # per-process tokenizer and vocabulary, set by `_init_worker`
 
 
-def load_vocabulary(spm_model: str, do_lower_case: bool) -> tuple[AlbertTokenizer, sop.Vocabulary]:
+def load_vocabulary(spm_model: str, do_lower_case: bool) -> tuple[object, sop.Vocabulary]:
     """The tokenizer and what generation needs of its vocabulary; UserError naming the
-    file for one that is not an ALBERT SentencePiece model (the parent checks it first)."""
-    tokenizer = AlbertTokenizer(spm_model, do_lower_case=do_lower_case)
+    file for one that is not an ALBERT SentencePiece model or a WordPiece vocab.txt (the
+    kind is `kinds.kind_of_file`'s; the parent checks it first)."""
+    kind = kinds.kind_of_file(spm_model)
+    # WordPiece strips accents exactly when it lower-cases (the original's rule);
+    # SentencePiece's ALBERT models strip them always.
+    keep_accents = kind == kinds.WORDPIECE and not do_lower_case
+    tokenizer = kinds.python_tokenizer(spm_model, do_lower_case, keep_accents=keep_accents,
+                                       kind=kind)
     return tokenizer, sop.Vocabulary.from_tokenizer(tokenizer)
 
 
@@ -282,7 +288,8 @@ def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
     Args:
       corpus: from `corpus.open_corpus`.
       output_dir: the shards, statistics and summary go here.
-      spm_model: the SentencePiece model of `albert_tf.tokenizer.AlbertTokenizer`.
+      spm_model: the vocabulary: a SentencePiece model or a WordPiece vocab.txt
+        (`load_vocabulary`).
       options: generation options (the original's defaults).
       do_lower_case: passed to the tokenizer.
       documents_per_shard: documents per output shard.
@@ -347,7 +354,9 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         "(the default: the embedded stdlib-prose corpus)"))
     parser.add_argument("--output", "--output-dir", dest="output_dir", required=True,
                         help="where the shards and summary.json go")
-    parser.add_argument("--spm-model", required=True, help="SentencePiece model (spiece.model)")
+    parser.add_argument("--spm-model", required=True,
+                        help="the vocabulary: a SentencePiece model (spiece.model) or a WordPiece "
+                        "vocab.txt (a .txt file)")
     parser.add_argument("--cased", action="store_true", help="do not lower-case (cased vocabularies)")
     parser.add_argument("--seq-length", "--max-seq-length", dest="max_seq_length", type=int,
                         default=defaults.max_seq_length,

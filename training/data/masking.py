@@ -8,6 +8,10 @@ The rules (shared with the read-time dynamic masking in `pretrain/pipeline.py`):
   letters and punctuation (digits, non-Latin scripts: each such piece is a word
   of its own, as in the original `_is_start_piece_sp`). The first piece of a
   segment always starts a word, so a word never spans a [SEP].
+  A WordPiece piece (`kind="wordpiece"`, a vocab.txt) starts a word unless it is a
+  "##" continuation: a "##" piece belongs to the word before it, as the original's
+  masking over WordPiece (`_is_start_piece_bert`) has it; every CJK character is a
+  word of its own (the basic tokenizer splits them).
 * **How many.** `num_to_predict = min(max_predictions, max(1, round(len * p)))`
   where `len` counts every token of the sequence including [CLS]/[SEP].
 * **Which.** Word start positions are visited in a random order. At each one an
@@ -30,6 +34,9 @@ from typing import Sequence
 
 import numpy as np
 
+from albert_tf.tokenizer.kinds import SENTENCEPIECE, WORDPIECE
+from albert_tf.tokenizer.wordpiece import SUFFIX
+
 MAX_NGRAM = 3
 MASK_RATE = 0.8
 RANDOM_RATE = 0.1
@@ -49,9 +56,18 @@ def is_word_start(piece: str) -> bool:
     return not all(ch in _LETTERS_OR_PUNCTUATION for ch in piece)
 
 
-def word_start_table(pieces: Sequence[str]) -> np.ndarray:
-    """Returns bool `[vocab_size]`: whether the piece with that id begins a word."""
-    return np.fromiter((is_word_start(p) for p in pieces), dtype=bool, count=len(pieces))
+def is_wordpiece_word_start(piece: str) -> bool:
+    """True when a WordPiece piece begins a word: any piece but a "##" continuation."""
+    return not piece.startswith(SUFFIX)
+
+
+def word_start_table(pieces: Sequence[str], kind: str = SENTENCEPIECE) -> np.ndarray:
+    """Returns bool `[vocab_size]`: whether the piece with that id begins a word.
+
+    `kind`: the tokenizer kind (`albert_tf.tokenizer.kinds`) whose pieces these are.
+    """
+    rule = is_wordpiece_word_start if kind == WORDPIECE else is_word_start
+    return np.fromiter((rule(p) for p in pieces), dtype=bool, count=len(pieces))
 
 
 def ngram_probabilities(max_ngram: int = MAX_NGRAM) -> np.ndarray:

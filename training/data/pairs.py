@@ -125,10 +125,11 @@ class Vocabulary:
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "Vocabulary":
-        """Builds it from an `albert_tf.tokenizer.AlbertTokenizer`."""
+        """Builds it from an `AlbertTokenizer` or a `WordPieceTokenizer` (its `kind`
+        says which word-start rule its pieces follow)."""
         pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
-        return cls(masking.word_start_table(pieces), tokenizer.cls_id, tokenizer.sep_id,
-                   tokenizer.mask_id)
+        return cls(masking.word_start_table(pieces, tokenizer.kind), tokenizer.cls_id,
+                   tokenizer.sep_id, tokenizer.mask_id)
 
 
 @dataclasses.dataclass

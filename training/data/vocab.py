@@ -7,6 +7,7 @@ the user-defined symbols ( ) " - . – £ € (ids 5-12), character coverage
 normalised exactly as `AlbertTokenizer.normalize` does (so a do_lower_case
 vocabulary is lowercase). Input: text files, one sentence per line (blank
 lines are skipped), given as paths or globs, plain or gzip (`.gz`).
+`--model-type wordpiece` learns a BERT-style PREFIX.txt instead (`wordpiece_vocab.py`).
 
 Example:
   albert-tf vocab --input 'corpus/*.txt.gz' --output vocab/30k-clean --vocab-size 30000
@@ -23,7 +24,7 @@ import itertools
 import logging
 import os
 import time
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import sentencepiece as spm
 from tqdm import tqdm
@@ -44,6 +45,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_CHARACTER_COVERAGE = 0.99995
 DEFAULT_INPUT_SENTENCE_SIZE = 10_000_000
 _NUM_META_PIECES = 2 + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
+MODEL_TYPES = ("unigram", "wordpiece")  # --model-type; wordpiece: wordpiece_vocab.py
 OUTPUT_SUFFIXES = (".model", ".vocab")  # PREFIX.model, PREFIX.vocab
 
 
@@ -99,8 +101,12 @@ def _decoded(path: str, lines, stats: dict) -> Iterator[tuple[int, str]]:
 
 
 def read_sentences(files: Sequence[str], do_lower_case: bool = True,
-                   keep_accents: bool = False, stats: dict | None = None) -> Iterator[str]:
+                   keep_accents: bool = False, stats: dict | None = None,
+                   normalize: Callable[[str], str] | None = None) -> Iterator[str]:
     """Yields the normalised non-empty lines of `files`, with a byte-progress bar.
+
+    `normalize`: each line's normalisation; None: SentencePiece's (`normalize_text`
+    with `do_lower_case` and `keep_accents`).
 
     `stats`, if given, receives "lines" and "characters" as reading proceeds, and
     "skipped_lines": lines that are not UTF-8 (skipped, and named on stderr per file).
@@ -116,7 +122,8 @@ def read_sentences(files: Sequence[str], do_lower_case: bool = True,
                 position = 0
                 try:
                     for line_number, line in _decoded(path, lines, stats):
-                        sentence = normalize_text(line, do_lower_case, keep_accents)
+                        sentence = (normalize(line) if normalize else
+                                    normalize_text(line, do_lower_case, keep_accents))
                         if sentence:
                             stats["lines"] += 1
                             stats["characters"] += len(sentence)
@@ -261,10 +268,14 @@ def _check_conventions(model_path: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = arguments.ArgumentParser(prog="albert-tf vocab", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model-type", choices=MODEL_TYPES, default=MODEL_TYPES[0],
+                   help="unigram: a SentencePiece PREFIX.model (ALBERT's English models); "
+                   "wordpiece: a BERT-style PREFIX.txt (the Chinese ALBERT models; "
+                   "wordpiece_vocab.py) (default: %(default)s)")
     p.add_argument("--input", action="append", required=True, metavar="GLOB",
                    help="text file(s), one sentence per line; plain or .gz; repeatable")
     p.add_argument("--output", required=True, metavar="PREFIX",
-                   help="writes PREFIX.model and PREFIX.vocab")
+                   help="writes PREFIX.model and PREFIX.vocab (wordpiece: PREFIX.txt)")
     p.add_argument("--vocab-size", type=int, required=True, help="e.g. 30000")
     p.add_argument("--cased", "--no-lower-case", dest="do_lower_case", action="store_false",
                    help="keep case (for a cased tokenizer, do_lower_case=False)")
@@ -289,10 +300,24 @@ def main(argv: list[str]) -> int:
     if args.num_threads is not None:
         arguments.require_positive("--num-threads", args.num_threads, " (omit it to use all CPUs)")
     cli.setup_logging()
+    if args.model_type == "wordpiece":
+        return _main_wordpiece(args)
     model_path, vocab_path = train_vocab(
         args.input, args.output, args.vocab_size, do_lower_case=args.do_lower_case,
         keep_accents=args.keep_accents, character_coverage=args.character_coverage,
         input_sentence_size=args.input_sentence_size, num_threads=args.num_threads,
         overwrite=args.overwrite)
     logger.info("wrote %s and %s", model_path, vocab_path)
+    return 0
+
+
+def _main_wordpiece(args: argparse.Namespace) -> int:
+    from .wordpiece_vocab import train_wordpiece_vocab  # it imports this module
+
+    if args.keep_accents:
+        raise VocabError("--keep-accents is SentencePiece's option; WordPiece strips accents "
+                         "exactly when it lower-cases (pass --cased to keep both)")
+    path = train_wordpiece_vocab(args.input, args.output, args.vocab_size,
+                                 do_lower_case=args.do_lower_case, overwrite=args.overwrite)
+    logger.info("wrote %s", path)
     return 0

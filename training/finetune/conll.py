@@ -11,6 +11,10 @@ Tags are O or PREFIX-TYPE (`albert_tf.tagging`); the scheme (iob1, iob2, bioes) 
 read from the training file unless given, and every file is checked against it.
 Every problem raises `DataError` naming the file and line.
 
+Without files, `tfds_tagged(split)` reads TensorFlow Datasets' `conll2003` (where it is
+installed and prepared; TFDS downloads nothing into a user's directory unasked): its
+`tokens` and `ner` features, the tag names as the dataset declares them.
+
 Example:
     >>> train = read_tagged("eng.train")
     >>> train.sentences[0].words, train.sentences[0].tags
@@ -169,3 +173,32 @@ def check_labels(data: TaggedFile, label_names: list[str]) -> None:
             if tag not in known:
                 raise DataError(f"{place}: tag {tag!r} is not one of the labels "
                                 f"({', '.join(label_names)})")
+
+
+TFDS_DATASET = "conll2003"
+TFDS_SPLITS = ("train", "dev", "test")
+
+
+def tfds_tagged(split: str, load=None) -> TaggedFile:
+    """TFDS conll2003's `split` as a TaggedFile ("tfds:conll2003/SPLIT:ROW" in messages).
+
+    `load(dataset, split)` -> NumPy records (default: `glue.load_tfds`, whose failure, e.g.
+    the dataset not prepared and no network, is one DataError).
+    """
+    import tensorflow_datasets as tfds
+
+    from .glue import load_tfds
+
+    names = tfds.builder(TFDS_DATASET).info.features["ner"].feature.names
+    records = (load or (lambda d, s: load_tfds(d, s, None)))(TFDS_DATASET, split)
+    sentences, places = [], []
+    for row, record in enumerate(records):
+        words = [w.decode("utf-8") if isinstance(w, bytes) else str(w) for w in record["tokens"]]
+        if not words:
+            continue
+        where = f"tfds:{TFDS_DATASET}/{split}:{row}"
+        sentences.append(Sentence(words, [names[int(i)] for i in record["ner"]], where))
+        places.append([where] * len(words))
+    if not sentences:
+        raise DataError(f"tfds:{TFDS_DATASET}/{split}: no tagged sentences")
+    return TaggedFile(f"tfds:{TFDS_DATASET}/{split}", sentences, places)

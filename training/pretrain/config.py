@@ -31,7 +31,7 @@ class PretrainConfig:
     train_data: str = ""              # TFRecord glob(s) from `albert-tf create-data`
     eval_data: str = ""               # held-out TFRecord glob(s); empty: no eval
     output_dir: str = ""
-    spm_model: str = ""               # copied into model/ as spiece.model
+    spm_model: str = ""               # copied into model/ as spiece.model (vocab.txt: as vocab.txt)
     init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
     # Numbers: ranges beside the defaults, checked by `arguments.check_numbers` (validate);
     # seq_length by the length rule (config.check_sequence_length).

@@ -37,7 +37,7 @@ class DynamicMasking:
 
     @classmethod
     def from_tokenizer(cls, tokenizer, **kwargs) -> "DynamicMasking":
-        """From an `albert_tf.tokenizer.AlbertTokenizer` (kwargs: masked_lm_prob, max_ngram)."""
+        """From an `AlbertTokenizer` or a `WordPieceTokenizer` (kwargs: masked_lm_prob, max_ngram)."""
         return cls(tokenizer.vocab_size, tokenizer.mask_id, tokenizer.cls_id, tokenizer.sep_id,
                    tokenizer.pad_id, **kwargs)
 

@@ -60,7 +60,7 @@ from albert_tf.checkpoint import open_checkpoint
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.checkpoint.opened import check_vocab_size
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.tokenizer.kinds import python_tokenizer
 
 from ..data import pairs
 from ..data.create_data import DATA_CONFIG_FILE
@@ -125,7 +125,7 @@ def dynamic_masking(cfg: PretrainConfig) -> DynamicMasking | None:
         return None
     written = _data_config(cfg)
     rates = {key: written[key] for key in ("masked_lm_prob", "max_ngram") if key in written}
-    return DynamicMasking.from_tokenizer(AlbertTokenizer(cfg.spm_model), **rates)
+    return DynamicMasking.from_tokenizer(python_tokenizer(cfg.spm_model), **rates)
 
 
 def run_model_config(cfg: PretrainConfig, vocab_size: int | None):
@@ -223,7 +223,7 @@ def choose_precision(cfg: PretrainConfig) -> precision.PrecisionChoice:
     strategy = distribute.create_strategy(cfg.strategy)
     shapes = data_shapes(cfg.train_data)
     cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
-    vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size if cfg.spm_model else None
+    vocab_size = python_tokenizer(cfg.spm_model).vocab_size if cfg.spm_model else None
     return resolve_precision(cfg, strategy, run_model_config(cfg, vocab_size), vocab_size,
                              shapes, resuming=False)
 
@@ -493,7 +493,7 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
                            "pretrain")
     vocab_size = None
     if cfg.spm_model:
-        vocab_size = AlbertTokenizer(cfg.spm_model).vocab_size
+        vocab_size = python_tokenizer(cfg.spm_model).vocab_size
     resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
     config = resolved[0]
     config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
@@ -614,7 +614,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-data", help="held-out TFRecord glob(s)")
     parser.add_argument("--output", "--output-dir", dest="output_dir",
                         help="checkpoints, TensorBoard logs and model/")
-    parser.add_argument("--spm-model", help="SentencePiece model to ship with the result")
+    parser.add_argument("--spm-model", help="the vocabulary to ship with the result: a "
+                        "SentencePiece model, or a WordPiece vocab.txt")
     parser.add_argument("--init-checkpoint", help=f"start from these weights: {CHECKPOINT_HELP}")
     parser.add_argument("--global-batch-size", type=int)
     parser.add_argument("--train-steps", type=int)

@@ -254,3 +254,30 @@ def test_finetune_ner_reports_seqeval_f1_of_its_predictions_file(tmp_path, tiny_
     record = open_checkpoint(out).task_record
     assert record.task == "token_classification" and record.tag_scheme == "iob1"
     assert record.label_names == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+
+
+TFDS_ROWS = [{"tokens": [b"EU", b"rejects", b"German", b"call"], "ner": [3, 0, 7, 0]},
+             {"tokens": [b"Peter", b"Blackburn"], "ner": [1, 2]}]
+
+
+def _conll_rows(self, *args, **kwargs):
+    import tensorflow as tf
+
+    keys = set(self.info.features.keys())
+    rows = [{k: r.get(k, [0] * len(r["tokens"])) for k in keys} for r in TFDS_ROWS]
+    return tf.data.Dataset.from_generator(lambda: iter(rows),
+                                          output_signature=self.info.features.get_tensor_spec())
+
+
+def test_tfds_conll2003_reads_tokens_and_tag_names(tmp_path):
+    import tensorflow_datasets as tfds
+
+    with tfds.testing.mock_data(as_dataset_fn=_conll_rows, data_dir=str(tmp_path)):
+        files = [conll.tfds_tagged(split) for split in conll.TFDS_SPLITS]
+    assert [f.path for f in files] == ["tfds:conll2003/train", "tfds:conll2003/dev",
+                                       "tfds:conll2003/test"]
+    first = files[0].sentences
+    assert first[0].words == ["EU", "rejects", "German", "call"]
+    # TFDS' declared names: O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC, B-MISC, I-MISC
+    assert first[0].tags == ["B-ORG", "O", "B-MISC", "O"] and first[1].tags == ["B-PER", "I-PER"]
+    assert first[1].where == "tfds:conll2003/train:1"

@@ -1,0 +1,279 @@
+"""`albert-tf predict` under load and failure: --concurrency, retries, resume.
+
+A 127.0.0.1 stand-in for TF Serving's REST API answers each text with values computed
+from the text itself (its length and its SHA-256), so every output row can be checked
+against its input row independently of the client, and the order of the output is the
+order of the input. The server fails chosen requests (503, 429, 400) or stops answering
+after some rows; the client is run in this process, or as a subprocess that is killed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from albert_tf.serving.client import backends, resume, retry
+from albert_tf.serving.client import run as client
+
+METADATA = {"model_spec": {"name": "m", "version": "1"}, "metadata": {"signature_def": {
+    "signature_def": {"serving_default": {
+        "inputs": {"text": {"dtype": "DT_STRING", "tensor_shape": {"dim": [{"size": "-1"}]}}},
+        "outputs": {
+            "length": {"dtype": "DT_INT64", "tensor_shape": {"dim": [{"size": "-1"}]}},
+            "digest": {"dtype": "DT_STRING", "tensor_shape": {"dim": [{"size": "-1"}]}}}}}}}}
+
+
+def expected_row(text: str) -> dict:
+    """What the stand-in answers for `text` (and what each output line must hold)."""
+    return {"digest": hashlib.sha256(text.encode()).hexdigest(), "length": len(text)}
+
+
+class _Server:
+    """The stand-in. `fail(n, texts)` -> None (answer) or an HTTP status for the n-th
+    predict request (1-based, counted across threads) carrying `texts`; `delay` seconds
+    before each answer make requests overlap."""
+
+    def __init__(self, fail=lambda n, texts: None, delay: float = 0.0):
+        outer = self
+        self.lock = threading.Lock()
+        self.predicts, self.statuses, self.in_flight, self.peak = 0, [], 0, 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code, body):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send(200, METADATA)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                texts = [row["text"] for row in body["instances"]]
+                with outer.lock:
+                    outer.predicts += 1
+                    number = outer.predicts
+                    outer.in_flight += 1
+                    outer.peak = max(outer.peak, outer.in_flight)
+                try:
+                    time.sleep(delay)
+                    status = fail(number, texts)
+                    with outer.lock:
+                        outer.statuses.append(status or 200)
+                    if status:
+                        self._send(status, {"error": f"refused request {number}"})
+                    else:
+                        self._send(200, {"predictions": [expected_row(t) for t in texts]})
+                finally:
+                    with outer.lock:
+                        outer.in_flight -= 1
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(*args, **kwargs):
+        servers.append(_Server(*args, **kwargs))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch):
+    monkeypatch.setattr(retry, "BASE_WAIT_S", 0.02)
+
+
+def _texts(count):
+    return [f"text {i} " + "x" * (i % 7) for i in range(count)]
+
+
+def _write_input(tmp_path, texts):
+    source = tmp_path / "in.txt"
+    source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    return source
+
+
+def _args(server, source, output, *extra):
+    return ["--server", server.url, "--model", "m", "--input", str(source),
+            "--output", str(output), *extra]
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_concurrent_run_through_a_server_failing_every_third_request(tmp_path, serve, caplog):
+    texts = _texts(60)
+    server = serve(fail=lambda n, _: 503 if n % 3 == 0 else None, delay=0.05)
+    source, output = _write_input(tmp_path, texts), tmp_path / "out.jsonl"
+    with caplog.at_level("INFO"):
+        assert client.main(_args(server, source, output, "--batch-size", "4",
+                                 "--concurrency", "4")) == 0
+    assert _rows(output) == [expected_row(t) for t in texts]  # every row, in input order
+    failed = server.statuses.count(503)
+    assert failed >= 5 and server.statuses.count(200) == 15  # 15 batches, each answered once
+    assert server.peak > 1  # requests did overlap
+    assert f"wrote 60 predictions to {output} ({failed} requests retried)" in caplog.text
+    assert not os.path.exists(str(output) + resume.PARTIAL_SUFFIX)
+    assert not os.path.exists(str(output) + resume.RECORD_SUFFIX)
+
+
+def test_a_429_is_retried_and_a_400_is_not(tmp_path, serve, capsys):
+    texts = _texts(8)
+    source = _write_input(tmp_path, texts)
+    busy = serve(fail=lambda n, _: 429 if n == 1 else None)
+    assert client.main(_args(busy, source, tmp_path / "a.jsonl", "--batch-size", "8")) == 0
+    assert busy.statuses == [429, 200] and _rows(tmp_path / "a.jsonl") == [
+        expected_row(t) for t in texts]
+
+    refused = serve(fail=lambda n, _: 400)
+    code = client.main(_args(refused, source, tmp_path / "b.jsonl", "--batch-size", "8"))
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and refused.statuses == [400], refused.statuses  # asked once
+    assert "HTTP 400: refused request 1" in line, line
+    assert not list(tmp_path.glob("b.jsonl*"))  # no row written: nothing left behind
+
+
+def test_retries_are_bounded_and_the_last_error_is_one_line(tmp_path, serve, capsys):
+    source = _write_input(tmp_path, _texts(3))
+    server = serve(fail=lambda n, _: 503)
+    code = client.main(_args(server, source, tmp_path / "o.jsonl", "--retries", "2"))
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and server.statuses == [503, 503, 503], server.statuses
+    assert "HTTP 503: refused request 3 (gave up after 2 retries)" in line, line
+
+
+def test_a_failed_run_is_continued_without_repeating_a_row(tmp_path, serve):
+    texts = _texts(40)
+    source, output = _write_input(tmp_path, texts), tmp_path / "out.jsonl"
+    asked = []
+
+    def down_after_five_batches(n, batch):  # every request fails from the 6th on
+        if n > 5:
+            return 400
+        asked.extend(batch)
+        return None
+
+    first = serve(fail=down_after_five_batches)
+    assert client.main(_args(first, source, output, "--batch-size", "4")) == 1
+    partial = tmp_path / ("out.jsonl" + resume.PARTIAL_SUFFIX)
+    assert not output.exists() and _rows(partial) == [expected_row(t) for t in texts[:20]]
+
+    second = serve(fail=lambda n, batch: asked.extend(batch))
+    assert client.main(_args(second, source, output, "--batch-size", "4",
+                             "--concurrency", "3")) == 0
+    assert asked == texts  # each text asked for once, across both runs
+    assert _rows(output) == [expected_row(t) for t in texts]
+    assert not partial.exists()
+
+
+def test_a_killed_run_is_continued_without_duplicates(tmp_path, serve):
+    texts = _texts(50)
+    source, output = _write_input(tmp_path, texts), tmp_path / "out.jsonl"
+    partial = tmp_path / ("out.jsonl" + resume.PARTIAL_SUFFIX)
+    server = serve(delay=0.1)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.serving.client.run",
+         *_args(server, source, output, "--batch-size", "2", "--concurrency", "2")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (partial.exists() and len(_rows(partial)) >= 10):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    kept = len(_rows(partial))
+    assert 10 <= kept < 50 and not output.exists()
+    asked_before = server.predicts
+
+    assert client.main(_args(server, source, output, "--batch-size", "2")) == 0
+    assert _rows(output) == [expected_row(t) for t in texts]  # each row once, in order
+    assert server.predicts - asked_before == (50 - kept + 1) // 2  # only what was missing
+
+
+def test_a_partial_output_of_another_input_is_refused(tmp_path, serve, capsys):
+    server = serve()
+    source, output = _write_input(tmp_path, _texts(4)), tmp_path / "out.jsonl"
+    partial = tmp_path / ("out.jsonl" + resume.PARTIAL_SUFFIX)
+    assert client.main(_args(server, source, output, "--retries", "0")) == 0
+    os.rename(output, partial)  # as a killed run of another input would leave it
+    resume.atomic.atomic_write_json(str(output) + resume.RECORD_SUFFIX,
+                                    resume.run_record(str(source), {}))
+    other = tmp_path / "other.txt"
+    other.write_text("another text\n", encoding="utf-8")
+    assert client.main(_args(server, other, output)) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds the predictions of a run over another input" in line, line
+    assert len(_rows(partial)) == 4  # untouched
+
+    os.remove(str(output) + resume.RECORD_SUFFIX)  # not ours without its record
+    assert client.main(_args(server, other, output, "--overwrite")) == 2
+    assert "was not written by albert-tf predict" in capsys.readouterr().err
+
+    assert client.main(_args(server, source, output, "--signature", "serving_default",
+                             "--overwrite")) == 2  # still no record: never touched
+    assert len(_rows(partial)) == 4
+
+
+@pytest.mark.parametrize("code, transient", [("UNAVAILABLE", True), ("DEADLINE_EXCEEDED", True),
+                                             ("INVALID_ARGUMENT", False), ("NOT_FOUND", False)])
+def test_grpc_codes_that_are_retried(code, transient):
+    import grpc
+
+    class Refusal(grpc.RpcError):
+        def code(self):
+            return getattr(grpc.StatusCode, code)
+
+        def details(self):
+            return "no"
+
+    def method(request, timeout):
+        raise Refusal()
+
+    backend = backends.GrpcBackend.__new__(backends.GrpcBackend)
+    backend._grpc, backend.timeout = grpc, 1.0
+    with pytest.raises(backends.ServerError, match=f"gRPC {code}: no") as raised:
+        backend._rpc(method, None)
+    assert isinstance(raised.value, backends.TransientServerError) is transient
+
+
+def test_a_refused_connection_is_retried_then_one_line(tmp_path, capsys):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    source = _write_input(tmp_path, _texts(2))
+    code = client.main(["--server", f"http://127.0.0.1:{port}", "--model", "m", "--input",
+                        str(source), "--output", str(tmp_path / "o.jsonl"), "--retries", "3"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and "(gave up after 3 retries)" in line, line
+    assert not list(tmp_path.glob("o.jsonl*"))
