@@ -184,7 +184,8 @@ def check_labels(model, y, rows: int | None = None, choices: int | None = None) 
         bad = ~np.isfinite(array.astype(np.float64))
         if bad.any():
             place, at = _first(bad)
-            raise LabelError(f"{owner}: label {array[at].item()!r} at {place} is not a finite number")
+            raise LabelError(f"{owner}: label {array[at].item()!r} at {place} is not a "
+                             "finite number")
         return
     if task == "classification":
         count = model.num_classes
