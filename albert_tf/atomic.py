@@ -220,6 +220,34 @@ def commit(tmp: str | os.PathLike, path: str | os.PathLike, *, replace: bool = T
     publish(tmp, path, replace)
 
 
+def commit_group(files: list[tuple[str, str]], *, replace: bool = False) -> None:
+    """Commits several finished temporaries [(tmp, final), ...] as one output: all or none.
+
+    Each final name is taken exclusively, in the order given (put the file readers open
+    last: a kill between the renames then leaves no reader-visible half). With `replace`
+    the existing finals are moved aside first and put back if a new one cannot be placed;
+    without it an existing final is refused and kept.
+    """
+    placed, aside = [], []
+    try:
+        if replace:
+            for _, final in files:
+                if os.path.lexists(final):
+                    aside.append((temporary_path(final) + ".old", final))
+                    os.replace(final, aside[-1][0])
+        for tmp, final in files:
+            commit(tmp, final, replace=False)
+            placed.append(final)
+    except BaseException:
+        for final in placed:
+            os.remove(final)  # ours: taken exclusively just now
+        for old, final in aside:
+            os.replace(old, final)
+        raise
+    for old, _ in aside:
+        os.remove(old)
+
+
 def atomic_write_json(path: str | os.PathLike, data: Any, indent: int = 2,
                       sort_keys: bool = False, ensure_ascii: bool = True, *,
                       replace: bool = True) -> None:

@@ -189,32 +189,11 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
 
 
 def _publish_pair(tmp_prefix: str, output_prefix: str, overwrite: bool) -> None:
-    """Puts the finished `.vocab` and `.model` under their names: both or neither.
-
-    Each name is taken exclusively (a file that appeared meanwhile, or a concurrent
-    run's, is refused and kept). With `overwrite` the old pair is moved aside first
-    and put back if the new one cannot be placed; the `.model` appears last, so a kill
-    between the renames leaves no `.model` beside a `.vocab` that does not match it
-    (readers open the `.model`).
-    """
-    placed, aside = [], []
-    try:
-        for suffix in OUTPUT_SUFFIXES:
-            final = output_prefix + suffix
-            if overwrite and os.path.lexists(final):
-                aside.append((atomic.temporary_path(final) + ".old", final))
-                os.replace(final, aside[-1][0])
-        for suffix in (".vocab", ".model"):
-            atomic.commit(tmp_prefix + suffix, output_prefix + suffix, replace=False)
-            placed.append(output_prefix + suffix)
-    except BaseException:
-        for final in placed:
-            os.remove(final)  # ours: taken exclusively just now
-        for old, final in aside:
-            os.replace(old, final)
-        raise
-    for old, _ in aside:
-        os.remove(old)
+    """Puts the finished `.vocab` and `.model` under their names: both or neither
+    (`atomic.commit_group`); the `.model` appears last, so a kill between the renames leaves
+    no `.model` beside a `.vocab` that does not match it (readers open the `.model`)."""
+    atomic.commit_group([(tmp_prefix + suffix, output_prefix + suffix)
+                         for suffix in (".vocab", ".model")], replace=overwrite)
 
 
 def _check_options(vocab_size: int, character_coverage: float, input_sentence_size: int) -> None:
