@@ -191,4 +191,4 @@ def test_a_run_record_is_read_through_the_size_rule_naming_the_file(tmp_path, co
     line = str(caught.value)
     assert str(path) in line and "\n" not in line and "use a new output_dir" in line, line
     assert message in line or "character device" in line or "directory" in line, line
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 60  # a safety net: reading /dev/zero whole never ends

@@ -77,16 +77,10 @@ def split(query_lengths: tf.Tensor, pieces: tf.RaggedTensor, seq_length: int, do
     room = seq_length - 3 - tf.cast(query_lengths, tf.int64)  # >= 1: the query is cut
     step = tf.minimum(room, tf.constant(doc_stride, tf.int64))
     needed = 1 + tf.maximum(tf.constant(0, tf.int64), -((room - num_pieces) // step))  # 1 + ceil((P - room) / step)
-    # The first row past the cap (a sentinel keeps argmax defined for an empty batch).
-    over = tf.argmax(tf.concat([tf.cast(needed > max_windows, tf.int32), [1]], 0),
-                     output_type=tf.int64)
-    check = _require(tf.reduce_all(needed <= max_windows), f"{signature}: the context of row ",
-                     over, " needs ", tf.gather(tf.concat([needed, [0]], 0), over),
-                     f" windows, more than max_windows={max_windows} (seq_length {seq_length}, "
-                     f"doc_stride {doc_stride}); shorten it or export with a larger "
-                     "--max-windows")
-    with tf.control_dependencies([check]):
-        needed = tf.identity(needed)
+    needed = _within_cap(needed, needed <= max_windows, needed, signature, " needs ",
+                         f" windows, more than max_windows={max_windows} (seq_length "
+                         f"{seq_length}, doc_stride {doc_stride}); shorten it or export with a "
+                         "larger --max-windows")
     index = tf.ragged.range(needed)  # [B, (n)] window index within the row
     row = index.value_rowids()
     first = index.flat_values * tf.gather(step, row)
@@ -113,15 +107,23 @@ def check_words(query_lengths: tf.Tensor, context: tf.Tensor, seq_length: int, d
     solid = tf.strings.regex_full_match(words.flat_values, r"(?s).*[A-Za-z0-9].*")
     least = tf.math.unsorted_segment_sum(tf.cast(solid, tf.int64), words.value_rowids(),
                                          words.nrows())  # [B]
-    over = tf.argmax(tf.concat([tf.cast(least > capacity, tf.int32), [1]], 0),
+    return _within_cap(context, least <= capacity, least, signature, " has at least ",
+                       f" pieces, more than max_windows={max_windows} windows hold (seq_length "
+                       f"{seq_length}, doc_stride {doc_stride}); shorten it or export with a "
+                       "larger --max-windows")
+
+
+def _within_cap(value: tf.Tensor, fits: tf.Tensor, counts: tf.Tensor, signature: str,
+                middle: str, tail: str) -> tf.Tensor:
+    """`value`, released only if every row `fits` [B]; else InvalidArgumentError naming the
+    first row that does not and its count: "SIG: the context of row R{middle}N{tail}"."""
+    # The first row past the cap (a sentinel keeps argmax defined for an empty batch).
+    over = tf.argmax(tf.concat([tf.cast(tf.logical_not(fits), tf.int32), [1]], 0),
                      output_type=tf.int64)
-    check = _require(tf.reduce_all(least <= capacity), f"{signature}: the context of row ",
-                     over, " has at least ", tf.gather(tf.concat([least, [0]], 0), over),
-                     f" pieces, more than max_windows={max_windows} windows hold (seq_length "
-                     f"{seq_length}, doc_stride {doc_stride}); shorten it or export with a "
-                     "larger --max-windows")
+    check = _require(tf.reduce_all(fits), f"{signature}: the context of row ", over, middle,
+                     tf.gather(tf.concat([counts, tf.zeros([1], counts.dtype)], 0), over), tail)
     with tf.control_dependencies([check]):
-        return tf.identity(context)
+        return tf.identity(value)
 
 
 def max_context(piece: tf.RaggedTensor, count: tf.Tensor, index: tf.RaggedTensor) -> tf.RaggedTensor:

@@ -56,6 +56,16 @@ def write_hf_cache(home, repo_id: str, source: str, sha: str = SHA, ref: str = "
     return snapshot
 
 
+def write_older_snapshot(tmp_path, repo_id: str, labels: list[str], ref: str) -> None:
+    """HF_SOURCE with other label names, cached as commit OLD_SHA on branch `ref`."""
+    older = tmp_path / "older"
+    shutil.copytree(HF_SOURCE, older)
+    config = json.loads((older / "config.json").read_text())
+    config["id2label"] = {str(i): name for i, name in enumerate(labels)}
+    (older / "config.json").write_text(json.dumps(config))
+    write_hf_cache(tmp_path / "hf", repo_id, str(older), OLD_SHA, ref=ref)
+
+
 def write_kaggle_cache(cache, handle: str, version: int, source: str) -> str:
     folder = os.path.join(cache, "models", *handle.split("/"))
     target = os.path.join(folder, str(version))
@@ -159,14 +169,8 @@ def test_a_local_directory_wins_over_a_released_name(tmp_path, monkeypatch):
 def test_hf_handle_loads_from_the_cache_offline_as_the_plain_directory(tmp_path):
     env = offline_env(tmp_path)
     write_hf_cache(tmp_path / "hf", "someorg/tiny-albert-classifier", HF_SOURCE)
-    # An older commit, reachable by its hash only, with other weights: @REVISION must pick it.
-    older = tmp_path / "older"
-    shutil.copytree(HF_SOURCE, older)
-    config = json.loads((older / "config.json").read_text())
-    config["id2label"] = {"0": "a", "1": "b", "2": "c"}
-    (older / "config.json").write_text(json.dumps(config))
-    write_hf_cache(tmp_path / "hf", "someorg/tiny-albert-classifier", str(older), OLD_SHA,
-                   ref="old-branch")
+    # An older commit on another branch: the bare handle must not pick it.
+    write_older_snapshot(tmp_path, "someorg/tiny-albert-classifier", ["a", "b", "c"], "old-branch")
     paths = [HF_SOURCE, "hf://someorg/tiny-albert-classifier",
              f"hf://someorg/tiny-albert-classifier@{SHA}"]
     out = predictions(run_python(PREDICT, ["|".join(paths), json.dumps(TEXTS)], env))
@@ -179,12 +183,7 @@ def test_hf_handle_loads_from_the_cache_offline_as_the_plain_directory(tmp_path)
 def test_hf_revision_picks_that_snapshot(tmp_path):
     env = offline_env(tmp_path)
     write_hf_cache(tmp_path / "hf", "someorg/m", HF_SOURCE)
-    older = tmp_path / "older"
-    shutil.copytree(HF_SOURCE, older)
-    config = json.loads((older / "config.json").read_text())
-    config["id2label"] = {"0": "x", "1": "y", "2": "z"}
-    (older / "config.json").write_text(json.dumps(config))
-    write_hf_cache(tmp_path / "hf", "someorg/m", str(older), OLD_SHA, ref="v0")
+    write_older_snapshot(tmp_path, "someorg/m", ["x", "y", "z"], "v0")
     script = ("import sys; from albert_tf.checkpoint import open_checkpoint\n"
               "for h in sys.argv[1:]:\n"
               "    print('RESULT', h, open_checkpoint(h).task_record.label_names)")

@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import resource
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from albert_tf.serving.client import backends
 from albert_tf.serving.client import run as client
+from tests.helpers.local_server import LocalServer
 
 
 class _Server:
@@ -44,14 +44,11 @@ class _Server:
 
             do_POST = do_GET
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.local = LocalServer(Handler)
+        self.url = self.local.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.local.close()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 
 import numpy as np
 import pytest
@@ -185,15 +184,14 @@ def test_windows_past_the_cap_are_refused(pre, examples):
                                                r"more than max_windows=4"):
         model.predict(([examples[1].question, long.question], [examples[1].context, long.context]),
                       verbose=0)
-    # A context of 10^6 characters is refused by its words, before it is tokenized.
+    # A context of 10^6 characters is refused by its words, before it is tokenized: the
+    # word count's message ("has at least N pieces"), not the windows' ("needs N windows").
     huge = "the quick brown fox jumps over the lazy dog. " * 22_223  # 1,000,035 characters
     answer = module.answer.get_concrete_function()
-    started = time.perf_counter()
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"serving_default: the context of row 0 has at least 200007 pieces, "
                              r"more than max_windows=4 windows hold"):
         answer(_strings(["what?"]), _strings([huge]))
-    assert time.perf_counter() - started < 2.0  # tokenizing it first took 2.5 s
 
 
 def test_beam_head_decodes_across_windows_as_the_original(pre, examples):

@@ -1,0 +1,32 @@
+"""A test HTTP server on 127.0.0.1 (an ephemeral port, never another address), served from a
+daemon thread, and the JSON reply the stand-ins of TF Serving's REST API send."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class LocalServer:
+    """Serves `handler` (a BaseHTTPRequestHandler class) at `url` until `close()`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body) -> None:
+    """Replies `body` as JSON with status `code` and its Content-Length."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
