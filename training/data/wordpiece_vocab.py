@@ -26,7 +26,7 @@ from typing import Sequence
 from albert_tf import atomic
 from albert_tf.tokenizer.wordpiece import SPECIAL_TOKENS, SUFFIX, BasicTokenizer, WordPieceTokenizer
 
-from .vocab import VocabError, expand_inputs, read_sentences
+from .vocab_inputs import VocabError, expand_inputs, read_sentences
 
 logger = logging.getLogger(__name__)
 
