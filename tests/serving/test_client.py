@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 
 TEXTS = [b"Hello, World!", b"", "Caf\u00e9 \U0001F600".encode(), b"bad \xff bytes", b"a " * 50]
 LABELS = ["no", "yes"]
+from tests.helpers.local_server import send_json
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +112,7 @@ def _rest_server(models):
             pass
 
         def _reply(self, code, body):
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, code, body)
 
         def do_GET(self):  # /v1/models/NAME[/versions/N]/metadata
             name = self.path.split("/")[3]
