@@ -33,6 +33,7 @@ import unicodedata
 import numpy as np
 
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
 
 # Max-context score = MAX_CONTEXT_SCALE * shorter side + window length: BERT's
@@ -93,7 +94,12 @@ def align_context(tokenizer, context: str) -> ContextPieces:
     an exact map from normalised to original characters. When a word's pieces do not
     spell its normalised characters (rare: a final sigma, a compatibility character
     that decomposes to a space), every piece of that word maps to the whole word.
+    A WordPiece tokenizer gives exact spans itself (`encode_with_offsets`).
     """
+    if tokenizer.kind == WORDPIECE:  # its pieces follow the text character by character
+        ids, offsets = tokenizer.encode_with_offsets(context)
+        spans = np.asarray(offsets, np.int64).reshape(-1, 2)
+        return ContextPieces(ids, spans[:, 0], spans[:, 1])
     ids, starts, ends = [], [], []
     for word_start, word_end in _words(context):
         word = context[word_start:word_end]
