@@ -182,7 +182,7 @@ class WordPieceGraph:
         word_length = tf.boolean_mask(position, closes) + 1 - word_start
         flat = ids.flat_values
         token_word = ids.values.value_rowids()  # [T]: the flat word of each token
-        width = tf.gather(self._piece_widths, flat)  # code points each piece spells
+        width = tf.gather(tf.constant(self._piece_widths), flat)  # code points each piece spells
         inner = row_cumsum(width, token_word, ids.values.row_starts()) - width
         unk = flat == self.tokenizer.unk_id
         first = tf.gather(word_start, token_word) + tf.where(unk, tf.zeros_like(inner), inner)
@@ -199,10 +199,11 @@ class WordPieceGraph:
         return merged, merged.with_flat_values(begin), merged.with_flat_values(end)
 
     @functools.cached_property
-    def _piece_widths(self) -> tf.Tensor:
-        """int64 [V]: the code points of the text each vocabulary piece spells."""
-        return tf.constant([len(t) - len(SUFFIX) if t.startswith(SUFFIX) else len(t)
-                            for t in self.tokenizer.tokens], tf.int64)
+    def _piece_widths(self) -> np.ndarray:
+        """int64 [V]: the code points of the text each vocabulary piece spells (NumPy: a
+        constant of whichever graph uses it)."""
+        return np.array([len(t) - len(SUFFIX) if t.startswith(SUFFIX) else len(t)
+                         for t in self.tokenizer.tokens], np.int64)
 
 
 def position_is_last(values: tf.RaggedTensor) -> tf.Tensor:
