@@ -143,7 +143,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
                           f"{VOCAB_FILE}); pass --spm-model")
     if format == "litert" and files.kind == WORDPIECE:
-        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack.
+        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack,
+        # and LiteRT's own WordPiece kernels depart from BERT's rules on 1-16% of the
+        # parity lines (tools/wordpiece_litert_kernels.py; docs/tokenization.md).
         raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
                           "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
                           "(--format savedmodel)")
