@@ -94,12 +94,10 @@ def align_context(tokenizer, context: str) -> ContextPieces:
     an exact map from normalised to original characters. When a word's pieces do not
     spell its normalised characters (rare: a final sigma, a compatibility character
     that decomposes to a space), every piece of that word maps to the whole word.
-    A WordPiece tokenizer gives exact spans itself (`encode_with_offsets`).
     """
-    if tokenizer.kind == WORDPIECE:  # its pieces follow the text character by character
+    if tokenizer.kind == WORDPIECE:  # exact spans of its own (`encode_with_offsets`)
         ids, offsets = tokenizer.encode_with_offsets(context)
-        spans = np.asarray(offsets, np.int64).reshape(-1, 2)
-        return ContextPieces(ids, spans[:, 0], spans[:, 1])
+        return ContextPieces(ids, *np.asarray(offsets, np.int64).reshape(-1, 2).T)
     ids, starts, ends = [], [], []
     for word_start, word_end in _words(context):
         word = context[word_start:word_end]
