@@ -36,7 +36,7 @@ from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
 from albert_tf.tokenizer.kinds import WORDPIECE
-from albert_tf.config import check_sequence_length
+from albert_tf.config import DEFAULT_SEQ_LENGTH, check_sequence_length
 
 from . import layout, provenance, server_releases, warmup
 from .litert import convert as litert
@@ -89,7 +89,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       task: override the checkpoint's task ("encoder" for features only); names it
         for TF1 checkpoints that fit two scripts (regression / multiple_choice).
       seq_length: maximum tokens per request (default: the checkpoint's
-        fine-tuning length, else max_position_embeddings).
+        fine-tuning length, else `AlbertConfig.default_seq_length()`: 512, at most
+        max_position_embeddings, as from_preset).
       spm_model: SentencePiece model, when the checkpoint directory has none
         (spiece.model, or the one *.model file beside a TF1 checkpoint).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
@@ -163,7 +164,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     model = source.load()
     limit = model.config.max_position_embeddings
     if seq_length is None:
-        seq_length = record.seq_length or limit
+        seq_length = record.seq_length or model.config.default_seq_length()
     check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
     preprocessor = files.preprocessor(seq_length)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:
@@ -249,7 +250,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
-                   "(default: the fine-tuning length, else max_position_embeddings)")
+                   f"(default: the fine-tuning length, else {DEFAULT_SEQ_LENGTH} or "
+                   "max_position_embeddings if fewer)")
     p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
