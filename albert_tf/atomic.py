@@ -334,6 +334,9 @@ def check_writable_directory(path: str, what: str = "output directory") -> None:
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise UserError(f"{what} {path} is not writable: {existing} is not a directory")
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        raise UserError(f"{what} {path} is not writable: {existing} is on a read-only file "
+                        "system")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(f"{what} {path} is not writable: no write permission in {existing}")
     probe = os.path.join(existing, f".write-test{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")

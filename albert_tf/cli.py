@@ -90,16 +90,71 @@ def one_line(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
+class _LineEnds:
+    """sys.stdout while a command runs: it remembers whether the last write ended its line.
+
+    Keras' progress bar redraws its line with "\r" and ends it only when an epoch
+    ends, so an error printed mid-epoch would be glued to it (stdout and stderr on
+    one terminal or log); `print_error` ends such a line first.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.line_open = False
+
+    def write(self, text: str) -> int:
+        if text:
+            self.line_open = not text.endswith("\n")
+        return self._stream.write(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):  # isatty, flush, encoding, fileno: the stream's own
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _tracking_line_ends():
+    """Routes sys.stdout through `_LineEnds` while a command runs (once, when nested)."""
+    previous = sys.stdout
+    if previous is None or isinstance(previous, _LineEnds):
+        yield
+        return
+    sys.stdout = _LineEnds(previous)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, _LineEnds):
+            sys.stdout = previous
+
+
+def end_open_line() -> None:
+    """Ends the line a progress bar left open on stdout, if any."""
+    stdout = sys.stdout
+    if isinstance(stdout, _LineEnds) and stdout.line_open:
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stdout
+            stdout.write("\n")
+            stdout.flush()
+
+
+def print_error(line: str) -> None:
+    """Prints `line` on stderr on a line of its own: an open progress line is ended first."""
+    end_open_line()
+    print(line, file=sys.stderr)
+
+
 def report_error(name: str, e: BaseException) -> int:
     """Prints one line for `e` on stderr; returns the exit status (2: user error, 1: bug)."""
     message = _user_facing(e)
     if message is not None:
-        print(f"albert-tf {name}: {one_line(message)}", file=sys.stderr)
+        print_error(f"albert-tf {name}: {one_line(message)}")
         return getattr(e, "exit_status", 2)
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    print(f"albert-tf {name}: unexpected error: {type(e).__name__}"
-          f"{': ' + one_line(first) if first else ''} (rerun with --debug for the traceback)",
-          file=sys.stderr)
+    print_error(f"albert-tf {name}: unexpected error: {type(e).__name__}"
+                f"{': ' + one_line(first) if first else ''} (rerun with --debug for the "
+                "traceback)")
     return 1
 
 
@@ -108,7 +163,15 @@ class Terminated(KeyboardInterrupt):
     write or a checkpoint save), so that clean-ups run as on Ctrl-C."""
 
 
+# Set by the SIGTERM handler while a command runs. A library may turn the `Terminated`
+# raised inside its Python callbacks into an error of its own (TensorFlow's tracing and
+# conversions, a C extension's status), or an interrupted system call into a failed
+# write; the command still ends as terminated (exit 143), never as that error.
+_terminated = threading.Event()
+
+
 def _terminate(signum, frame):
+    _terminated.set()
     raise Terminated()
 
 
@@ -118,6 +181,7 @@ def _sigterm_as_exception():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _terminated.clear()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
@@ -135,20 +199,26 @@ def command(name: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
     def wrap(main: Callable[..., int]) -> Callable[..., int]:
         @functools.wraps(main)
         def run(*args, **kwargs) -> int:
-            try:
-                with _sigterm_as_exception():
-                    return int(main(*args, **kwargs) or 0)
-            except Terminated:  # what was complete (files, checkpoints) is kept
-                print(f"albert-tf {name}: terminated (SIGTERM)", file=sys.stderr)
-                return 128 + signal.SIGTERM
-            except KeyboardInterrupt:
-                print(f"albert-tf {name}: interrupted", file=sys.stderr)
-                return 130
-            except Exception as e:  # noqa: BLE001 - the one place errors become exit codes
-                if debug_enabled():
-                    traceback.print_exc()
-                    return getattr(e, "exit_status", 2) if _user_facing(e) is not None else 1
-                return report_error(name, e)
+            with _tracking_line_ends():
+                try:
+                    with _sigterm_as_exception():
+                        return int(main(*args, **kwargs) or 0)
+                except Terminated:  # what was complete (files, checkpoints) is kept
+                    print_error(f"albert-tf {name}: terminated (SIGTERM)")
+                    return 128 + signal.SIGTERM
+                except KeyboardInterrupt:
+                    print_error(f"albert-tf {name}: interrupted")
+                    return 130
+                except Exception as e:  # noqa: BLE001 - the one place errors become statuses
+                    if _terminated.is_set() and not debug_enabled():  # the error SIGTERM caused
+                        print_error(f"albert-tf {name}: terminated (SIGTERM)")
+                        return 128 + signal.SIGTERM
+                    if debug_enabled():
+                        end_open_line()
+                        traceback.print_exc()
+                        return (getattr(e, "exit_status", 2) if _user_facing(e) is not None
+                                else 1)
+                    return report_error(name, e)
         return run
     return wrap
 

@@ -6,7 +6,8 @@
 * A 3xx is an error naming its Location; the other host is never asked.
 
 Local 127.0.0.1 servers only. Each case checks the exit status, the one line naming the
-server and the cause, that no output was written, and the time taken.
+server and the cause, that no output was written, and what proves the bound (memory grown,
+bytes the server sent); times are lower bounds or safety nets only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import resource
 import socket
+import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
@@ -73,12 +75,18 @@ def _endless(handler):
         handler.wfile.write(chunk)
 
 
+# 600 bytes in 120 s: a client that resets its timeout at every byte reads them all.
+TRICKLED = b'{"model_version_status": []}' * 20
+
+
 def _trickle(handler):
     handler.send_response(200)
     handler.end_headers()
-    for byte in b'{"model_version_status": []}' * 2:  # 60 bytes in 12 s
+    handler.server.trickled = 0
+    for byte in TRICKLED:
         handler.wfile.write(bytes([byte]))
         handler.wfile.flush()
+        handler.server.trickled += 1
         time.sleep(0.2)
 
 
@@ -98,11 +106,11 @@ def test_a_reply_that_never_ends_is_refused_at_the_cap(capsys, tmp_path, serve, 
     monkeypatch.setattr(backends, "MAX_REPLY_BYTES", 8 << 20)
     server = serve(_endless)
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    code, line, elapsed = _run(capsys, tmp_path, server.url)
+    code, line, _ = _run(capsys, tmp_path, server.url)
     assert code == 1 and line.startswith("albert-tf predict: "), line
     assert server.url in line and "exceeds the 8,388,608 bytes a reply may hold" in line, line
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
-    assert grown_mb < 64 and elapsed < 30, (grown_mb, elapsed)
+    assert grown_mb < 64, grown_mb  # the cap's bytes, not the endless body
 
 
 def test_a_declared_oversized_reply_is_refused_before_reading(tmp_path, serve):
@@ -119,9 +127,11 @@ def test_a_declared_oversized_reply_is_refused_before_reading(tmp_path, serve):
 def test_a_trickling_reply_is_cut_off_at_the_total_deadline(capsys, tmp_path, serve):
     server = serve(_trickle)
     code, line, elapsed = _run(capsys, tmp_path, server.url, "--timeout", "2")
+    sent = server.local.server.trickled
     assert code == 1 and server.url in line, line
     assert "no complete reply within --timeout 2 s" in line, line
-    assert 1.5 < elapsed < 8, elapsed  # the deadline, not 0.2 s per byte x 60 bytes
+    # Cut off with most of the reply unsent (a slower machine only waits longer, never less).
+    assert sent < len(TRICKLED) and elapsed > 1.5, (sent, elapsed)
 
 
 def test_a_redirect_is_an_error_naming_its_location_and_never_followed(capsys, tmp_path, serve):
@@ -144,11 +154,20 @@ def test_a_server_that_accepts_and_never_answers_is_cut_off(tmp_path):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    try:
-        start = time.monotonic()
-        with pytest.raises(backends.ServerError, match="no complete reply within --timeout 1 s"):
+    raised = []
+
+    def call():
+        try:
             backends.http_call(f"http://127.0.0.1:{listener.getsockname()[1]}/", None, 1)
-        assert time.monotonic() - start < 10
+        except backends.ServerError as e:
+            raised.append(str(e))
+
+    try:
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(timeout=300)  # a safety net for a hang, not the verdict
+        assert not caller.is_alive(), "the call never returned"
+        assert len(raised) == 1 and "no complete reply within --timeout 1 s" in raised[0], raised
     finally:
         listener.close()
 

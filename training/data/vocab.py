@@ -74,19 +74,21 @@ def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,
     for suffix in OUTPUT_SUFFIXES:  # the one rule for an existing output
         atomic.check_replaceable(output_prefix + suffix, replace=overwrite, option="--output",
                                  flag="--overwrite", error=VocabError)
+    out_dir = os.path.dirname(os.path.abspath(output_prefix))
+    # Before the corpus is read, and so that no error names the hidden temporary files.
+    atomic.check_writable_directory(out_dir, "--output's directory")
     files = expand_inputs(inputs)
     stats: dict = {}
     sentences = read_sentences(files, do_lower_case, keep_accents, stats)
     first = next(sentences, None)
     if first is None:
         raise VocabError(f"the corpus is empty: no non-blank line in {', '.join(files)}")
-    out_dir = os.path.dirname(os.path.abspath(output_prefix))
     os.makedirs(out_dir, exist_ok=True)
     tmp_prefix = atomic.temporary_path(os.path.join(out_dir, os.path.basename(output_prefix)))
     start = time.monotonic()
     try:
-        _run_trainer(itertools.chain([first], sentences), tmp_prefix, vocab_size,
-                     character_coverage, input_sentence_size, num_threads)
+        _run_trainer(itertools.chain([first], sentences), tmp_prefix, output_prefix,
+                     vocab_size, character_coverage, input_sentence_size, num_threads)
         _check_written(tmp_prefix, output_prefix)
         _publish_pair(tmp_prefix, output_prefix, overwrite)
     finally:
@@ -117,9 +119,10 @@ def _check_options(vocab_size: int, character_coverage: float, input_sentence_si
         raise VocabError(f"input_sentence_size={input_sentence_size} must be >= 0 (0: all lines)")
 
 
-def _run_trainer(sentences: Iterator[str], model_prefix: str, vocab_size: int,
-                 character_coverage: float, input_sentence_size: int,
+def _run_trainer(sentences: Iterator[str], model_prefix: str, output_prefix: str,
+                 vocab_size: int, character_coverage: float, input_sentence_size: int,
                  num_threads: int | None) -> None:
+    """Trains into the temporary `model_prefix`; errors name `output_prefix`."""
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=sentences, model_prefix=model_prefix, model_type="unigram",
@@ -131,7 +134,43 @@ def _run_trainer(sentences: Iterator[str], model_prefix: str, vocab_size: int,
             # SentencePiece logs its own progress (EM rounds, pruning) to stderr.
             minloglevel=0 if logger.isEnabledFor(logging.INFO) else 1)
     except RuntimeError as err:  # e.g. "Vocabulary size is too high (1000). ... <= 532."
-        raise VocabError(f"SentencePiece training failed: {str(err).strip()}") from None
+        raise _trainer_failure(str(err).strip(), model_prefix, output_prefix) from None
+
+
+def _trainer_failure(message: str, tmp_prefix: str, output_prefix: str) -> VocabError:
+    """SentencePiece's error as one line naming the user's output, never its hidden name.
+
+    A refused write is reported by SentencePiece as the C++ call that failed
+    ("INTERNAL: ... [output->WriteLine(...)]"), without the OS's reason: that reason is
+    asked of the file system (`_refused_write_reason`)."""
+    if "->Write" in message:
+        suffix = ".vocab" if "WriteLine" in message else ".model"
+        reason = _refused_write_reason(tmp_prefix + suffix) or "the write failed"
+        return VocabError(f"cannot write {output_prefix}{suffix}: {reason}; nothing was "
+                          "written")
+    return VocabError("SentencePiece training failed: "
+                      f"{message.replace(tmp_prefix, output_prefix)}")
+
+
+def _refused_write_reason(path: str) -> str | None:
+    """Why the file system refuses writes to `path` (a temporary this run made): no free
+    block is ENOSPC; else the error of appending 1 MiB to it (ENOSPC, EDQUOT, EFBIG past a
+    file-size limit); None when the append succeeds. The file is removed afterwards."""
+    if os.statvfs(os.path.dirname(os.path.abspath(path))).f_bavail == 0:
+        return os.strerror(errno.ENOSPC)
+    try:  # never through a link: only the file SentencePiece wrote is appended to
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        for _ in range(16):
+            os.write(fd, bytes(1 << 16))
+        os.fsync(fd)
+    except OSError as e:
+        return e.strerror
+    finally:
+        os.close(fd)
+    return None
 
 
 def _check_written(tmp_prefix: str, output_prefix: str) -> None:
@@ -141,9 +180,8 @@ def _check_written(tmp_prefix: str, output_prefix: str) -> None:
     try:
         _check_conventions(tmp_prefix + ".model")
     except UserError as e:
-        free = os.statvfs(os.path.dirname(os.path.abspath(tmp_prefix))).f_bavail
-        reason = (os.strerror(errno.ENOSPC) if free == 0 else
-                  str(e).replace(tmp_prefix, output_prefix).splitlines()[0])
+        reason = (_refused_write_reason(tmp_prefix + ".model")
+                  or str(e).replace(tmp_prefix, output_prefix).splitlines()[0])
         raise VocabError(f"cannot write {output_prefix}.model: {reason}; nothing was "
                          "written") from None
 
