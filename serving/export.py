@@ -181,7 +181,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             needed = custom_ops(staging)
             record_of_export = provenance.provenance(
                 record, source_name or os.path.abspath(checkpoint), model, needed,
-                _versions(), task or model.task, seq_length, dtype)
+                _versions(), task or model.task, seq_length, dtype, files.kind,
+                batching.as_record() if batching is not None else None)
             provenance.write_provenance(staging, record_of_export)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging

@@ -23,7 +23,6 @@ __all__ = ["PROVENANCE_FILE", "weights_sha256", "provenance", "write_provenance"
 
 # Under the version's assets/ (TF Serving ignores files the graph does not reference).
 PROVENANCE_FILE = os.path.join("assets", "albert_tf_export.json")
-TOKENIZER_KIND = "sentencepiece"
 
 
 def weights_sha256(model) -> str:
@@ -37,17 +36,22 @@ def weights_sha256(model) -> str:
 
 
 def provenance(record, checkpoint: str, model, custom_ops, versions: dict[str, str],
-               task: str, seq_length: int, precision: str) -> dict[str, Any]:
+               task: str, seq_length: int, precision: str, tokenizer_kind: str,
+               batching: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record written beside the graph (see the module docstring); `checkpoint` is
-    the source as it is to be named (an absolute path)."""
+    the source as it is to be named (an absolute path), `tokenizer_kind` the vocabulary's
+    as the graph reads it, `batching` the in-graph batching's parameters (None: off)."""
     oldest = server_releases.oldest_release(custom_ops)
     return {
         "task": task,
         "task_record": record.to_dict(),
         "label_names": list(record.class_names()) if record.spec.classes else None,
-        "tokenizer": {"kind": TOKENIZER_KIND, "do_lower_case": record.do_lower_case,
-                      "keep_accents": record.keep_accents, "seq_length": seq_length},
+        "tokenizer": {"kind": tokenizer_kind, "do_lower_case": record.do_lower_case,
+                      "keep_accents": record.keep_accents,
+                      "tokenize_chinese_chars": record.tokenize_chinese_chars,
+                      "seq_length": seq_length},
         "precision": precision,
+        "batching": batching,
         "versions": dict(versions),
         "source_checkpoint": checkpoint,
         "weights_sha256": weights_sha256(model),

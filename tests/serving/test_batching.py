@@ -4,6 +4,7 @@ at once; the options are refused where they cannot apply."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from albert_tf import cli
 from albert_tf.serving import export
+from albert_tf.serving.provenance import PROVENANCE_FILE
 from albert_tf.serving.signatures.base import Batching
 from tests.helpers.fresh_process import run_fresh
 from tests.helpers.paths import TASK_FIXTURES
@@ -48,6 +50,11 @@ pickle.dump(results, open(sys.argv[2], "wb"))
 """
 
 
+def _provenance(path: str) -> dict:
+    with open(os.path.join(path, PROVENANCE_FILE), encoding="utf-8") as f:
+        return json.load(f)
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("batching")
@@ -76,6 +83,9 @@ def test_batched_exports_answer_as_the_plain_ones_under_concurrent_calls(exports
     for name in cases:
         plain, batched = results[name, "plain"], results[name, "batched"]
         assert batched["batch_op"] and not plain["batch_op"], name
+        recorded = [_provenance(exports[name, kind])["batching"] for kind in ("plain", "batched")]
+        assert recorded[0] is None and recorded[1]["max_batch_size"] == 4 \
+            and recorded[1]["timeout_ms"] == 20.0, recorded
         np.testing.assert_allclose(batched["whole"], plain["whole"], atol=1e-6, err_msg=name)
         rows = len(plain["whole"])
         expected = np.concatenate([plain["whole"]] * 4)[:rows * 4]

@@ -15,6 +15,7 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
 from albert_tf.serving import export
+from albert_tf.serving.provenance import PROVENANCE_FILE
 from albert_tf.tokenizer.wordpiece import is_cjk, read_vocab
 from albert_tf.training.finetune import run as finetune_run
 from tests.checkpoint.test_wordpiece_checkpoints import layouts, reference
@@ -38,6 +39,9 @@ def test_savedmodel_equals_transformers_on_mixed_script_text_and_pairs(tmp_path)
         assert export.main(["--checkpoint", found[name], "--output", output,
                             "--seq-length", "32"]) == 0
         path = os.path.join(output, "1")
+        with open(os.path.join(path, PROVENANCE_FILE), encoding="utf-8") as f:
+            tokenizer = json.load(f)["tokenizer"]
+        assert tokenizer["kind"] == "wordpiece" and tokenizer["tokenize_chinese_chars"], tokenizer
         calls[name] = (path, "serving_default", {"text": _strings(ref["texts"])})
         calls[name + "_pair"] = (path, "text_pair", {"text_a": _strings(ref["texts"]),
                                                      "text_b": _strings(ref["texts_b"])})
