@@ -32,9 +32,9 @@ COMMANDS = {
     # name: (module, one-line help)
     "demo": ("albert_tf.training.experiments.demo.run", "the whole job on the embedded corpus: vocab -> data -> pretrain -> export -> answers"),
     "vocab": ("albert_tf.training.data.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
-    "create-data": ("albert_tf.training.data.create_data", "write SOP (or NSP) + n-gram-masked pretraining TFRecords"),
-    "pretrain": ("albert_tf.training.pretrain.run", "pretrain with model.fit under a distribution strategy"),
-    "finetune": ("albert_tf.training.finetune.run", "fine-tune on GLUE, SQuAD, RACE or your own files"),
+    "create-data": ("albert_tf.training.data.create_data_command", "write SOP (or NSP) + n-gram-masked pretraining TFRecords"),
+    "pretrain": ("albert_tf.training.pretrain.command", "pretrain with model.fit under a distribution strategy"),
+    "finetune": ("albert_tf.training.finetune.command", "fine-tune on GLUE, SQuAD, RACE or your own files"),
     "export": ("albert_tf.serving.export_command", "export a SavedModel with raw-text signatures for TF Serving"),
     "predict": ("albert_tf.serving.client.command", "query TF Serving (REST/gRPC) or a local SavedModel"),
     "convert": ("albert_tf.checkpoint.convert", "convert a checkpoint of any format it reads to albert-tf's, Hugging Face's or KerasHub's"),
