@@ -30,7 +30,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 COMMANDS = {
     # name: (module, one-line help)
-    "demo": ("albert_tf.training.experiments.demo.run", "the whole job on the embedded corpus: vocab -> data -> pretrain -> export -> answers"),
+    "demo": ("albert_tf.training.experiments.demo.command", "the whole job on the embedded corpus: vocab -> data -> pretrain -> export -> answers"),
     "vocab": ("albert_tf.training.data.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
     "create-data": ("albert_tf.training.data.create_data_command", "write SOP (or NSP) + n-gram-masked pretraining TFRecords"),
     "pretrain": ("albert_tf.training.pretrain.command", "pretrain with model.fit under a distribution strategy"),
@@ -40,7 +40,7 @@ COMMANDS = {
     "convert": ("albert_tf.checkpoint.convert", "convert a checkpoint of any format it reads to albert-tf's, Hugging Face's or KerasHub's"),
     "params": ("albert_tf.params", "print parameter counts of the paper's configurations"),
     "presets": ("albert_tf.checkpoint.released", "list the released ALBERT checkpoints and their hub handles"),
-    "ablate": ("albert_tf.training.experiments.ablate.run", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),
+    "ablate": ("albert_tf.training.experiments.ablate.command", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),
 }
 
 
