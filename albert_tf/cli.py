@@ -22,6 +22,7 @@ import threading
 import traceback
 from typing import Callable
 
+from albert_tf import tf_startup
 from albert_tf.errors import UserError
 
 DEBUG_ENV = "ALBERT_TF_DEBUG"
@@ -180,8 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"albert-tf: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line users.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if not debug_enabled():
+        # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line
+        # users: set before TensorFlow is first imported (here, once, for every command).
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        tf_startup.quiet_tensorflow_import()
     # Every command reports errors the same way: one line (see `command`).
     return command(name)(_run)(COMMANDS[name][0], rest)
 
