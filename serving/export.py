@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import tempfile
+from typing import Sequence
 
 import keras
 import tensorflow as tf
@@ -38,7 +39,7 @@ from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.config import check_sequence_length
 
 from . import layout, provenance, server_releases, warmup
-from .export_command import main  # noqa: F401 - the command, also as `export.main`
+from . import export_command
 from .litert import convert as litert
 from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's public names too
     OFFSET_MODULES,
@@ -272,6 +273,11 @@ def run_command(args: argparse.Namespace) -> int:
                   doc_stride=args.doc_stride, max_windows=args.max_windows)
     print(path)
     return 0
+
+
+@cli.command("export")
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(export_command.parse(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

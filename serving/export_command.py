@@ -1,17 +1,16 @@
 """`albert-tf export`: a checkpoint -> BASE/NAME/VERSION/, a SavedModel TF Serving loads as is.
 
-The command line (no TensorFlow here): `parser` holds the options, `main` parses them
-and only then imports the export (`export.run_command`), so `albert-tf export --help`
-and a usage error answer at once. What the export does: `export.py`.
+The command line, importing no TensorFlow: `parse` reads it, and only then does the CLI
+import the export (`export.run_command`), so `albert-tf export --help` and a usage error
+answer at once. What the export does: `export.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
-from albert_tf import arguments, cli, tasks
+from albert_tf import arguments, tasks
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 
 from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
@@ -56,9 +55,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-@cli.command("export")
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from . import export  # deferred: TensorFlow and Keras load only once the arguments parse
-
-    return export.run_command(args)
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError)."""
+    return parser().parse_args(list(argv))

@@ -1,17 +1,16 @@
 """`albert-tf predict`: run an exported model over a file of inputs, write JSONL.
 
-The command line (no TensorFlow here): `parser` holds the options and their limits,
-`main` parses them and only then imports the client (`run.run_command`), so
-`albert-tf predict --help` and a usage error answer at once. What it does: `run.py`.
+The command line, importing no TensorFlow: `parse` reads it and checks its numbers, and
+only then does the CLI import the client (`run.run_command`), so `albert-tf predict
+--help` and a usage error answer at once. What it does: `run.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
-from albert_tf import arguments, cli
+from albert_tf import arguments
 
 from ..requests import DEFAULT_SIGNATURE, REST_FORMATS
 
@@ -54,9 +53,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-@cli.command("predict")
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from . import run  # deferred: TensorFlow loads only once the arguments parse
-
-    return run.run_command(args)
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, parsed and its numbers checked, before any work (`--help` exits
+    here; a bad option is a UsageError)."""
+    args = parser().parse_args(list(argv))
+    arguments.require_positive("--batch-size", args.batch_size)
+    arguments.check_number("--concurrency", args.concurrency, int,
+                           {arguments.MINIMUM: 1, arguments.MAXIMUM: MAX_CONCURRENCY})
+    arguments.check_number("--retries", args.retries, int,
+                           {arguments.MINIMUM: 0, arguments.MAXIMUM: MAX_RETRIES})
+    return args

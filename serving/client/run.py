@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -41,7 +41,8 @@ from ..requests import (
     columns_from_rows,
 )
 from . import backends, inflight, replies, resume, retry
-from .command import DEFAULT_RETRIES, MAX_CONCURRENCY, MAX_RETRIES, main  # noqa: F401 - main: the command
+from . import command
+from .command import DEFAULT_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -302,11 +303,6 @@ def _latest_version(path: str) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """`albert-tf predict` with its parsed arguments (`command.parser`)."""
-    arguments.require_positive("--batch-size", args.batch_size)
-    arguments.check_number("--concurrency", args.concurrency, int,
-                           {arguments.MINIMUM: 1, arguments.MAXIMUM: MAX_CONCURRENCY})
-    arguments.check_number("--retries", args.retries, int,
-                           {arguments.MINIMUM: 0, arguments.MAXIMUM: MAX_RETRIES})
     replies.check_route(args.server, args.grpc, args.timeout, args.version)
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
@@ -350,6 +346,11 @@ def _row_options(args: argparse.Namespace, jsonl: bool) -> dict:
 def _retried(plan: Plan) -> str:
     count = plan.retried.count
     return f" ({count} request{'s' if count != 1 else ''} retried)" if count else ""
+
+@cli.command("predict")
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(command.parse(sys.argv[1:] if argv is None else argv))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -48,8 +48,9 @@ from albert_tf.tokenizer import kinds
 from . import pairs as sop
 from . import workers
 from .corpus import Corpus, CorpusReport, Document, open_corpus
+from . import create_data_command
 from .create_data_command import (  # noqa: F401 - the command line's names, also here
-    DOCUMENTS_PER_SHARD, CommandLineError, CommandLineParser, add_generation_arguments, main,
+    DOCUMENTS_PER_SHARD, CommandLineError, CommandLineParser, add_generation_arguments,
     options_from_args)
 from .records import serialize_instance, write_records
 from .stats import DataStats, summarize, warn_skipped
@@ -366,3 +367,7 @@ def run_command(args: argparse.Namespace) -> int:
                               f"{os.path.join(args.output_dir, SUMMARY_FILE)} for skipped inputs")
     return 0
 
+
+@cli.command("create-data")
+def main(argv: list[str]) -> int:
+    return run_command(create_data_command.parse(argv))

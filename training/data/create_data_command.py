@@ -1,17 +1,16 @@
 """`albert-tf create-data`: SOP (or NSP, or no) pairs with whole-word n-gram masking, in sharded TFRecords.
 
 The command line (`create_data.py` does the work): `parser` holds the options (the
-generation ones shared with the Beam pipeline, `add_generation_arguments`), and `main`
-parses them and only then imports the job, so `albert-tf create-data --help` and a usage
-error import no TensorFlow.
+generation ones shared with the Beam pipeline, `add_generation_arguments`); `parse` reads
+them, importing no TensorFlow, and the CLI imports the job only after it, so
+`albert-tf create-data --help` and a usage error answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from albert_tf import arguments, cli, errors
+from albert_tf import arguments, errors
 
 from . import pairs as sop
 
@@ -68,13 +67,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-@cli.command("create-data")
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    from . import create_data  # deferred: TensorFlow loads only once the arguments parse
-
-    return create_data.run_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError)."""
+    return parser().parse_args(argv)

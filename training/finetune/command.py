@@ -48,9 +48,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-import sys
 
-from albert_tf import arguments, cli
+from albert_tf import arguments
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 
 
@@ -91,15 +90,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-# The command line imports no TensorFlow: `main` parses, and only then imports the job
-# (`run.run_command`), so `--help` and a usage error answer at once.
-@cli.command("finetune")
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    from . import run  # deferred: TensorFlow and Keras load only once the arguments parse
-
-    return run.run_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError).
+    It imports no TensorFlow: the CLI imports the job (`run.run_command`) only after it."""
+    return parser().parse_args(argv)

@@ -23,7 +23,7 @@ from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
 from . import ner, race, sequence, squad
 from .bucketing import check_buckets
-from .command import main  # noqa: F401 - the command, also as `run.main`
+from . import command
 from .examples import DataError, check_label_name
 from .families import build_task, family, task_defaults
 from .train import RUN_FILES, TrainConfig, finetune
@@ -210,6 +210,11 @@ def run_command(args: argparse.Namespace) -> int:
     logger.info("fine-tuned model in %s%s", summary["checkpoint"],
                 "; predictions: " + ", ".join(summary["predictions"]) if summary["predictions"] else "")
     return 0
+
+
+@cli.command("finetune")
+def main(argv: list[str]) -> int:
+    return run_command(command.parse(argv))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,15 @@
 """`albert-tf pretrain`'s command line: MLM + SOP pretraining with `model.fit` (`run.py`).
 
-`parser` holds the options; `main` parses them and only then imports the job
-(`run.run_command`: TensorFlow, Keras), so `albert-tf pretrain --help` and a usage
-error answer at once.
+`parse` reads the options, importing no TensorFlow; the CLI imports the job
+(`run.run_command`: TensorFlow, Keras) only after it, so `albert-tf pretrain --help` and
+a usage error answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from albert_tf import arguments, cli
+from albert_tf import arguments
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 
 
@@ -41,14 +40,6 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-@cli.command("pretrain")
-def main(argv: list[str]) -> int:
-    """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
-    args = parser().parse_intermixed_args(argv)
-    from . import run  # deferred: TensorFlow and Keras load only once the arguments parse
-
-    return run.run_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError)."""
+    return parser().parse_intermixed_args(argv)

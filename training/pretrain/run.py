@@ -70,7 +70,7 @@ from . import precision
 from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
-from .command import main  # noqa: F401 - the command, also as `run.main`
+from . import command
 from .progress import (
     DivergedError,
     RUN_CONFIG_FILE,
@@ -614,3 +614,9 @@ def run_command(args: argparse.Namespace) -> int:
     summary = run(cfg, allow)
     logger.info("pretraining done: %s", json.dumps(summary))
     return 0
+
+
+@cli.command("pretrain")
+def main(argv: list[str]) -> int:
+    """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
+    return run_command(command.parse(argv))

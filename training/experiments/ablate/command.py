@@ -1,26 +1,22 @@
 """`albert-tf ablate`: the paper's ablations (sharing, embedding size, objective, dropout) in one command.
 
 The command line (`run.py` runs the grid): `AblateOptions`, what an ablation is asked,
-checked when made; `parse_args`, its options; `main` parses them and only then imports
-the job, so `albert-tf ablate --help` and a usage error import no TensorFlow.
+checked when made; `parse_args`, its options. It imports no TensorFlow: the CLI imports
+the job only after parsing, so `albert-tf ablate --help` and a usage error answer at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
-import sys
 from typing import Any
 
-from albert_tf import AlbertConfig, arguments, atomic
+from albert_tf import AlbertConfig, arguments
 from albert_tf.arguments import number_field
 from albert_tf.errors import UsageError
 
 from ...data import pairs as sop
 from . import grid as ablate_grid
-
-logger = logging.getLogger("albert_tf.ablate")
 
 # The base model for two CPU cores: the paper's shape (heads = H/64, FFN = 4H,
 # all layers shared, E = 128), narrow and shallow; sized by measurement (README).
@@ -122,21 +118,6 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
                          seed=args.seed), args.report_only
 
 
-def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    try:
-        opts, report_only = parse_args(argv)
-        from . import run  # deferred: TensorFlow and Keras load only once the arguments parse
-
-        with atomic.claimed(opts.output):  # one ablation per --output at a time
-            report = run.run_ablation(opts, report_only)
-    except (ValueError, FileNotFoundError) as e:  # UsageError, ConfigError: ValueErrors
-        logger.debug("ablate failed", exc_info=True)
-        print(f"albert-tf ablate: {e}", file=sys.stderr)
-        return 2
-    sys.stdout.write("\n".join(["", *report["lines"], ""]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def parse(argv: list[str]) -> tuple[AblateOptions, bool]:
+    """The command line as (options, --report-only), checked (`parse_args`)."""
+    return parse_args(argv)

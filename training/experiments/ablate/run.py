@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -54,7 +55,8 @@ from ...pretrain.evaluation import evaluate_pretraining
 from ...pretrain.run import run
 from . import grid as ablate_grid
 from . import report as ablate_report
-from .command import SMALL_MODEL, AblateOptions, main, parse_args  # noqa: F401 - the command line's
+from . import command
+from .command import SMALL_MODEL, AblateOptions, parse_args  # noqa: F401 - the command line's
 from .command import base_model as _base_model
 from .data import AblationData, DataOptions, prepare_data
 
@@ -288,3 +290,35 @@ def _eta(timings: list[float], remaining: int) -> str:
 
 def _fmt(value) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _refused(error: Exception) -> int:
+    logger.debug("ablate failed", exc_info=True)
+    print(f"albert-tf ablate: {error}", file=sys.stderr)
+    return 2
+
+
+def run_command(parsed: tuple[AblateOptions, bool]) -> int:
+    """`albert-tf ablate` with its parsed options (`command.parse`): the grid's tables on
+    stdout, 0; or 2 with one line on stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    opts, report_only = parsed
+    try:
+        with atomic.claimed(opts.output):  # one ablation per --output at a time
+            report = run_ablation(opts, report_only)
+    except (ValueError, FileNotFoundError) as e:  # UsageError, ConfigError: ValueErrors
+        return _refused(e)
+    sys.stdout.write("\n".join(["", *report["lines"], ""]))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    try:
+        parsed = command.parse(argv)
+    except (ValueError, FileNotFoundError) as e:
+        return _refused(e)
+    return run_command(parsed)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

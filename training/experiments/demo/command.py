@@ -1,17 +1,16 @@
 """`albert-tf demo`: the whole job, end to end, on real text with no download.
 
 The command line (`run.py` runs the stages): `DemoOptions`, what the demo is asked, and
-`parser`, its options; `main` parses them and only then imports the job, so
-`albert-tf demo --help` and a usage error import no TensorFlow.
+`parser`, its options. It imports no TensorFlow: the CLI imports the job only after
+parsing, so `albert-tf demo --help` and a usage error answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 
-from albert_tf import arguments, cli
+from albert_tf import arguments
 
 from . import budget as demo_budget
 
@@ -69,13 +68,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-@cli.command("demo")
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    from . import run  # deferred: TensorFlow and Keras load only once the arguments parse
-
-    return run.run_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError);
+    `run.options_from_args` checks its values."""
+    return parser().parse_args(argv)

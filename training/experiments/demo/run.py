@@ -55,7 +55,7 @@ from . import command as demo_command
 from . import classifier as demo_classifier
 from . import report as demo_report
 from .budget import warmup_steps
-from .command import DemoOptions, main  # noqa: F401 - the command, also as `run.main`
+from .command import DemoOptions
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -407,7 +407,7 @@ def _check_output(path: str) -> None:
 def parse_args(argv: list[str]) -> DemoOptions:
     """The demo's options from its command line (`command.parser`), checked before any
     stage runs."""
-    return options_from_args(demo_command.parser().parse_args(argv))
+    return options_from_args(demo_command.parse(argv))
 
 
 def options_from_args(args) -> DemoOptions:
@@ -454,3 +454,8 @@ def run_command(args) -> int:
     with atomic.claimed(opts.output):
         run_demo(opts)
     return 0
+
+
+@cli.command("demo")
+def main(argv: list[str]) -> int:
+    return run_command(demo_command.parse(argv))
