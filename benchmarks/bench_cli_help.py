@@ -2,7 +2,7 @@
 
 Each command's help is asked for in a fresh process through the installed entry point
 (`albert-tf`, the console script beside this interpreter), --repeats times; the table
-prints the median and the slowest wall time, and the heavy packages (TensorFlow, JAX,
+prints the median and the slowest wall time, the median CPU time, and the heavy packages (TensorFlow, JAX,
 Keras, tensorflow_text, apache_beam, torch) that process imported, read from
 `python -X importtime`'s report in a separate run.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,13 +38,20 @@ def _commands() -> list[str]:
     return list(COMMANDS)
 
 
-def wall_seconds(command: str) -> float:
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def wall_seconds(command: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `albert-tf COMMAND --help`; CPU time varies less with
+    the machine's load than wall time does."""
+    cpu, start = _children_cpu(), time.perf_counter()
     result = subprocess.run([*_entry_point(), command, "--help"], capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _children_cpu() - cpu
     if result.returncode != 0 or "usage:" not in result.stdout:
         raise SystemExit(f"albert-tf {command} --help failed: {result.stderr[-500:]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def heavy_imports(command: str) -> list[str]:
@@ -80,12 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     commands = args.commands or _commands()
     print(f"# CPU: {cpu_flags()}")
     print(f"# load average before: {os.getloadavg()[0]:.2f}")
-    print(f"{'command':<12} {'median s':>9} {'max s':>7}  heavy imports")
+    print(f"{'command':<12} {'wall median s':>13} {'wall max s':>10} {'CPU median s':>12}  "
+          "heavy imports")
     for command in commands:
-        times = [wall_seconds(command) for _ in range(args.repeats)]
+        runs = [wall_seconds(command) for _ in range(args.repeats)]
+        wall, cpu = [r[0] for r in runs], [r[1] for r in runs]
         heavy = heavy_imports(command)
-        print(f"{command:<12} {statistics.median(times):>9.2f} {max(times):>7.2f}  "
-              f"{', '.join(heavy) or '-'}", flush=True)
+        print(f"{command:<12} {statistics.median(wall):>13.2f} {max(wall):>10.2f} "
+              f"{statistics.median(cpu):>12.2f}  {', '.join(heavy) or '-'}", flush=True)
     print(f"# load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
