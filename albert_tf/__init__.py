@@ -1,8 +1,10 @@
 """albert-tf: ALBERT (A Lite BERT) in Keras 3.
 
-The model package is backend-agnostic (keras.ops only); TensorFlow is imported only
-by `albert_tf.tokenizer.preprocessor` (the in-graph preprocessor). Training and serving
-live in `albert_tf.training` and `albert_tf.serving`.
+The model package is backend-agnostic (keras.ops only); TensorFlow is imported only by
+the in-graph tokenizers (`albert_tf.tokenizer.preprocessor` with its graph helpers, and
+`text_inputs`, which feeds raw text to a task model's fit / predict) and by the readers
+of TensorFlow's file formats, when they read one. Training and serving live in
+`albert_tf.training` and `albert_tf.serving`.
 
 Only the configuration is imported eagerly: the models (Keras), checkpoint I/O, the
 tokenizers and the one-call entry points `albert_tf.create_optimizer` (the original's

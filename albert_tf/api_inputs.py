@@ -170,48 +170,61 @@ def check_labels(model, y, rows: int | None = None, choices: int | None = None) 
 
     Raises LabelError.
     """
-    owner, task = type(model).__name__, model.task
+    owner, kind = type(model).__name__, model.task_spec.labels
     array = _array(y, owner)
-    if array is None or task not in ("classification", "regression", "token_classification",
-                                     "multiple_choice"):
+    if array is None or kind is None:
         return
     if array.ndim == 0:
         raise LabelError(f"{owner}: labels must be one per row, not the scalar {array.item()!r}")
     if rows is not None and array.shape[0] != rows:
         raise LabelError(f"{owner}: {array.shape[0]} labels for {rows} rows of inputs")
-    if task == "regression":
-        _rows(array, owner, "score")
-        bad = ~np.isfinite(array.astype(np.float64))
+    _LABEL_CHECKS[kind](model, array, owner, choices)
+
+
+def _scores(model, array, owner: str, choices) -> None:
+    _rows(array, owner, "score")
+    bad = ~np.isfinite(array.astype(np.float64))
+    if bad.any():
+        place, at = _first(bad)
+        raise LabelError(f"{owner}: label {array[at].item()!r} at {place} is not a "
+                         "finite number")
+
+
+def _class_ids(model, array, owner: str, choices) -> None:
+    count = model.num_classes
+    if model.task_record.problem_type == "multi_label":
+        if array.ndim != 2 or array.shape[1] != count:
+            raise LabelError(f"{owner}: multi-label labels are [B, {count}] of 0/1, not "
+                             f"shape {list(array.shape)}")
+        bad = (array != 0) & (array != 1)
         if bad.any():
             place, at = _first(bad)
-            raise LabelError(f"{owner}: label {array[at].item()!r} at {place} is not a "
-                             "finite number")
+            raise LabelError(f"{owner}: label {array[at].item()!r} at {place} is not 0 or 1")
         return
-    if task == "classification":
-        count = model.num_classes
-        if model.task_record.problem_type == "multi_label":
-            if array.ndim != 2 or array.shape[1] != count:
-                raise LabelError(f"{owner}: multi-label labels are [B, {count}] of 0/1, not "
-                                 f"shape {list(array.shape)}")
-            bad = (array != 0) & (array != 1)
-            if bad.any():
-                place, at = _first(bad)
-                raise LabelError(f"{owner}: label {array[at].item()!r} at {place} is not 0 or 1")
-            return
-        if array.ndim == 2 and array.shape[1] == count > 1:
-            raise LabelError(f"{owner}: labels of shape {list(array.shape)} look one-hot; give "
-                             "class ids [B] (np.argmax(y, axis=-1)), or use "
-                             "problem_type='multi_label' for several labels per row")
-        _rows(array, owner, "class id")
-        _check_ids(array, count, f"class ids for num_classes={count}", owner)
-    elif task == "token_classification":
-        if array.ndim != 2:
-            raise LabelError(f"{owner}: labels are class ids per token [B, T], not shape "
-                             f"{list(array.shape)}")
-        count = model.num_classes
-        _check_ids(array, count, f"class ids for num_classes={count}", owner, ignored=True)
-    else:  # multiple_choice: K is the input's; unknown (token ids in a dataset): >= 0
-        _rows(array, owner, "choice")
-        bound = choices or np.iinfo(np.int32).max
-        _check_ids(array, bound, "the right choice's index"
-                   + (f" among {choices} choices" if choices else ""), owner)
+    if array.ndim == 2 and array.shape[1] == count > 1:
+        raise LabelError(f"{owner}: labels of shape {list(array.shape)} look one-hot; give "
+                         "class ids [B] (np.argmax(y, axis=-1)), or use "
+                         "problem_type='multi_label' for several labels per row")
+    _rows(array, owner, "class id")
+    _check_ids(array, count, f"class ids for num_classes={count}", owner)
+
+
+def _token_class_ids(model, array, owner: str, choices) -> None:
+    if array.ndim != 2:
+        raise LabelError(f"{owner}: labels are class ids per token [B, T], not shape "
+                         f"{list(array.shape)}")
+    count = model.num_classes
+    _check_ids(array, count, f"class ids for num_classes={count}", owner, ignored=True)
+
+
+def _choice_ids(model, array, owner: str, choices) -> None:
+    # K is the inputs'; unknown (token ids in a dataset): any index >= 0
+    _rows(array, owner, "choice")
+    bound = choices or np.iinfo(np.int32).max
+    _check_ids(array, bound, "the right choice's index"
+               + (f" among {choices} choices" if choices else ""), owner)
+
+
+# `Task.labels` -> its check (array, owner, choices), one per kind of label array.
+_LABEL_CHECKS = {"scores": _scores, "class_ids": _class_ids,
+                 "token_class_ids": _token_class_ids, "choice_ids": _choice_ids}

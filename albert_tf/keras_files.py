@@ -16,11 +16,12 @@ import stat
 import zipfile
 from typing import Callable
 
-from albert_tf import atomic
+from albert_tf import atomic, keras_compat
 from albert_tf.errors import UserError
 
 KERAS_SUFFIX = ".keras"
-_ARCHIVE_ENTRIES = {"metadata.json", "config.json"}  # what every Keras 3 archive holds
+# What every Keras 3 archive holds (Keras' own names for its entries).
+_ARCHIVE_ENTRIES = {keras_compat.ARCHIVE_METADATA_ENTRY, keras_compat.ARCHIVE_CONFIG_ENTRY}
 
 
 def is_keras_archive(path: str) -> bool:

@@ -23,7 +23,7 @@ from albert_tf.errors import UserError
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
-from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.numerics import LAYER_NORM_EPSILON, MASKED_LOGIT
 from albert_tf.task_model import AlbertTaskModel
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
@@ -232,7 +232,7 @@ class AlbertSpanExtractor(AlbertTaskModel):
     def call(self, inputs, training=None):
         encoded = self._encode(inputs, training)
         logits = self.span_head(encoded["sequence_output"], training=training)  # [B,T,2]
-        padding = (1.0 - ops.cast(inputs["input_mask"], "float32")) * -10000.0  # [B,T]
+        padding = (1.0 - ops.cast(inputs["input_mask"], "float32")) * MASKED_LOGIT  # [B,T]
         outputs = {"start_logits": logits[..., 0] + padding,
                    "end_logits": logits[..., 1] + padding}
         if self.answerable_head is not None:
@@ -347,7 +347,7 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
     `input_type_ids` and `input_mask` by `heads.answer_candidates_mask`.
 
     The beam sizes are plain arguments with no default here: their default, the
-    original run_squad_v2's (5, 5), is the task record's (`task_record.BEAM_DEFAULTS`),
+    original run_squad_v2's (5, 5), is the task table's (`tasks.BEAM_DEFAULTS`),
     which `open_checkpoint(path).load()` passes.
 
     Call: encoder inputs [B,T] (T >= max(start_n_top, end_n_top)) ->

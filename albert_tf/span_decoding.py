@@ -33,6 +33,7 @@ import unicodedata
 import numpy as np
 
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
 
 # Max-context score = MAX_CONTEXT_SCALE * shorter side + window length: BERT's
@@ -94,6 +95,9 @@ def align_context(tokenizer, context: str) -> ContextPieces:
     spell its normalised characters (rare: a final sigma, a compatibility character
     that decomposes to a space), every piece of that word maps to the whole word.
     """
+    if tokenizer.kind == WORDPIECE:  # exact spans of its own (`encode_with_offsets`)
+        ids, offsets = tokenizer.encode_with_offsets(context)
+        return ContextPieces(ids, *np.asarray(offsets, np.int64).reshape(-1, 2).T)
     ids, starts, ends = [], [], []
     for word_start, word_end in _words(context):
         word = context[word_start:word_end]

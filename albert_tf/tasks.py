@@ -92,6 +92,9 @@ class Task:
       label_output: the output a plain label array `y` is the target of (None:
         `y` must be a dict keyed by output); a single-output task's one output goes by
         this name outside the model (encoded labels, the serving signatures).
+      labels: the plain label array the task trains on, checked before the graph
+        (`albert_tf.api_inputs`): "class_ids" [B] (or [B, C] of 0/1, multi-label),
+        "scores" [B], "token_class_ids" [B, T], "choice_ids" [B]; None: unchecked.
       single_output: the model's `call`/`predict` returns its one output as an array,
         not a dict (KerasHub's convention for its classifiers).
       text_segments: the raw-text forms `fit`/`predict` accept (1: texts, 2:
@@ -119,6 +122,7 @@ class Task:
     losses: Mapping[str, tuple[str, float]] = dataclasses.field(default_factory=lambda: _EMPTY)
     metrics: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=lambda: _EMPTY)
     label_output: str | None = None
+    labels: str | None = None
     single_output: bool = False
     text_segments: tuple[int | str, ...] = ()
     masked_positions: bool = False
@@ -185,18 +189,20 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
     _task("classification", "AlbertSequenceClassifier", head_args=("num_classes",),
           fields=_CLASSES + ("problem_type",), defaults={"problem_type": "single_label"},
           losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
-          single_output=True, text_segments=(1, 2), serving="classifier",
+          labels="class_ids", single_output=True, text_segments=(1, 2), serving="classifier",
           hf_architecture="AlbertForSequenceClassification",
           keras_hub="keras_hub>AlbertTextClassifier"),
     _task("regression", "AlbertSequenceRegressor",
           losses={"score": ("mean_squared_error", 1.0)}, metrics={"score": ("mae",)},
-          label_output="score", single_output=True, text_segments=(1, 2), serving="regressor",
+          label_output="score", labels="scores", single_output=True, text_segments=(1, 2),
+          serving="regressor",
           hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression"),
     _task("token_classification", "AlbertTokenClassifier", head_args=("num_classes",),
           fields=_CLASSES + ("tag_scheme",),
           losses={"logits": ("token_crossentropy", 1.0)},
           metrics={"logits": ("token_accuracy",)}, label_output="logits",
-          single_output=True, text_segments=(1,), serving="token_labels",
+          labels="token_class_ids", single_output=True, text_segments=(1,),
+          serving="token_labels",
           hf_architecture="AlbertForTokenClassification"),
     _task("span", "AlbertSpanExtractor", head_args=("answerability",), fields=_SPAN_FIELDS,
           defaults=SPAN_DEFAULTS,
@@ -211,7 +217,7 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           text_segments=(2,), serving="span_beam"),
     _task("multiple_choice", "AlbertMultipleChoice", fields=tuple(MULTIPLE_CHOICE_DEFAULTS),
           defaults=MULTIPLE_CHOICE_DEFAULTS, losses=_CROSS_ENTROPY, metrics=_ACCURACY,
-          label_output="logits", single_output=True, choices=True,
+          label_output="logits", labels="choice_ids", single_output=True, choices=True,
           text_segments=(CHOICE_TEXTS,),
           serving="multiple_choice",
           hf_architecture="AlbertForMultipleChoice"),

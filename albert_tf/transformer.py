@@ -14,13 +14,13 @@ from keras import ops
 
 from albert_tf.activations import get_activation
 from albert_tf.embedding import truncated_normal
-from albert_tf.numerics import LAYER_NORM_EPSILON
+from albert_tf.numerics import LAYER_NORM_EPSILON, MASKED_LOGIT
 
 
 def attention_bias_from_mask(input_mask, dtype):
     """`input_mask` [B,T] (1 = token) -> additive bias [B,1,1,T]: 0 or -10000 (as the original)."""
     mask = ops.cast(input_mask, dtype)
-    return ops.expand_dims(ops.expand_dims((1.0 - mask) * -10000.0, 1), 1)
+    return ops.expand_dims(ops.expand_dims((1.0 - mask) * MASKED_LOGIT, 1), 1)
 
 
 def fused_attention(q, k, v, attention_bias, scale: float):

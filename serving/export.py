@@ -42,7 +42,6 @@ from . import layout, provenance, server_releases, warmup
 from . import export_command
 from .litert import convert as litert
 from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's public names too
-    OFFSET_MODULES,
     SERVING_MODULES,
     TASKS,
     ExportError,
@@ -89,7 +88,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       task: override the checkpoint's task ("encoder" for features only); names it
         for TF1 checkpoints that fit two scripts (regression / multiple_choice).
       seq_length: maximum tokens per request (default: the checkpoint's
-        fine-tuning length, else max_position_embeddings).
+        fine-tuning length, else `AlbertConfig.default_seq_length()`: 512, at most
+        max_position_embeddings, as from_preset).
       spm_model: SentencePiece model, when the checkpoint directory has none
         (spiece.model, or the one *.model file beside a TF1 checkpoint).
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
@@ -143,15 +143,10 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     if spm_model is None:
         raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
                           f"{VOCAB_FILE}); pass --spm-model")
-    if (files.kind == WORDPIECE and not token_ids_only
-            and source.task_record.spec.serving in OFFSET_MODULES):
-        # Offsets map SentencePiece's pieces back to the raw text; WordPiece has no such map yet.
-        raise ExportError(f"{checkpoint}: a {source.task_record.task} model answers with "
-                          "character offsets in the raw text, which albert-tf computes for "
-                          "SentencePiece only; this model's tokenizer is WordPiece "
-                          f"({spm_model}): serve it through --token-ids-only")
     if format == "litert" and files.kind == WORDPIECE:
-        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack.
+        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack,
+        # and LiteRT's own WordPiece kernels depart from BERT's rules on 1-16% of the
+        # parity lines (tools/wordpiece_litert_kernels.py; docs/tokenization.md).
         raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
                           "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
                           "(--format savedmodel)")
@@ -163,7 +158,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     model = source.load()
     limit = model.config.max_position_embeddings
     if seq_length is None:
-        seq_length = record.seq_length or limit
+        seq_length = record.seq_length or model.config.default_seq_length()
     check_sequence_length(seq_length, limit, where=f"--seq-length, checkpoint {checkpoint}")
     preprocessor = files.preprocessor(seq_length)
     if preprocessor.tokenizer.vocab_size != model.config.vocab_size:

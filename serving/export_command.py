@@ -12,6 +12,7 @@ from typing import Sequence
 
 from albert_tf import arguments, tasks
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
+from albert_tf.config import DEFAULT_SEQ_LENGTH
 
 from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
 
@@ -24,7 +25,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
     p.add_argument("--task", choices=tuple(tasks.ALL_TASKS), help="default: the checkpoint's task")
     p.add_argument("--seq-length", type=int, help="max tokens per request "
-                   "(default: the fine-tuning length, else max_position_embeddings)")
+                   f"(default: the fine-tuning length, else {DEFAULT_SEQ_LENGTH} or "
+                   "max_position_embeddings if fewer)")
     p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=int, help="span models: the most windows a served "

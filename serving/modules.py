@@ -49,10 +49,6 @@ SERVING_MODULES = {
 }
 
 
-# The serving modules whose answers carry offsets into the raw text (`signatures.offsets`).
-OFFSET_MODULES = ("token_labels", "span", "span_beam")
-
-
 class ExportError(UserError):
     """A checkpoint/task/option combination that cannot be exported (one-line message)."""
 

@@ -11,8 +11,8 @@ objects otherwise, as TF Serving's REST API specifies. Output strings are always
 valid UTF-8 (the exported graph replaces malformed bytes), so they come back as
 plain JSON strings.
 
-Numeric helpers here import no TensorFlow; the gRPC helpers import it lazily
-because `tensorflow_serving.apis` depends on TensorFlow's protos.
+TensorFlow is imported for its TensorProto and dtype conversions (gRPC requests,
+metadata replies); `tensorflow_serving.apis` lazily, when a gRPC request is built.
 """
 
 from __future__ import annotations

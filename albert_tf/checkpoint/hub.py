@@ -31,7 +31,7 @@ import re
 
 from albert_tf.checkpoint.kerashub import TASK_WEIGHTS
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
-from albert_tf.checkpoint.readers import SAVED_MODEL_FILE, CheckpointError
+from albert_tf.checkpoint.readers import HF_TORCH_FILE, SAVED_MODEL_FILE, CheckpointError
 from albert_tf.checkpoint.released import find_released, suggest
 
 __all__ = ["HF_SCHEME", "KAGGLE_SCHEME", "HF_FILES", "CHECKPOINT_HELP", "resolve_checkpoint",
@@ -45,7 +45,7 @@ HF_SCHEME, KAGGLE_SCHEME = "hf://", "kaggle://"
 # Flax or Rust copies of the weights a Hugging Face repository also carries.
 HF_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", WEIGHTS_FILE, TASK_WEIGHTS,
             "assets/*", "assets/*/*", "*.ckpt*", "checkpoint", SAVED_MODEL_FILE, "variables/*")
-HF_TORCH_WEIGHTS = "pytorch_model.bin"
+HF_TORCH_WEIGHTS = HF_TORCH_FILE
 _WEIGHTS = re.compile(r"(\.safetensors|\.h5|\.index|" + re.escape(SAVED_MODEL_FILE) + ")$")
 _HF_HANDLE = re.compile(r"^hf://([\w.-]+/[\w.-]+)(?:@([\w./-]+))?$")
 _KAGGLE_HANDLE = re.compile(r"^kaggle://([\w.-]+/[\w.-]+/[\w.-]+/[\w.-]+)(?:/(\d+))?$")

@@ -43,8 +43,8 @@ from albert_tf import tasks
 from albert_tf.checkpoint.names import place, table_rows
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
-from albert_tf.checkpoint.readers import CheckpointError, TensorSource, read_keras_h5
-from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError, TensorSource, read_keras_h5
+from albert_tf.checkpoint.task_record import PRECISIONS, TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
 from albert_tf.textio import json_type, read_json_object, read_text
 
@@ -56,7 +56,7 @@ __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = HF_CONFIG_FILE  # a KerasHub preset names its backbone config as Hugging Face does
 TASK_FILE = "task.json"
 MODEL_WEIGHTS = WEIGHTS_FILE  # Keras' name for a model's weights, as ours
 TASK_WEIGHTS = "task.weights.h5"
@@ -96,7 +96,7 @@ CONFIG_KEYS = {
 _NOT_ARCHITECTURE = ("name", "trainable", "dtype")
 # What AlbertBackbone fixes: tanh GELU, weights shared per group, its initializer.
 FIXED = {"hidden_act": "gelu", "sharing": "all", "initializer_range": 0.02}
-_FLOAT_POLICIES = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+_FLOAT_POLICIES = PRECISIONS  # the dtype policies a task record may name
 _ACTIVATIONS = {None: "single_label", "linear": "single_label", "softmax": "single_label",
                 "sigmoid": "multi_label"}
 

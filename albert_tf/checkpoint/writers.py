@@ -261,9 +261,9 @@ def _hf_head_fields(record: TaskRecord) -> dict[str, Any]:
                                                 or record.num_classes == 1):
             fields["problem_type"] = _HF_PROBLEM_TYPES[record.problem_type]
         return fields
-    if record.spec.hf_problem_type == "regression":  # one output under a classifier's class
+    if record.spec.hf_problem_type is not None:  # regression: one output, a classifier's class
         return {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
-                "problem_type": "regression"}
+                "problem_type": record.spec.hf_problem_type}
     return {}
 
 

@@ -235,6 +235,12 @@ class AlbertPreprocessor(keras.layers.Layer):
                              "SentencePiece model")
         return self._sentencepiece
 
+    @property
+    def wordpiece(self):
+        """The in-graph WordPiece tokenizer (`WordPieceGraph`); None for SentencePiece."""
+        self._vocabulary()
+        return self._wordpiece
+
     def id_to_string(self, ids: tf.Tensor) -> tf.Tensor:
         """The vocabulary's token of each id (any shape) as tf.string, in the graph."""
         self._vocabulary()

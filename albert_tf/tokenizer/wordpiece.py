@@ -188,6 +188,51 @@ class BasicTokenizer:
         """The words WordPiece sees, joined by single spaces."""
         return " ".join(self.basic_tokenize(text))
 
+    def words_with_origins(self, text: str | bytes) -> list[tuple[str, list[int]]]:
+        """`basic_tokenize(text)`'s words, each with the index in `text` (as str) of the
+        character every one of its characters came from.
+
+        Every step but splitting maps one character to a known number of characters
+        (lower-casing: `len(c.lower())`; NFD: `len(NFD(c))`), so the origins follow the
+        words character by character. Only canonical reordering of stacked combining
+        marks could move a character inside its cluster (its origin stays in it).
+        """
+        text = _to_text(text)
+        words, word, origin = [], [], []
+        for char, source in self.clean_with_origins(text):
+            if char.isspace():  # str.split's whitespace
+                if word:
+                    words.append(("".join(word), origin))
+                word, origin = [], []
+            else:
+                word.append(char)
+                origin.append(source)
+        if word:
+            words.append(("".join(word), origin))
+        out = []
+        for word, origin in words:
+            if self.do_lower_case:
+                origin = [o for c, o in zip(word, origin) for _ in c.lower()]
+                word = word.lower()
+            if self.strips_accents:
+                origin = [o for c, o in zip(word, origin)
+                          for _ in unicodedata.normalize("NFD", c)]
+                kept = [(c, o) for c, o in zip(unicodedata.normalize("NFD", word), origin)
+                        if unicodedata.category(c) != "Mn"]
+                word, origin = "".join(c for c, _ in kept), [o for _, o in kept]
+            position = 0
+            for part in _split_punctuation(word):
+                out.append((part, origin[position:position + len(part)]))
+                position += len(part)
+        return out
+
+    def clean_with_origins(self, text: str) -> list[tuple[str, int]]:
+        """`clean(text)` as (character, index in `text` it came from) pairs."""
+        out = []
+        for index, char in enumerate(self.clean(char) for char in text):
+            out.extend((c, index) for c in char)
+        return out
+
 
 class WordPieceTokenizer(BasicTokenizer, Packing):
     """BERT-style WordPiece on a vocab.txt, the original ALBERT rules (pure Python).
@@ -251,6 +296,23 @@ class WordPieceTokenizer(BasicTokenizer, Packing):
     def encode(self, text: str | bytes) -> list[int]:
         """Token ids of `text` (no [CLS]/[SEP])."""
         return [self.vocab[p] for p in self.tokenize(text)]
+
+    def encode_with_offsets(self, text: str | bytes) -> tuple[list[int], list[tuple[int, int]]]:
+        """`encode(text)` and each token's (start, end) characters in `text` (as str): the
+        characters its piece spells ("##" left out), before lower-casing and accent
+        stripping; an [UNK] covers its whole word (as BertTokenizerFast's offsets)."""
+        ids, offsets = [], []
+        for word, origin in self.words_with_origins(text):
+            position = 0
+            for piece in self.wordpiece(word):
+                ids.append(self.vocab[piece])
+                if piece == UNK_TOKEN:
+                    offsets.append((origin[0], origin[-1] + 1))
+                    continue
+                width = len(piece) - (len(SUFFIX) if position else 0)
+                offsets.append((origin[position], origin[position + width - 1] + 1))
+                position += width
+        return ids, offsets
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`: pieces joined by spaces, "##" continuations glued on;

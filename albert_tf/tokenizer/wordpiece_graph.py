@@ -66,9 +66,14 @@ def _tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def _expand(chars: tf.RaggedTensor, rules: list[tuple[tf.Tensor, tuple[int, int, int]]]
-            ) -> tf.RaggedTensor:
+            ) -> tuple[tf.RaggedTensor, tf.Tensor]:
     """Replaces each code point where a rule's mask [N] holds by the rule's three code
-    points (c: the code point itself, -1: nothing); the first rule that holds wins."""
+    points (c: the code point itself, -1: nothing); the first rule that holds wins.
+
+    Returns:
+      (the new code points [B, (M)], int64 [M]: the index in `chars.flat_values` each
+      one came from).
+    """
     values = chars.flat_values
     triple = tf.stack([tf.fill(tf.shape(values), _NONE), values,
                        tf.fill(tf.shape(values), _NONE)], axis=1)  # [N, 3]
@@ -79,8 +84,10 @@ def _expand(chars: tf.RaggedTensor, rules: list[tuple[tf.Tensor, tuple[int, int,
     rows = tf.repeat(chars.value_rowids(), 3)
     flat = tf.reshape(triple, [-1])
     keep = flat != _NONE
+    source = tf.boolean_mask(tf.repeat(tf.range(tf.size(values, out_type=tf.int64)), 3), keep)
     return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(flat, keep),
-                                             tf.boolean_mask(rows, keep), nrows=chars.nrows())
+                                             tf.boolean_mask(rows, keep),
+                                             nrows=chars.nrows()), source
 
 
 class WordPieceGraph:
@@ -104,11 +111,19 @@ class WordPieceGraph:
 
     def words(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """The words WordPiece sees (`WordPieceTokenizer.basic_tokenize`): `tf.string [B, (W)]`."""
+        return self._words(texts)[0]
+
+    def _words(self, texts: tf.Tensor):
+        """(words `tf.string [B, (W)]`, the code points they are made of [B, (M)] (spaces
+        between them), int64 [M]: the index of the raw code point (the flat values of
+        `unicode_decode(texts)`) each one came from)."""
         tok = self.tokenizer
         chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
                                           replacement_char=0xFFFD)  # int32 [B, (C)]
-        chars = tf.ragged.boolean_mask(chars, ~tf.ragged.map_flat_values(
-            self._member, chars, "drop"))
+        origin = tf.range(tf.size(chars.flat_values, out_type=tf.int64))
+        kept = ~self._member(chars.flat_values, "drop")
+        chars, origin = tf.ragged.boolean_mask(chars, chars.with_flat_values(kept)), \
+            tf.boolean_mask(origin, kept)
         chars = chars.with_flat_values(tf.where(self._member(chars.flat_values, "space"),
                                                 _SPACE, chars.flat_values))
         rules = []
@@ -117,22 +132,94 @@ class WordPieceGraph:
         if tok.do_lower_case:  # str.lower's one mapping to two code points
             rules.append((chars.flat_values == _DOTTED_CAPITAL_I, (0x69, _DOT_ABOVE, _NONE)))
         if rules:
-            chars = _expand(chars, rules)
+            chars, source = _expand(chars, rules)
+            origin = tf.gather(origin, source)
         if tok.do_lower_case:
             chars = chars.with_flat_values(self._lower(chars.flat_values, chars.value_rowids()))
         if tok.strips_accents:
+            # NFD decomposes character by character (canonical reordering only permutes a
+            # cluster's marks): each code point's origin repeats for its NFD's length.
+            origin = tf.repeat(origin, _nfd_lengths(chars.flat_values))
             texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFD")
             chars = tf.strings.unicode_decode(texts, "UTF-8")
-            chars = tf.ragged.boolean_mask(chars, ~tf.ragged.map_flat_values(
-                self._member, chars, "mn"))
-        chars = _expand(chars, [(self._member(chars.flat_values, "punctuation"),
-                                 (_SPACE, "c", _SPACE))])
+            kept = ~self._member(chars.flat_values, "mn")
+            chars = tf.ragged.boolean_mask(chars, chars.with_flat_values(kept))
+            origin = tf.boolean_mask(origin, kept)
+        chars, source = _expand(chars, [(self._member(chars.flat_values, "punctuation"),
+                                         (_SPACE, "c", _SPACE))])
+        origin = tf.gather(origin, source)
         words = tf.strings.split(tf.strings.unicode_encode(chars, "UTF-8"), sep=" ")
         words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_WORD_CHARS
-        return words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values))
+        return words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values)), \
+            chars, origin
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Token ids [B, (T)] of `tf.string [B]`."""
         words = self.words(texts)
         return self._wordpiece.tokenize(words).merge_dims(1, 2)  # [B, (W), (P)] -> [B, (T)]
+
+    def tokenize_with_offsets(self, texts: tf.Tensor):
+        """`tokenize(texts)` with each token's byte range in `texts` (valid UTF-8).
+
+        A token covers the raw characters its piece spells ("##" left out), before
+        lower-casing and accent stripping; an [UNK] covers its whole word: what
+        `WordPieceTokenizer.encode_with_offsets` gives in characters.
+
+        Returns:
+          (ids int64, starts int64, ends int64), each [B, (T)]: [start, end) in bytes.
+        """
+        words, chars, origin = self._words(texts)
+        ids = self._wordpiece.tokenize(words)  # [B, (W), (P)]
+        # Where each word starts among `chars`' flat values: words are the runs of
+        # non-space code points, in order.
+        solid = chars.flat_values != _SPACE
+        position = tf.range(tf.size(solid, out_type=tf.int64))
+        first_in_row = position == tf.gather(chars.row_starts(), chars.value_rowids())
+        opens = solid & (first_in_row | ~tf.concat([[False], solid[:-1]], 0))
+        closes = solid & (position_is_last(chars) | ~tf.concat([solid[1:], [False]], 0))
+        word_start = tf.boolean_mask(position, opens)  # [W total]
+        word_length = tf.boolean_mask(position, closes) + 1 - word_start
+        flat = ids.flat_values
+        token_word = ids.values.value_rowids()  # [T]: the flat word of each token
+        width = tf.gather(tf.constant(self._piece_widths), flat)  # code points each piece spells
+        inner = row_cumsum(width, token_word, ids.values.row_starts()) - width
+        unk = flat == self.tokenizer.unk_id
+        first = tf.gather(word_start, token_word) + tf.where(unk, tf.zeros_like(inner), inner)
+        last = first + tf.where(unk, tf.gather(word_length, token_word), width) - 1
+        _, byte_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")
+        raw_start = tf.cast(byte_start.flat_values, tf.int64)
+        row_end = tf.gather(tf.cast(tf.strings.length(texts), tf.int64),
+                            byte_start.value_rowids())
+        raw_end = tf.where(position_is_last(byte_start), row_end,
+                           tf.concat([raw_start[1:], [0]], 0))
+        begin = tf.gather(raw_start, tf.gather(origin, first))
+        end = tf.gather(raw_end, tf.gather(origin, last))
+        merged = ids.merge_dims(1, 2)  # [B, (T)]
+        return merged, merged.with_flat_values(begin), merged.with_flat_values(end)
+
+    @functools.cached_property
+    def _piece_widths(self) -> np.ndarray:
+        """int64 [V]: the code points of the text each vocabulary piece spells (NumPy: a
+        constant of whichever graph uses it)."""
+        return np.array([len(t) - len(SUFFIX) if t.startswith(SUFFIX) else len(t)
+                         for t in self.tokenizer.tokens], np.int64)
+
+
+def position_is_last(values: tf.RaggedTensor) -> tf.Tensor:
+    """bool [N]: whether each flat value is the last of its row."""
+    position = tf.range(tf.size(values.flat_values, out_type=tf.int64))
+    return position == tf.gather(values.row_limits(), values.value_rowids()) - 1
+
+
+def row_cumsum(values: tf.Tensor, rows: tf.Tensor, row_starts: tf.Tensor) -> tf.Tensor:
+    """Inclusive running sum of flat `values` [N] that restarts at each row."""
+    before = tf.cumsum(values, exclusive=True)
+    return before + values - tf.gather(before, tf.gather(row_starts, rows))
+
+
+def _nfd_lengths(codes: tf.Tensor) -> tf.Tensor:
+    """int32 [N]: the code points of NFD of each code point [N] alone (ICU's)."""
+    unique, which = tf.unique(codes)
+    alone = tf_text.normalize_utf8(tf.strings.unicode_encode(unique[:, None], "UTF-8"), "NFD")
+    return tf.gather(tf.strings.length(alone, unit="UTF8_CHAR"), which)

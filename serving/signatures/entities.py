@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from albert_tf import tagging
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.wordpiece import CJK_RANGES
 
 from .offsets import ROW_STRIDE
 
@@ -59,8 +60,10 @@ def tags_entity_ready(label_names) -> bool:
     return True
 
 
-def words(texts: tf.Tensor) -> dict[str, tf.RaggedTensor]:
-    """The whitespace-separated words of `texts` [B] (valid UTF-8).
+def words(texts: tf.Tensor, split_cjk: bool = False) -> dict[str, tf.RaggedTensor]:
+    """The whitespace-separated words of `texts` [B] (valid UTF-8); with `split_cjk`, every
+    CJK ideograph is a word of its own, as BERT's WordPiece splits Chinese (and Chinese
+    NER data tags character by character).
 
     Returns:
       {"start_char", "end_char", "start_byte", "end_byte"}: int64 [B, (W)] ranges
@@ -76,6 +79,10 @@ def words(texts: tf.Tensor) -> dict[str, tf.RaggedTensor]:
     last = position == tf.gather(codes.row_lengths(), rows) - 1
     before = tf.concat([[True], space[:-1]], 0) | (position == 0)
     after = tf.concat([space[1:], [True]], 0) | last
+    if split_cjk:
+        cjk = tf.reduce_any([(flat >= lo) & (flat <= hi) for lo, hi in CJK_RANGES], axis=0)
+        before |= cjk | tf.concat([[True], cjk[:-1]], 0)
+        after |= cjk | tf.concat([cjk[1:], [True]], 0)
     opens, closes = ~space & before, ~space & after
     # Bytes of each character in UTF-8, for the byte just past it.
     width = 1 + tf.cast(flat >= 0x80, tf.int64) + tf.cast(flat >= 0x800, tf.int64) + \

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.wordpiece_graph import row_cumsum as _row_cumsum
 
 # Characters an answer never starts or ends with, and that alone do not make a token
 # visible: whitespace, controls and format characters (SentencePiece drops most of
@@ -35,7 +36,8 @@ ROW_STRIDE = 1 << 40
 def tokenize_with_offsets(pre, texts: tf.Tensor):
     """`pre.tokenize` with each token's byte range in the raw text.
 
-    The ids are `pre.tokenize`'s own. Their offsets come from the classic
+    The ids are `pre.tokenize`'s own. For WordPiece, see `_wordpiece_offsets`; for
+    SentencePiece, their offsets come from the classic
     SentencePiece op's `tokenize_with_offsets` on the same normalised text: both
     segment one string, so piece lengths place each id on the classic pieces.
     Inside a classic piece whose text has the length of its normalised range the
@@ -54,6 +56,8 @@ def tokenize_with_offsets(pre, texts: tf.Tensor):
       includes the space before the word); `visible`: the range holds a
       character that is not IGNORABLE.
     """
+    if pre.wordpiece is not None:
+        return _wordpiece_offsets(pre, texts)
     normalized = pre.normalize(texts)
     ids = pre.tokenize(texts)  # [B, (K)]
     classic, begin, end = pre.sentencepiece.tokenize_with_offsets(normalized)  # [B, (J)]
@@ -66,10 +70,17 @@ def tokenize_with_offsets(pre, texts: tf.Tensor):
                                   norm_end))
 
 
-def _row_cumsum(values: tf.Tensor, rows: tf.Tensor, row_starts: tf.Tensor) -> tf.Tensor:
-    """Inclusive running sum of flat `values` [N] that restarts at each row."""
-    before = tf.cumsum(values, exclusive=True)
-    return before + values - tf.gather(before, tf.gather(row_starts, rows))
+def _wordpiece_offsets(pre, texts: tf.Tensor):
+    """`tokenize_with_offsets` for a WordPiece vocabulary: the ranges come from following
+    each code point through BERT's normalisation (`WordPieceGraph.tokenize_with_offsets`),
+    exact for every token; `visible` as for SentencePiece."""
+    ids, starts, ends = pre.wordpiece.tokenize_with_offsets(texts)
+    rows = ids.value_rowids()
+    spelled = tf.strings.substr(tf.gather(texts, rows), starts.flat_values,
+                                ends.flat_values - starts.flat_values)
+    visible = ~tf.strings.regex_full_match(spelled, IGNORABLE + "*")
+    ids = tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
+    return ids, starts, ends, ids.with_flat_values(visible)
 
 
 def _at(values: tf.Tensor, index: tf.Tensor, valid: tf.Tensor, fallback: tf.Tensor):

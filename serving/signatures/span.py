@@ -201,8 +201,9 @@ class SpanModule(ServingModule):
 
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
-        if record.task not in ("span", "span_beam"):
-            raise ValueError(f"a span model needs a span task record, not {record.task!r}")
+        if record.spec is not model.task_spec:
+            raise ValueError(f"a {model.task} model needs a {model.task} task record, not "
+                             f"{record.task!r}")
         self.record = record
         self.no_answer_threshold = float(record.no_answer_threshold)
 

@@ -73,23 +73,39 @@ def encoder_features(model, features) -> dict[str, tf.Tensor]:
             "input_mask": features["input_mask"]}
 
 
-class PretrainedModule(ServingModule):
-    """Encoder features for text and pairs; fill_mask when the model has its MLM head."""
+class TextTaskModule(ServingModule):
+    """The signatures of a task read from one text or a pair, defined once:
+    serving_default(text), text_pair(text_a, text_b) and token_ids(ids, mask, types),
+    each the task's `readout` of the packed, trimmed features (with their warmup)."""
 
-    def _encode(self, features):
-        return encoder_features(self.model, features)
+    def readout(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The task's served outputs from model inputs [B, T] (a subclass's one part)."""
+        raise NotImplementedError
 
     @tf.function(input_signature=[TEXT_SPEC])
-    def encode(self, text):
-        return self._encode(self._text_features(text))
+    def serve_text(self, text):
+        return self.readout(self._text_features(text))
 
     @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
-    def encode_pair(self, text_a, text_b):
-        return self._encode(self._pair_features(text_a, text_b))
+    def serve_pair(self, text_a, text_b):
+        return self.readout(self._pair_features(text_a, text_b))
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
-    def encode_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self._encode(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+    def serve_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self.readout(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+
+    def signatures(self):
+        return {"serving_default": self.serve_text, "text_pair": self.serve_pair,
+                "token_ids": self.serve_ids}
+
+    warmup_examples = ServingModule.text_warmup_examples
+
+
+class PretrainedModule(TextTaskModule):
+    """Encoder features for text and pairs; fill_mask when the model has its MLM head."""
+
+    def readout(self, features):
+        return encoder_features(self.model, features)
 
     @tf.function(input_signature=[TEXT_SPEC])
     def fill_mask(self, text):
@@ -127,8 +143,7 @@ class PretrainedModule(ServingModule):
                 "mask_positions": positions}
 
     def signatures(self):
-        sigs = {"serving_default": self.encode, "text_pair": self.encode_pair,
-                "token_ids": self.encode_ids}
+        sigs = super().signatures()
         if hasattr(self.model, "mlm_head"):
             sigs["fill_mask"] = self.fill_mask
         return sigs
@@ -141,7 +156,7 @@ class PretrainedModule(ServingModule):
         return examples
 
 
-class ClassifierModule(ServingModule):
+class ClassifierModule(TextTaskModule):
     """Probabilities, predicted label id and label name for texts and pairs.
 
     The record's `problem_type` picks softmax (single_label) or per-class sigmoid
@@ -154,63 +169,27 @@ class ClassifierModule(ServingModule):
 
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
-        if record.task != "classification" or record.num_classes != model.num_classes:
+        if record.spec is not model.task_spec or record.num_classes != model.num_classes:
             raise ValueError(f"a classifier of {model.num_classes} classes needs a "
                              f"classification record of as many, not {record}")
         names = record.class_names()
         self.label_names = tf.constant(names)
         self.multi_label = record.problem_type == "multi_label"
 
-    def _classify(self, features):
+    def readout(self, features):
         logits = self.run_rows(lambda group: self.model(group, training=False),
                                features, [None, self.model.num_classes])
         return class_outputs(logits, self.label_names, self.multi_label)
 
-    @tf.function(input_signature=[TEXT_SPEC])
-    def classify(self, text):
-        return self._classify(self._text_features(text))
 
-    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
-    def classify_pair(self, text_a, text_b):
-        return self._classify(self._pair_features(text_a, text_b))
-
-    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
-    def classify_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self._classify(self._trim_ids(input_word_ids, input_mask, input_type_ids))
-
-    def signatures(self):
-        return {"serving_default": self.classify, "text_pair": self.classify_pair,
-                "token_ids": self.classify_ids}
-
-    warmup_examples = ServingModule.text_warmup_examples
-
-
-class RegressorModule(ServingModule):
+class RegressorModule(TextTaskModule):
     """A score per text or pair (e.g. STS-B similarity)."""
 
     batchable = True
 
-    def _score(self, features):
+    def readout(self, features):
         return {"score": self.run_rows(lambda group: self.model(group, training=False),
                                        features, [None])}
-
-    @tf.function(input_signature=[TEXT_SPEC])
-    def regress(self, text):
-        return self._score(self._text_features(text))
-
-    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
-    def regress_pair(self, text_a, text_b):
-        return self._score(self._pair_features(text_a, text_b))
-
-    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
-    def regress_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self._score(self._trim_ids(input_word_ids, input_mask, input_type_ids))
-
-    def signatures(self):
-        return {"serving_default": self.regress, "text_pair": self.regress_pair,
-                "token_ids": self.regress_ids}
-
-    warmup_examples = ServingModule.text_warmup_examples
 
 
 class MultipleChoiceModule(ServingModule):
@@ -226,8 +205,8 @@ class MultipleChoiceModule(ServingModule):
 
     def __init__(self, model, preprocessor, record, pad_multiple=PAD_MULTIPLE):
         super().__init__(model, preprocessor, pad_multiple)
-        if record.task != "multiple_choice":
-            raise ValueError(f"a multiple-choice model needs a multiple_choice record, "
+        if record.spec is not model.task_spec:
+            raise ValueError(f"a {model.task} model needs a {model.task} record, "
                              f"not {record.task!r}")
         self.max_qa_length = record.max_qa_length  # pack_choices caps it at seq_length - 3
 

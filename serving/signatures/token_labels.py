@@ -81,11 +81,12 @@ class TokenClassifierModule(ServingModule):
         rows = ids.value_rowids()
         start_char = ids.with_flat_values(_chars_before(text, rows, starts.flat_values))
         end_char = ids.with_flat_values(_chars_before(text, rows, ends.flat_values))
-        found = entities.words(text)
+        found = entities.words(text, pre.wordpiece is not None
+                               and pre.tokenizer.tokenize_chinese_chars)
         word_label, word_score = entities.word_labels(
             found, ends, label_id, tf.reduce_max(probabilities, -1))
         return {**entities.entities(text, found, word_label, word_score, self.entity_tables),
-                "tokens": pre.sentencepiece.id_to_string(ids).to_tensor(""),
+                "tokens": pre.id_to_string(ids).to_tensor(""),
                 "label_id": label_id,
                 "label": tf.where(is_token, tf.gather(self.label_names, tf.maximum(label_id, 0)),
                                   ""),

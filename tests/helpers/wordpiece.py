@@ -52,3 +52,31 @@ def check_ids(encode, form: str) -> tuple[int, int, int]:
     rust = sum(rust_differs(line, entry["options"]) for line in lines)
     assert len(changed) < 25 and rust < 25  # exemptions stay a handful of lines
     return len(lines), len(changed), rust
+
+
+@functools.lru_cache(maxsize=1)
+def offset_reference() -> dict:
+    """{"forms": {form: {"options", "ids", "offsets"}}}: BertTokenizerFast's ids and
+    character offsets of the parity lines (tools/make_wordpiece_offset_fixtures.py)."""
+    with gzip.open(os.path.join(WORDPIECE_FIXTURE, "offsets.json.gz"), "rt",
+                   encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_offsets(encode_with_offsets, form: str) -> tuple[int, int]:
+    """Asserts `encode_with_offsets(list of lines) -> [(ids, [(start, end)] characters)]`
+    gives BertTokenizerFast's offsets on every line where the ids are BertTokenizerFast's,
+    and that the ids differ only where Rust departs from the original's rules
+    (`rust_differs`: there the tokens differ, so their offsets cannot be compared).
+    Returns (lines with equal offsets, lines)."""
+    lines, entry = parity()["lines"], offset_reference()["forms"][form]
+    equal = 0
+    for line, (ids, offsets), want_ids, want in zip(lines, encode_with_offsets(lines),
+                                                    entry["ids"], entry["offsets"]):
+        if ids != want_ids:
+            assert rust_differs(line, entry["options"]), (form, line)
+            continue
+        assert [list(pair) for pair in offsets] == want, (form, line)
+        equal += 1
+    assert equal > len(lines) - 25
+    return equal, len(lines)

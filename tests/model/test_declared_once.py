@@ -3,7 +3,10 @@ the activation names, the LayerNorm epsilon, the task names."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import os
+import re
 import subprocess
 import sys
 import typing
@@ -119,28 +122,43 @@ def test_the_config_and_the_grammar_import_no_keras():
 
 
 # ------------------------------------------------------------------ file names
-# Each file or directory name a job writes or reads, and the one module that declares it.
-DECLARED = {
-    "saved_model.pb": "albert_tf/checkpoint/readers.py",
-    "albert_config.json": "albert_tf/checkpoint/readers.py",
-    "albert_task.json": "albert_tf/checkpoint/task_record.py",
-    "model.weights.h5": "albert_tf/checkpoint/ours.py",
-    "spiece.model": "albert_tf/tokenizer/kinds.py",
-    "vocab.txt": "albert_tf/tokenizer/kinds.py",
-    "vocab_chinese.txt": "albert_tf/checkpoint/tokenizer_files.py",
-    "pretrain-*.tfrecord": "training/data/create_data.py",
-    "create_data_config.json": "training/data/create_data.py",
-    "checkpoints": "training/runtime/layout.py",
-    "batching_parameters.txt": "serving/layout.py",
-}
+# A file name's home is a module-level constant named *_FILE, *_FILES, *_NAME, *_GLOB,
+# *_DIR(S) or *_SUFFIX (a string, or a tuple/list of strings); the names read here are
+# what those constants hold, so a new constant is checked without editing this test.
+_HOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(FILE|FILES|_NAME|GLOB|_DIR|_DIRS|SUFFIX)$")
+_ROOMS = ("albert_tf", "training", "serving")
 
 
-def _string_constants(path: str):
-    """(line, value) of the string constants of a module, docstrings left out."""
-    import ast
+def _sources():
+    from tests.helpers.paths import REPO
 
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+    for room in _ROOMS:
+        for parent, _, files in os.walk(os.path.join(REPO, room)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(parent, name)
+                    with open(path, encoding="utf-8") as f:
+                        yield os.path.relpath(path, REPO), ast.parse(f.read(), path)
+
+
+def _declared_names(tree) -> dict[int, str]:
+    """{id(constant node): value} of the file names a module's holder constants declare:
+    names with an extension, not patterns (a `*` or a bare suffix)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and _HOLDER.match(t.id) for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) \
+                else [node.value]
+            for value in values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str) \
+                        and "." in value.value.strip(".") and "*" not in value.value:
+                    found[id(value)] = value.value
+    return found
+
+
+def _string_constants(tree):
+    """(node, value) of the string constants of a module, docstrings left out."""
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
                                        ast.AsyncFunctionDef))
@@ -149,25 +167,26 @@ def _string_constants(path: str):
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and id(node) not in docstrings:
-            yield node.lineno, node.value
+            yield node, node.value
 
 
 def test_file_names_are_declared_once():
-    import os
-
-    from tests.helpers.paths import REPO
-
-    found = []
-    for room in ("albert_tf", "training", "serving"):
-        for parent, _, files in os.walk(os.path.join(REPO, room)):
-            for name in files:
-                if not name.endswith(".py"):
-                    continue
-                path = os.path.join(parent, name)
-                rel = os.path.relpath(path, REPO)
-                for line, value in _string_constants(path):
-                    if value in DECLARED and DECLARED[value] != rel:
-                        found.append(f"{rel}:{line}: {value!r} (declared in {DECLARED[value]})")
+    sources = list(_sources())
+    homes: dict[str, list[str]] = {}
+    declaring = {}
+    for rel, tree in sources:
+        names = _declared_names(tree)
+        declaring[rel] = set(names)
+        for value in set(names.values()):
+            homes.setdefault(value, []).append(rel)
+    # The walk itself: a holder pattern that matched nothing would pass everything below.
+    assert homes["albert_task.json"] == ["albert_tf/checkpoint/task_record.py"]
+    assert "eval_results.json" in homes and len(homes) >= 30
+    twice = {value: rels for value, rels in homes.items() if len(rels) > 1}
+    assert not twice, f"declared in more than one module: {twice}"
+    found = [f"{rel}:{node.lineno}: {value!r} (declared in {homes[value][0]})"
+             for rel, tree in sources for node, value in _string_constants(tree)
+             if value in homes and id(node) not in declaring[rel]]
     assert not found, "\n".join(found)
 
 

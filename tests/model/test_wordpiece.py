@@ -24,7 +24,7 @@ from albert_tf.tokenizer.wordpiece import (
     read_vocab,
 )
 from tests.helpers.tokenizer_cases import HARD_CASES, WORDPIECE_CASES
-from tests.helpers.wordpiece import FORMS, WORDPIECE_VOCAB, check_ids, parity
+from tests.helpers.wordpiece import FORMS, WORDPIECE_VOCAB, check_ids, check_offsets, parity
 
 VOCAB = WORDPIECE_VOCAB
 
@@ -39,6 +39,30 @@ def test_fixture_covers_the_parity_cases():
 def test_ids_equal_transformers(form):
     tok = WordPieceTokenizer(VOCAB, **parity()["forms"][form]["options"])
     check_ids(lambda lines: [tok.encode(line) for line in lines], form)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_offsets_equal_bert_tokenizer_fast(form):
+    tok = WordPieceTokenizer(VOCAB, **parity()["forms"][form]["options"])
+    check_offsets(lambda lines: [tok.encode_with_offsets(line) for line in lines], form)
+
+
+def test_offsets_point_into_the_original_text():
+    tok = WordPieceTokenizer(VOCAB)
+    text = "  Café\tÜBER İstanbul 北京, naïve \u0000x" + "a" * 101
+    ids, offsets = tok.encode_with_offsets(text)
+    assert ids == tok.encode(text)
+    spelled = [text[start:end] for start, end in offsets]
+    # Each piece covers the original letters it came from: upper case, accents, U+0130
+    # (lower-cased to "i" U+0307), a control character dropped, and a word over 100
+    # characters (or one the vocabulary cannot cover: "Café" here) one [UNK], whole.
+    assert spelled == ["Café", "Ü", "BER", "İs", "ta", "n", "b", "u", "l", "北", "京", ",",
+                       "n", "a", "ï", "ve", "x" + "a" * 101]
+    assert [tok.id_to_piece(i) for i in ids][:3] == ["[UNK]", "u", "##ber"]
+    batch = tok([text, "北京"], return_offsets_mapping=True, padding="max_length",
+                max_length=8)
+    assert batch["offset_mapping"][1][:4] == [(0, 0), (0, 1), (1, 2), (0, 0)]
+    assert batch["offset_mapping"][0][1:7] == offsets[:6]
 
 
 def test_unknown_and_long_words():

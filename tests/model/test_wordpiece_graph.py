@@ -18,7 +18,7 @@ import tensorflow as tf
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from albert_tf.tokenizer.wordpiece import WordPieceTokenizer
 from tests.helpers.tokenizer_cases import INVALID_UTF8, WORDPIECE_CASES
-from tests.helpers.wordpiece import FORMS, WORDPIECE_VOCAB, check_ids, parity
+from tests.helpers.wordpiece import FORMS, WORDPIECE_VOCAB, check_ids, check_offsets, parity
 
 
 def _layer(seq_length: int = 32, **options) -> AlbertPreprocessor:
@@ -35,6 +35,32 @@ def test_graph_ids_equal_transformers(form):
     layer = _layer(**parity()["forms"][form]["options"])
     assert layer.kind == "wordpiece"
     check_ids(lambda lines: layer.tokenize(tf.constant(lines)).to_list(), form)
+
+
+def _graph_offsets(layer):
+    """`encode_with_offsets` through the graph: byte ranges turned into characters."""
+    run = tf.function(layer.wordpiece.tokenize_with_offsets)
+
+    def encode(lines):
+        ids, starts, ends = run(tf.constant(lines))
+        out = []
+        for line, row, begin, end in zip(lines, ids.to_list(), starts.to_list(), ends.to_list()):
+            data = line.encode("utf-8")
+            chars = lambda b: len(data[:b].decode("utf-8"))  # noqa: E731
+            out.append((row, [(chars(s), chars(e)) for s, e in zip(begin, end)]))
+        return out
+    return encode
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_graph_offsets_equal_bert_tokenizer_fast(form):
+    options = parity()["forms"][form]["options"]
+    encode = _graph_offsets(_layer(**options))
+    tok = WordPieceTokenizer(WORDPIECE_VOCAB, **options)
+    check_offsets(encode, form)
+    # and the Python tokenizer's, where BertTokenizerFast's ids differ too
+    lines = parity()["lines"]
+    assert encode(lines) == [tok.encode_with_offsets(line) for line in lines]
 
 
 def test_pairs_and_packing_equal_the_python_tokenizer():

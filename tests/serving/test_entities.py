@@ -47,9 +47,10 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def reference_entities(model, tokenizer, text):
-    """(type, text, start_char, end_char, score) of each entity, decoded in Python."""
-    spans = _words(text)
+def reference_entities(model, tokenizer, text, words=_words, labels=LABELS):
+    """(type, text, start_char, end_char, score) of each entity, decoded in Python;
+    `words(text)` gives the words' [start, end) character spans."""
+    spans = words(text)
     pieces, firsts = [], []
     for start, end in spans:
         ids = tokenizer.encode(text[start:end])
@@ -71,12 +72,12 @@ def reference_entities(model, tokenizer, text):
             tags.append("O"), scores.append(0.0)
             continue
         row = per_piece[first]
-        tags.append(LABELS[int(row.argmax())]), scores.append(float(row.max()))
+        tags.append(labels[int(row.argmax())]), scores.append(float(row.max()))
     out = []
     for kind, first, last in tagging.entities(tags):
         start, end = spans[first][0], spans[last - 1][1]
         out.append((kind, text[start:end], start, end, float(np.mean(scores[first:last]))))
-    return out, pieces, np.array(per_piece).reshape(len(pieces), len(LABELS))
+    return out, pieces, np.array(per_piece).reshape(len(pieces), len(labels))
 
 
 def _served_entities(outputs, row):

@@ -31,6 +31,8 @@ from albert_tf.serving.litert import convert, runtime
 from albert_tf.serving.litert.tasks import LITE_TASKS, REFUSED, TEXT_SPEC
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
+pytestmark = pytest.mark.slow  # exports five .tflite files (conversion and parity gates)
+
 SEQ = 48
 LABELS = ["red", "green", "blue"]
 TEXTS = ["", "Crème brûlée à Zürich, NAÏVE café", "It costs 1,000,000, then 2,500, ok?",

@@ -43,7 +43,7 @@ from .stats import DataStats, summarize
 
 logger = logging.getLogger(__name__)
 
-SHARD_NAME = "pretrain-{:05d}-of-{:05d}.tfrecord"
+SHARD_NAME = create_data.SHARD_PREFIX + "{:05d}-of-{:05d}" + create_data.SHARD_SUFFIX
 NUM_SHARDS = 8
 
 

@@ -32,6 +32,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import logging
@@ -57,8 +58,11 @@ from .stats import DataStats, summarize, warn_skipped
 
 logger = logging.getLogger(__name__)
 
-SHARD_NAME = "pretrain-{:05d}.tfrecord"
-SHARD_GLOB = "pretrain-*.tfrecord"
+# A shard's name (create-data numbers them; the Beam pipeline adds "-of-N" before the suffix);
+# every reader matches SHARD_GLOB.
+SHARD_PREFIX, SHARD_SUFFIX = "pretrain-", ".tfrecord"
+SHARD_NAME = SHARD_PREFIX + "{:05d}" + SHARD_SUFFIX
+SHARD_GLOB = SHARD_PREFIX + "*" + SHARD_SUFFIX
 STATS_DIR = "stats"
 DATA_CONFIG_FILE = "create_data_config.json"
 SUMMARY_FILE = "summary.json"
@@ -175,8 +179,7 @@ def _blocks(documents: Iterable[Document], size: int) -> Iterator[list[Document]
 
 def _shards(output_dir: str) -> list[str]:
     """The finished shards in `output_dir` (hidden temporaries are not)."""
-    return sorted(name for name in os.listdir(output_dir)
-                  if name.startswith("pretrain-") and name.endswith(".tfrecord"))
+    return sorted(fnmatch.filter(os.listdir(output_dir), SHARD_GLOB))
 
 
 def _prepare_output(output_dir: str, config: dict) -> list[str]:

@@ -43,6 +43,9 @@ from albert_tf import atomic, textio
 
 from . import corpus, embedded
 
+# What a corpus split writes beside its files (paths, held-out documents, counts).
+SPLIT_FILE = "split.json"
+
 HELD_OUT_FRACTION = 0.1
 SPLIT_SEED = "albert-tf-split-1"
 
@@ -266,7 +269,7 @@ def prepare_corpus_split(spec: str | None, out_dir: str,
             counts[f"classify_{name}"] = label_counts(rows)
     split = CorpusSplit(paths["train"], paths["heldout"], classify["train"],
                         classify["heldout"], sorted(d.name for d in held), counts)
-    atomic.atomic_write_json(os.path.join(out_dir, "split.json"),
+    atomic.atomic_write_json(os.path.join(out_dir, SPLIT_FILE),
                             {"corpus": spec or corpus.EMBEDDED, "fraction": fraction,
                              "seed": seed, **dataclasses.asdict(split)})
     return split

@@ -25,7 +25,7 @@ SQUAD_TASKS = ("squad/v1.1", "squad/v2.0")
 # Original defaults: SQuAD from the ALBERT README, RACE from run_race.py / README
 # (v2 learning rate), own files as BERT's usual fine-tuning recipe.
 SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learning_rate=5e-5,
-                      batch_size=48, seq_length=384)
+                      batch_size=48, seq_length=squad.SQUAD_SEQ_LENGTH)
 FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
                      batch_size=32, seq_length=SHORT_SEQ_LENGTH)
 

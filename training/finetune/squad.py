@@ -36,6 +36,8 @@ from .squad_data import ContextPieces, SquadExample, Window, build_windows
 
 logger = logging.getLogger(__name__)
 # What `SquadTask.write_predictions` writes into a run directory.
+# The ALBERT README's SQuAD length (run_squad_v1/v2 --max_seq_length=384).
+SQUAD_SEQ_LENGTH = 384
 PREDICTION_FILES = ("predictions.json", "nbest_predictions.json", "null_odds.json")
 
 Predict = Callable[[Encoded], dict[str, list[np.ndarray]]]
@@ -93,7 +95,7 @@ class SquadTask:
 
     label_names = None
 
-    def __init__(self, version: str, train_examples, eval_examples, tokenizer, seq_length: int = 384,
+    def __init__(self, version: str, train_examples, eval_examples, tokenizer, seq_length: int = SQUAD_SEQ_LENGTH,
                  doc_stride: int | None = None, max_query_length: int | None = None,
                  n_best: int | None = None, max_answer_length: int | None = None,
                  no_answer_threshold: float | None = None):

@@ -118,7 +118,7 @@ def check_file(path: str, seq_length: int, max_predictions: int) -> None:
             raise UserError(f"{path}: feature {name!r} is {feature.WhichOneof('kind')}, expected {kind}")
         size = len(getattr(feature, kind).value)
         if size != spec.shape[0]:
-            which = "max_predictions" if name.startswith("masked_lm") else "seq_length"
+            which = "seq_length" if name in tfrecords.SEQUENCE_FEATURES else "max_predictions"
             raise UserError(f"{path}: feature {name!r} has {size} values but {which} is {spec.shape[0]}; "
                              f"read it with the {which} it was written with")
 

@@ -150,20 +150,37 @@ def test_the_batch_must_split_evenly():
     check_replica_accumulation(16, 4, TwoReplicas(), "global_batch_size")
 
 
-def test_rematerialized_blocks_give_the_same_loss_and_gradients():
+def test_rematerialized_blocks_give_the_same_loss_and_gradients(monkeypatch):
     import tensorflow as tf
 
+    from albert_tf.transformer import TransformerBlock
+
+    # Counts the blocks' forward runs: rematerialization runs each block again for its
+    # gradient, so a remat that did nothing would show the plain model's count.
+    runs = []
+    block_call = TransformerBlock.call
+
+    def counted(self, *args, **kwargs):
+        runs.append(self.name)
+        return block_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(TransformerBlock, "call", counted)
     config = tiny_config(num_hidden_groups=2, inner_group_num=2)
     x, y = _data(config)
     plain, remat = _model(config), _model(config, remat=True)
     remat.set_weights(plain.get_weights())
-    grads = []
+    grads, counts = [], []
     for model in (plain, remat):
+        runs.clear()
         with tf.GradientTape() as tape:
             out = model(x, training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 y["start_logits"], out["start_logits"]))
+        forward = len(runs)
         grads.append((float(loss), tape.gradient(loss, model.trainable_variables)))
+        counts.append((forward, len(runs) - forward))
+    depth = config.num_hidden_layers * config.inner_group_num
+    assert counts == [(depth, 0), (depth, depth)], counts
     assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-6)
     for a, b in zip(grads[0][1], grads[1][1]):
         if a is None:  # the pooler: this model does not read it

@@ -26,7 +26,7 @@ from ...data.vocab import train_vocab
 logger = logging.getLogger(__name__)
 
 HELDOUT_OBJECTIVES = ("sop", "nsp")
-SPLIT_FILE = "split.json"
+SPLIT_FILE = corpus_tasks.SPLIT_FILE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ...data import split as corpus_tasks
 from ...finetune import files, metrics
 from ...finetune import run as finetune_cli
 from ...finetune.examples import encode_texts
-from ...finetune.train import predict_rows
+from ...finetune.train import RESULTS_FILE, predict_rows
 from ...pretrain.config import PretrainConfig
 from ...pretrain.run import run_model_config
 
@@ -85,5 +85,5 @@ def heldout_accuracy(model_dir: str, heldout_file: str) -> dict:
 
 def dev_history(model: str) -> list[dict]:
     """The per-epoch dev evaluations `albert-tf finetune` recorded in eval_results.json."""
-    with open(os.path.join(model, "eval_results.json"), encoding="utf-8") as f:
+    with open(os.path.join(model, RESULTS_FILE), encoding="utf-8") as f:
         return json.load(f)["history"]

@@ -116,7 +116,7 @@ def corpus_stage(opts: DemoOptions) -> dict:
 
     spec = opts.corpus or (f"{corpus.TFDS_PREFIX}{opts.tfds}" if opts.tfds else corpus.EMBEDDED)
     out = os.path.join(opts.output, "corpus")
-    path = os.path.join(out, "split.json")
+    path = os.path.join(out, corpus_tasks.SPLIT_FILE)
     if not _stage(1, f"corpus {spec} split by document -> {out}", os.path.exists(path)):
         try:
             split = corpus_tasks.prepare_corpus_split(spec, out)
