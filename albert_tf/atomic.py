@@ -26,9 +26,9 @@ inside one of the command's inputs.
 Long because every rule about how an output reaches the disk (temporary names,
 renames, claims, clean-up after killed writers) has this one home.
 
-Remote paths (gs://, s3://, ...) go through TensorFlow's file systems, which
-`albert_tf.training` and `albert_tf.serving` register when imported (the model
-package imports no TensorFlow). No TensorFlow, no Keras here.
+Remote paths (gs://, s3://, ...) go through TensorFlow's file systems (tf.io.gfile),
+imported when the first remote path is met (`remote_filesystem`), never on import:
+no TensorFlow, no Keras at this module's level.
 """
 
 from __future__ import annotations
@@ -62,23 +62,31 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
-# Remote file systems (gs://, s3://, ...) are TensorFlow's: the model package imports no
-# TensorFlow, so `albert_tf.training` and `albert_tf.serving` register `tf.io.gfile` here
-# when they are imported. Anything with GFile(path, mode), rename(src, dst, overwrite)
-# and remove(path) will do.
+# Remote file systems (gs://, s3://, ...) are TensorFlow's. The model package imports no
+# TensorFlow at module level, so tf.io.gfile is imported here on the first remote path
+# (a local path never pays for TensorFlow's start-up); importing a package registers
+# nothing. `register_remote_filesystem` sets another: anything with GFile(path, mode),
+# rename(src, dst, overwrite) and remove(path) will do.
 _remote_filesystem = None
 
 
 def register_remote_filesystem(filesystem) -> None:
-    """Sets the file system that atomic writes use for `scheme://` paths."""
+    """Sets the file system that atomic writes use for `scheme://` paths (None: TensorFlow's,
+    on the next remote path)."""
     global _remote_filesystem
     _remote_filesystem = filesystem
 
 
-def _remote_fs(path: str):
+def remote_filesystem(path: str):
+    """The file system for the remote `path`: the registered one, else tf.io.gfile
+    (TensorFlow imported now, and registered for the next remote path)."""
     if _remote_filesystem is None:
-        raise UserError(f"{path}: writing to a remote path needs TensorFlow's file systems "
-                        "(import albert_tf.training or albert_tf.serving first)")
+        try:
+            import tensorflow as tf  # deferred: only a remote path needs TensorFlow
+        except ImportError:
+            raise UserError(f"{path}: writing to a remote path needs TensorFlow's file systems "
+                            "(pip install tensorflow)") from None
+        register_remote_filesystem(tf.io.gfile)
     return _remote_filesystem
 
 
@@ -140,7 +148,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     exclusively at the rename, so a file that appeared meanwhile (another run's) is
     refused (`exclusive.OutputExistsError`) and kept: a user's single-file output.
     On any failure the temporary is removed and `path` is untouched. Remote paths
-    (gs://...) go through the registered remote file system, tf.io.gfile (no fsync
+    (gs://...) go through `remote_filesystem`, tf.io.gfile unless another is set (no fsync
     there; its rename is the commit).
 
     Example:
@@ -151,7 +159,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     tmp = temporary_path(path)
     binary = "b" in mode
     if _is_remote(path):
-        fs = _remote_fs(path)
+        fs = remote_filesystem(path)
         try:
             with fs.GFile(tmp, mode) as f:
                 yield f
@@ -188,7 +196,7 @@ def atomic_path(path: str | os.PathLike, *, replace: bool = True,
     """
     path = os.fspath(path)
     tmp = temporary_path(path) + suffix
-    fs = _remote_fs(path) if _is_remote(path) else None
+    fs = remote_filesystem(path) if _is_remote(path) else None
     if fs is None:
         with naming_write_failures(path):
             os.close(create_exclusive(tmp))  # a name planted there is not ours to remove

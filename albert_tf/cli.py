@@ -3,7 +3,8 @@
 Each subcommand lives in its own module with a `main(argv)`; `COMMANDS` names it
 as data and `main` imports it only when its command is run, so `albert-tf params`
 does not pay for TensorFlow's start-up (and this module imports no room of the
-package statically). `command(NAME)` wraps a command's `main`: a `UserError` (and
+package statically). A command whose job imports TensorFlow has its command line in
+a module of its own (`COMMAND_LINES`), parsed before the job is imported. `command(NAME)` wraps a command's `main`: a `UserError` (and
 a file-system error naming its path) becomes `albert-tf NAME: message` on stderr
 and exit status 2; anything else status 1 with a hint to rerun with `--debug`.
 """
@@ -22,6 +23,7 @@ import threading
 import traceback
 from typing import Callable
 
+from albert_tf import tf_startup
 from albert_tf.errors import UserError
 
 DEBUG_ENV = "ALBERT_TF_DEBUG"
@@ -41,6 +43,19 @@ COMMANDS = {
     "params": ("albert_tf.params", "print parameter counts of the paper's configurations"),
     "presets": ("albert_tf.checkpoint.released", "list the released ALBERT checkpoints and their hub handles"),
     "ablate": ("albert_tf.training.experiments.ablate.run", "rerun the paper's ablations (sharing, E, NSP/SOP, dropout): tables + plots"),
+}
+
+# The commands whose job imports TensorFlow: their command line is read first by
+# `parse(argv)` of a module that imports none (so `--help` and a usage error answer at
+# once), then the job's module runs `run_command(parsed)`.
+COMMAND_LINES = {
+    "demo": "albert_tf.training.experiments.demo.command",
+    "create-data": "albert_tf.training.data.create_data_command",
+    "pretrain": "albert_tf.training.pretrain.command",
+    "finetune": "albert_tf.training.finetune.command",
+    "export": "albert_tf.serving.export_command",
+    "predict": "albert_tf.serving.client.command",
+    "ablate": "albert_tf.training.experiments.ablate.command",
 }
 
 
@@ -250,14 +265,21 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"albert-tf: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line users.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if not debug_enabled():
+        # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line
+        # users: set before TensorFlow is first imported (here, once, for every command).
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        tf_startup.quiet_tensorflow_import()
     # Every command reports errors the same way: one line (see `command`).
-    return command(name)(_run)(COMMANDS[name][0], rest)
+    return command(name)(_run)(name, rest)
 
 
-def _run(module_name: str, argv: list[str]) -> int:
-    return int(importlib.import_module(module_name).main(argv) or 0)
+def _run(name: str, argv: list[str]) -> int:
+    job = COMMANDS[name][0]
+    if name in COMMAND_LINES:
+        parsed = importlib.import_module(COMMAND_LINES[name]).parse(argv)
+        return int(importlib.import_module(job).run_command(parsed) or 0)
+    return int(importlib.import_module(job).main(argv) or 0)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,6 @@
   litert/                          `export --format litert`: one .tflite file, raw text in
   client/                          `albert-tf predict` (REST, gRPC, local SavedModel)
 
-It never imports `albert_tf.training`. Importing it gives `albert_tf.atomic`
-TensorFlow's file systems (gs:// and the other remote paths).
+It never imports `albert_tf.training`. Importing the package imports nothing else
+(no TensorFlow): each module brings what it needs.
 """
-
-import tensorflow as _tf
-
-from albert_tf import atomic as _atomic
-
-_atomic.register_remote_filesystem(_tf.io.gfile)

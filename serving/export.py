@@ -31,14 +31,15 @@ import keras
 import tensorflow as tf
 
 import albert_tf
-from albert_tf import arguments, atomic, cli
+from albert_tf import atomic, cli
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
-from albert_tf.checkpoint.hub import CHECKPOINT_HELP, not_found_hint, resolve_checkpoint
+from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
 from albert_tf.tokenizer.kinds import WORDPIECE
-from albert_tf.config import DEFAULT_SEQ_LENGTH, check_sequence_length
+from albert_tf.config import check_sequence_length
 
 from . import layout, provenance, server_releases, warmup
+from . import export_command
 from .litert import convert as litert
 from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's public names too
     SERVING_MODULES,
@@ -50,12 +51,11 @@ from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's pu
     save_module,
 )
 from .signatures import span_windows
-from .signatures.base import PAD_MULTIPLE, Batching
+from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
+from .signatures.base import PAD_MULTIPLE
 
 logger = logging.getLogger(__name__)
 
-EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
-FORMATS = ("savedmodel", "litert")
 
 
 def serving_precision(precision: str, trained: str | None) -> str:
@@ -217,8 +217,8 @@ def _versions() -> dict[str, str]:
 def _check_litert_options(output: str, version, token_ids_only: bool, precision: str,
                           quantize: str) -> None:
     """Refuses what a .tflite export cannot honour, and an output it must not overwrite."""
-    if quantize not in litert.QUANTIZE:
-        raise ExportError(f"--quantize {quantize!r}: expected one of {', '.join(litert.QUANTIZE)}")
+    if quantize not in QUANTIZE:
+        raise ExportError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE)}")
     for given, flag in ((version is not None, "--version"), (token_ids_only, "--token-ids-only"),
                         (precision == "bfloat16", "--precision bfloat16")):
         if given:
@@ -237,46 +237,6 @@ def tf_version() -> str:
     return tf.__version__
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True,
-                   help=f"{CHECKPOINT_HELP}; fine-tuned ones serve their heads")
-    p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
-    p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
-    p.add_argument("--task", choices=TASKS, help="default: the checkpoint's task")
-    p.add_argument("--seq-length", type=int, help="max tokens per request "
-                   f"(default: the fine-tuning length, else {DEFAULT_SEQ_LENGTH} or "
-                   "max_position_embeddings if fewer)")
-    p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
-                   "window starts (default: the task record's)")
-    p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
-                   "context may need; longer ones are refused (default: the task record's)")
-    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
-                   "SentencePiece .model, or a WordPiece vocab.txt")
-    p.add_argument("--token-ids-only", action="store_true",
-                   help="only the token-id signature, for servers without tensorflow-text ops")
-    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
-                   help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
-                   "AMX); auto: as the task record says the model was trained")
-    p.add_argument("--format", choices=FORMATS, default="savedmodel",
-                   help="litert: --output is one .tflite file (raw text in, for phones and "
-                   "edge devices; docs/on-device.md)")
-    p.add_argument("--batching", action="store_true",
-                   help="join concurrent requests into one batch inside the SavedModel "
-                   "(TensorFlow's BatchFunction op; classification, regression, multiple "
-                   "choice): for a server with many single-text clients; then leave TF "
-                   "Serving's --enable_batching off (docs/serving.md)")
-    p.add_argument("--batching-timeout-ms", type=float, default=Batching.timeout_ms,
-                   help="with --batching: how long a request waits for others (default "
-                   "%(default)s)")
-    p.add_argument("--batching-max-size", type=int, default=Batching.max_batch_size,
-                   help="with --batching: most rows in one joined batch (default %(default)s)")
-    p.add_argument("--quantize", choices=litert.QUANTIZE, default="none",
-                   help="litert only: float16 halves the weights, int8 (dynamic range) "
-                   "quarters them")
-    return p
-
-
 def _batching(args) -> Batching | None:
     """--batching's options (refused without it, or out of range)."""
     defaults = Batching()
@@ -293,9 +253,8 @@ def _batching(args) -> Batching | None:
     return Batching(max_batch_size=args.batching_max_size, timeout_ms=args.batching_timeout_ms)
 
 
-@cli.command("export")
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+def run_command(args: argparse.Namespace) -> int:
+    """`albert-tf export` with its parsed arguments (`export_command.parser`)."""
     cli.setup_logging()
     checkpoint = resolve_checkpoint(args.checkpoint)  # a hub handle or released name too
     if not os.path.lexists(checkpoint):
@@ -310,6 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   doc_stride=args.doc_stride, max_windows=args.max_windows)
     print(path)
     return 0
+
+
+@cli.command("export")
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(export_command.parse(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import tensorflow as tf
-from tensorflow.core.framework import types_pb2
 
 from albert_tf.errors import UserError
 
@@ -342,6 +340,7 @@ def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, n
     """A `tensorflow_serving.apis.predict_pb2.PredictRequest` carrying `inputs` as TensorProtos."""
     # Deferred: without tensorflow-serving-api, export refuses with one line
     # (warmup.require_serving_api) before anything reaches this.
+    import tensorflow as tf  # deferred: `predict --help` reads this module's names alone
     from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
@@ -356,12 +355,14 @@ def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, n
 
 def inputs_from_predict_request(request) -> dict[str, np.ndarray]:
     """The arrays a PredictRequest carries, as the server decodes its TensorProtos."""
+    import tensorflow as tf  # deferred, as in predict_request
 
     return {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
 
 
 def rows_from_predict_response(response) -> list[dict[str, Any]]:
     """Rows of named outputs from a gRPC PredictResponse."""
+    import tensorflow as tf  # deferred, as in predict_request
 
     return rows_from_columns({name: tf.make_ndarray(proto)
                               for name, proto in sorted(response.outputs.items())})
@@ -369,6 +370,7 @@ def rows_from_predict_response(response) -> list[dict[str, Any]]:
 
 def signatures_from_signature_defs(signature_defs: Mapping[str, Any]) -> dict[str, dict]:
     """Like `signatures_from_rest_metadata`, from SignatureDef protos (gRPC metadata)."""
+    from tensorflow.core.framework import types_pb2  # deferred, as in predict_request
 
     def spec(info):
         shape = info.tensor_shape

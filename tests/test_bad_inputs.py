@@ -397,8 +397,9 @@ def test_an_atomic_write_that_hits_a_full_disk_leaves_the_old_file(tmp_path, mon
 
 
 def test_remote_atomic_writes_go_through_the_registered_file_system(tmp_path, monkeypatch):
-    """A remote path is written to a temporary name and renamed by the file system that
-    albert_tf.training registered (tf.io.gfile); with none registered, one clear error."""
+    """A remote path is written to a temporary name and renamed by the registered file
+    system; with none registered, by tf.io.gfile, imported on that first remote path;
+    without TensorFlow, one clear error."""
     import tensorflow as tf
 
     calls = []
@@ -418,13 +419,22 @@ def test_remote_atomic_writes_go_through_the_registered_file_system(tmp_path, mo
         def remove(self, path):
             calls.append(("remove", os.path.basename(path)))
 
-    assert atomic._remote_filesystem is tf.io.gfile  # registered by importing albert_tf.training
     monkeypatch.setattr(atomic, "_remote_filesystem", Recording())
     atomic.atomic_write_json("mem://bucket/run.json", {"step": 3})
     assert json.loads((tmp_path / "run.json").read_text()) == {"step": 3}
     assert calls[0][0] == "open" and atomic.is_temporary(calls[0][1])
     assert calls[1] == ("rename", "run.json", True)
+
+    # None registered: TensorFlow's file systems (its in-memory ram:// one here).
     monkeypatch.setattr(atomic, "_remote_filesystem", None)
+    target = f"ram://{tmp_path.name}/run.json"
+    atomic.atomic_write_json(target, {"step": 4})
+    assert atomic._remote_filesystem is tf.io.gfile
+    assert json.loads(tf.io.gfile.GFile(target).read()) == {"step": 4}
+    assert tf.io.gfile.listdir(f"ram://{tmp_path.name}/") == ["run.json"]  # no temporary left
+
+    monkeypatch.setattr(atomic, "_remote_filesystem", None)
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # TensorFlow cannot be imported
     with pytest.raises(errors.UserError, match="mem://bucket/x.json: writing to a remote path needs"):
         atomic.atomic_write_json("mem://bucket/x.json", {})
 

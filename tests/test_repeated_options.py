@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from albert_tf.training.finetune import command as finetune_command
 from albert_tf.training.finetune import run as finetune
 from tests.test_bad_inputs import assert_one_line_error, run_cli
 
 
 def test_list_options_accumulate_as_one_list():
-    parser = finetune._parser()
+    parser = finetune_command.parser()
     base = ["--task", "classify", "--checkpoint", "c", "--output", "o"]
     once = parser.parse_args([*base, "--data", "train.csv", "dev.csv",
                               "--set", "spm_model=sp.model", "jit_compile=false"])

@@ -7,12 +7,6 @@
   runtime/      distribution strategies and precision, optimizers, TensorBoard
   experiments/  the `demo` and the `ablate` grids: the only room that imports serving
 
-Importing it gives `albert_tf.atomic` TensorFlow's file systems, so atomic writes
-reach gs:// and the other remote paths tf.io.gfile knows.
+Importing the package imports nothing else (no TensorFlow): each command's module
+brings what it needs, so `albert-tf COMMAND --help` starts at once.
 """
-
-import tensorflow as _tf
-
-from albert_tf import atomic as _atomic
-
-_atomic.register_remote_filesystem(_tf.io.gfile)

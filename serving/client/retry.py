@@ -17,7 +17,6 @@ from typing import Callable, TypeVar
 
 from .backends import TransientServerError
 
-DEFAULT_RETRIES = 5  # retries per request after its first attempt
 BASE_WAIT_S = 0.5
 MAX_WAIT_S = 10.0
 MAX_TOTAL_WAIT_S = 60.0

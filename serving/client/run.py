@@ -41,6 +41,8 @@ from ..requests import (
     columns_from_rows,
 )
 from . import backends, inflight, replies, resume, retry
+from . import command
+from .command import DEFAULT_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +51,6 @@ class ClientError(UserError, RuntimeError):
     """A failure talking to the server or reading the inputs, with one clear message."""
 
 
-MAX_CONCURRENCY = 64  # threads, each holding a batch and its reply
-MAX_RETRIES = 20  # with MAX_WAIT_S between them: minutes, and retry.MAX_TOTAL_WAIT_S caps it
 
 # The output `--embeddings` writes: sentence embeddings [H] per input (serving/signatures).
 EMBEDDING_OUTPUT = "mean_pooled"
@@ -146,7 +146,7 @@ class Plan:
     `retries` times (`retry`), the first `skip` input rows left out (written before, see
     `resume`); `retried` counts the retries made."""
 
-    def __init__(self, concurrency: int = 1, retries: int = retry.DEFAULT_RETRIES,
+    def __init__(self, concurrency: int = 1, retries: int = DEFAULT_RETRIES,
                  skip: int = 0):
         self.concurrency, self.retries, self.skip = concurrency, retries, skip
         self.retried = retry.RetryCounter()
@@ -301,49 +301,8 @@ def _latest_version(path: str) -> str:
     return os.path.join(path, str(versions[-1])) if versions else path
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = arguments.ArgumentParser(prog="albert-tf predict", description=__doc__.split("\n")[0])
-    route = p.add_mutually_exclusive_group(required=True)
-    route.add_argument("--server", help="TF Serving REST address, e.g. http://localhost:8501")
-    route.add_argument("--grpc", help="TF Serving gRPC address, e.g. localhost:8500")
-    route.add_argument("--saved-model", help="load this SavedModel locally (BASE/NAME/VERSION, "
-                       "or BASE/NAME for its latest version)")
-    p.add_argument("--model", default="albert", help="model name on the server (default: albert)")
-    p.add_argument("--version", type=int, help="model version on the server (default: latest)")
-    p.add_argument("--signature", default=DEFAULT_SIGNATURE, help="signature to call")
-    p.add_argument("--input", required=True, help="input file ('-' for stdin)")
-    p.add_argument("--input-format", choices=("text", "jsonl"),
-                   help="one text per line, or JSON Lines (default: by extension .jsonl/.json)")
-    p.add_argument("--output", default="-", help="JSONL output file (default: stdout)")
-    p.add_argument("--embeddings", metavar="FILE.npy",
-                   help="write each input's mean_pooled sentence embedding as a row of an "
-                        "[N, H] float32 .npy file instead of JSONL (an encoder's signatures)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    p.add_argument("--batch-size", type=int, default=32, help="rows per request (default: 32)")
-    p.add_argument("--rest-format", choices=REST_FORMATS, default="instances",
-                   help="REST body form: row 'instances' or columnar 'inputs'")
-    p.add_argument("--concurrency", type=int, default=1, metavar="N",
-                   help=f"requests in flight at once, rows still written in input order "
-                        f"(default: 1, at most {MAX_CONCURRENCY})")
-    p.add_argument("--retries", type=int, default=retry.DEFAULT_RETRIES, metavar="N",
-                   help="times a request is asked again after HTTP 429/503, gRPC UNAVAILABLE/"
-                        "DEADLINE_EXCEEDED or a refused/reset connection, with jittered "
-                        f"exponential backoff (default: {retry.DEFAULT_RETRIES}; 0: never)")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds each request may take, whole: connecting, the headers "
-                        "and the body (default: 60)")
-    return p
-
-
-@cli.command("predict")
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    arguments.require_positive("--batch-size", args.batch_size)
-    arguments.check_number("--concurrency", args.concurrency, int,
-                           {arguments.MINIMUM: 1, arguments.MAXIMUM: MAX_CONCURRENCY})
-    arguments.check_number("--retries", args.retries, int,
-                           {arguments.MINIMUM: 0, arguments.MAXIMUM: MAX_RETRIES})
+def run_command(args: argparse.Namespace) -> int:
+    """`albert-tf predict` with its parsed arguments (`command.parser`)."""
     replies.check_route(args.server, args.grpc, args.timeout, args.version)
     jsonl = (args.input_format == "jsonl" if args.input_format
              else args.input.endswith((".jsonl", ".json")))
@@ -387,6 +346,11 @@ def _row_options(args: argparse.Namespace, jsonl: bool) -> dict:
 def _retried(plan: Plan) -> str:
     count = plan.retried.count
     return f" ({count} request{'s' if count != 1 else ''} retried)" if count else ""
+
+@cli.command("predict")
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(command.parse(sys.argv[1:] if argv is None else argv))
+
 
 if __name__ == "__main__":
     sys.exit(main())

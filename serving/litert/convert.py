@@ -29,12 +29,12 @@ import tensorflow as tf
 from albert_tf import atomic
 from albert_tf.errors import UserError
 
+from ..options import QUANTIZE
 from . import runtime
 from .tasks import lite_module
 
 logger = logging.getLogger(__name__)
 
-QUANTIZE = ("none", "float16", "int8")
 FLOAT_TOLERANCE = 1e-4
 # What the gate asks every text signature: empty text, accents, digits with commas,
 # case, other scripts, a long text.

@@ -10,13 +10,13 @@ reads its inputs through it, so a malformed request is an InvalidArgumentError.
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
 
+from ..options import Batching  # noqa: F401 - the serving modules' name for it
 from . import text_graph
 
 # Dynamic padding granularity (tokens): 1 pads a request only to its longest row. Without
@@ -28,24 +28,6 @@ GROUP_ROWS = 8  # rows per length group of `run_by_length`
 # the batching op's input limit; larger requests are refused by the op.
 MAX_REQUEST_ROWS = 4096
 
-
-
-@dataclasses.dataclass(frozen=True)
-class Batching:
-    """In-graph batching of concurrent requests (`export --batching`): the model call of
-    every signature goes through TensorFlow's BatchFunction op, which joins the rows of
-    calls that arrive within `timeout_ms` of each other (up to `max_batch_size` rows) and
-    runs them as one batch on `threads` threads. Each request's rows are padded to the
-    export's sequence length to be joined, and the joined batch is run in length groups
-    (`run_by_length`), so a long request does not make short ones pay for its length."""
-
-    max_batch_size: int = 32
-    timeout_ms: float = 2.0
-    threads: int = 1
-    max_enqueued_batches: int = 100
-
-    def as_record(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string)

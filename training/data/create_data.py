@@ -49,6 +49,10 @@ from albert_tf.tokenizer import kinds
 from . import pairs as sop
 from . import workers
 from .corpus import Corpus, CorpusReport, Document, open_corpus
+from . import create_data_command
+from .create_data_command import (  # noqa: F401 - the command line's names, also here
+    DOCUMENTS_PER_SHARD, CommandLineError, CommandLineParser, add_generation_arguments,
+    options_from_args)
 from .records import serialize_instance, write_records
 from .stats import DataStats, summarize, warn_skipped
 
@@ -62,7 +66,6 @@ SHARD_GLOB = SHARD_PREFIX + "*" + SHARD_SUFFIX
 STATS_DIR = "stats"
 DATA_CONFIG_FILE = "create_data_config.json"
 SUMMARY_FILE = "summary.json"
-DOCUMENTS_PER_SHARD = 256
 
 
 def tokenize_sentences(tokenizer, sentences: Sequence[str]) -> list[np.ndarray]:
@@ -342,58 +345,10 @@ def _create(corpus: Corpus, output_dir: str, spm_model: str, options: sop.Genera
 
 
 # ---------------------------------------------------------------------------
-# Command line.
+# Command line (the options: create_data_command.py).
 
-CommandLineError = errors.UsageError
-CommandLineParser = arguments.ArgumentParser
-
-
-def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
-    """The generation options, shared with the Beam pipeline's command line."""
-    defaults = sop.GenerationOptions()
-    parser.add_argument("--input", default=None, help=(
-        "corpus: comma-separated text files or globs (one sentence per line, blank line "
-        "between documents; .gz allowed), tfds:NAME[:SPLIT[:TEXT_FIELD]], or 'embedded' "
-        "(the default: the embedded stdlib-prose corpus)"))
-    parser.add_argument("--output", "--output-dir", dest="output_dir", required=True,
-                        help="where the shards and summary.json go")
-    parser.add_argument("--spm-model", required=True,
-                        help="the vocabulary: a SentencePiece model (spiece.model) or a WordPiece "
-                        "vocab.txt (a .txt file)")
-    parser.add_argument("--cased", action="store_true", help="do not lower-case (cased vocabularies)")
-    parser.add_argument("--seq-length", "--max-seq-length", dest="max_seq_length", type=int,
-                        default=defaults.max_seq_length,
-                        help="tokens per instance incl. [CLS]/[SEP] (default %(default)s)")
-    parser.add_argument("--max-predictions-per-seq", type=int, default=defaults.max_predictions_per_seq,
-                        help="masked positions per instance (default %(default)s)")
-    parser.add_argument("--masked-lm-prob", type=float, default=defaults.masked_lm_prob,
-                        help="fraction of tokens masked (default %(default)s)")
-    parser.add_argument("--short-seq-prob", type=float, default=defaults.short_seq_prob,
-                        help="probability of a shorter target length (default %(default)s)")
-    parser.add_argument("--dupe-factor", type=int, default=defaults.dupe_factor,
-                        help="passes over each document, each with new masks (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default %(default)s)")
-    parser.add_argument("--objective", choices=tuple(sop.OBJECTIVES), default=defaults.objective,
-                        help="sentence-pair task: sop (ALBERT), nsp (BERT: negatives from other "
-                        "documents) or none (no sentence-pair loss) (default %(default)s)")
-
-
-def options_from_args(args: argparse.Namespace) -> sop.GenerationOptions:
-    return sop.GenerationOptions(
-        max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor, seed=args.seed, objective=args.objective)
-
-
-@cli.command("create-data")
-def main(argv: list[str]) -> int:
-    parser = CommandLineParser(prog="albert-tf create-data", description=__doc__.split("\n\n")[0])
-    add_generation_arguments(parser)
-    parser.add_argument("--documents-per-shard", type=int, default=DOCUMENTS_PER_SHARD,
-                        help="documents per output shard (default %(default)s)")
-    parser.add_argument("--processes", type=int, default=None,
-                        help="worker processes (default: all cores)")
-    args = parser.parse_args(argv)
+def run_command(args: argparse.Namespace) -> int:
+    """`albert-tf create-data` with its parsed arguments (`create_data_command.parser`)."""
     options = options_from_args(args)
     arguments.require_positive("--documents-per-shard", args.documents_per_shard)
     if args.processes is not None:
@@ -415,3 +370,7 @@ def main(argv: list[str]) -> int:
                               f"{os.path.join(args.output_dir, SUMMARY_FILE)} for skipped inputs")
     return 0
 
+
+@cli.command("create-data")
+def main(argv: list[str]) -> int:
+    return run_command(create_data_command.parse(argv))

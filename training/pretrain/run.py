@@ -57,7 +57,6 @@ from albert_tf import (
     save_checkpoint,
 )
 from albert_tf.checkpoint import open_checkpoint
-from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.checkpoint.opened import check_vocab_size
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.kinds import python_tokenizer
@@ -71,6 +70,7 @@ from . import precision
 from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
+from . import command
 from .progress import (
     DivergedError,
     RUN_CONFIG_FILE,
@@ -603,37 +603,9 @@ def _data_error(e) -> Exception:
 
 
 # ------------------------------------------------------------------------ CLI
-def _parser() -> argparse.ArgumentParser:
-    parser = arguments.ArgumentParser(prog="albert-tf pretrain", description=(
-        "Pretrain ALBERT (MLM + SOP) with model.fit. Options override --config; "
-        "KEY=VALUE overrides any PretrainConfig field (albert.FIELD=VALUE: the model config)."))
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
-    parser.add_argument("--config", help="JSON run configuration")
-    parser.add_argument("--model", help="preset (albert-base, ...) or albert_config.json")
-    parser.add_argument("--train-data", help="TFRecord glob(s) from albert-tf create-data")
-    parser.add_argument("--eval-data", help="held-out TFRecord glob(s)")
-    parser.add_argument("--output", "--output-dir", dest="output_dir",
-                        help="checkpoints, TensorBoard logs and model/")
-    parser.add_argument("--spm-model", help="the vocabulary to ship with the result: a "
-                        "SentencePiece model, or a WordPiece vocab.txt")
-    parser.add_argument("--init-checkpoint", help=f"start from these weights: {CHECKPOINT_HELP}")
-    parser.add_argument("--global-batch-size", type=int)
-    parser.add_argument("--train-steps", type=int)
-    parser.add_argument("--gradient-accumulation-steps", type=int, metavar="N",
-                        help="run each batch as N parts in turn, one update: less memory")
-    parser.add_argument("--optimizer", choices=("lamb", "adamw"))
-    parser.add_argument("--precision", help="auto, float32, mixed_float16, mixed_bfloat16")
-    parser.add_argument("--strategy", help="default, cpu, mirrored, multi_worker, tpu[:NAME]")
-    parser.add_argument("--allow-change", action="append", default=[], metavar="FIELD[,FIELD]",
-                        help="resume although these settings differ from the run's "
-                             "run_config.json (e.g. global_batch_size, albert.num_hidden_layers)")
-    return parser
-
-
-@cli.command("pretrain")
-def main(argv: list[str]) -> int:
-    """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
-    args = _parser().parse_intermixed_args(argv)
+def run_command(args: argparse.Namespace) -> int:
+    """`albert-tf pretrain` with its parsed arguments (`command.parser`); returns 0, or
+    raises a UserError (one line on stderr, exit 2)."""
     options = {k: v for k, v in vars(args).items()
                if k not in ("config", "overrides", "allow_change")}
     cfg = load_config(args.config, args.overrides, **options)
@@ -642,3 +614,9 @@ def main(argv: list[str]) -> int:
     summary = run(cfg, allow)
     logger.info("pretraining done: %s", json.dumps(summary))
     return 0
+
+
+@cli.command("pretrain")
+def main(argv: list[str]) -> int:
+    """`albert-tf pretrain`; returns 0, or 2 with one line on stderr for bad input."""
+    return run_command(command.parse(argv))

@@ -19,12 +19,11 @@ Every stage writes into `--output` and is skipped when its result is already
 complete, so a rerun (or a resume after a kill) does only what is left.
 
 Long because it is the table of the job's nine stages, each a short function with
-its own skip rule, and the command line that configures them.
+its own skip rule. The command line and its options: `command.py`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -52,9 +51,11 @@ from ...pretrain.run import Calibration, choose_precision, run
 from ...runtime import layout as run_layout
 from ...runtime.distribute import cpu_training_candidates
 from . import budget as demo_budget
+from . import command as demo_command
 from . import classifier as demo_classifier
 from . import report as demo_report
 from .budget import warmup_steps
+from .command import DemoOptions
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -70,28 +71,6 @@ ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "answe
 ENCODER_NAME, CLASSIFIER_NAME = "albert_demo", "albert_demo_classifier"
 MASKED_COUNTS_FILE = "masked_label_counts.json"
 HELDOUT_BATCH = 64  # the final evaluation's batch
-
-
-@dataclasses.dataclass(frozen=True)
-class DemoOptions:
-    output: str = "albert_demo"
-    corpus: str | None = None       # text files/globs; None: the embedded corpus
-    tfds: str | None = None         # NAME[:SPLIT[:FIELD]] of a tensorflow-datasets corpus
-    preset: str | None = None       # None: the small demo model
-    steps: int | None = None        # None: as many as fit in `minutes` (budget.py)
-    minutes: float = demo_budget.DEFAULT_MINUTES
-    batch_size: int = 64
-    seq_length: int = 64
-    vocab_size: int = 2000
-    dupe_factor: int = 3  # distinct pairs for the ~4,000+ steps a budget run takes (27,900 at 1)
-    learning_rate: float = 0.01
-    classifier_epochs: int = 3
-    classifier_learning_rate: float = 2e-4
-    # auto: the faster on this CPU of float32 under XLA and (with bf16 instructions)
-    # mixed_bfloat16, timed on the demo's model (pretrain/precision.py); the classifiers
-    # are fine-tuned the same way.
-    precision: str = "auto"
-    questions: str | None = None    # JSON [{"text", "answer"}] of fill-mask questions to score
 
 
 class DemoError(UserError):
@@ -426,33 +405,13 @@ def _check_output(path: str) -> None:
 
 
 def parse_args(argv: list[str]) -> DemoOptions:
-    defaults = DemoOptions()
-    p = arguments.ArgumentParser(prog="albert-tf demo", description=__doc__.split("\n")[0])
-    p.add_argument("--output", default=defaults.output, help="where every stage writes")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--corpus", help="text files or globs (one sentence per line, blank "
-                        "line between documents, .gz allowed); default: the embedded corpus")
-    source.add_argument("--tfds", help="a tensorflow-datasets corpus NAME[:SPLIT[:FIELD]], "
-                        "e.g. wikipedia/20230601.en:train:text")
-    p.add_argument("--preset", help="model preset (albert-base, albert-large, ...); "
-                   "default: a small ALBERT for CPUs")
-    budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--minutes", type=float, default=defaults.minutes,
-                        help="the time budget: pretraining takes as many steps as fit, "
-                        "measured during its first steps (default %(default)g)")
-    budget.add_argument("--steps", type=int, help="a fixed number of pretraining steps "
-                        "instead (no measuring: an exactly reproducible run)")
-    p.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    p.add_argument("--seq-length", type=int, default=defaults.seq_length)
-    p.add_argument("--vocab-size", type=int, default=defaults.vocab_size)
-    p.add_argument("--classifier-epochs", type=int, default=defaults.classifier_epochs)
-    p.add_argument("--precision", default=defaults.precision,
-                   help="auto (mixed_bfloat16 where the CPU has bf16 instructions, else "
-                   "float32 with XLA), float32 or mixed_bfloat16")
-    p.add_argument("--questions", help="JSON list of {\"text\", \"answer\"} fill-mask "
-                   "questions to score (top 5)")
-    args = p.parse_args(argv)
+    """The demo's options from its command line (`command.parser`), checked before any
+    stage runs."""
+    return options_from_args(demo_command.parse(argv))
 
+
+def options_from_args(args) -> DemoOptions:
+    """The parsed command line as DemoOptions; a bad value is a DemoError (one line)."""
     if args.preset and args.preset not in AlbertConfig.preset_names():
         raise DemoError(f"unknown preset {args.preset!r}; choose one of "
                         f"{', '.join(AlbertConfig.preset_names())}")
@@ -486,12 +445,17 @@ def parse_args(argv: list[str]) -> DemoOptions:
                        precision=args.precision)
 
 
-@cli.command("demo")
-def main(argv: list[str]) -> int:
+def run_command(args) -> int:
+    """`albert-tf demo` with its parsed arguments (`command.parser`)."""
     cli.setup_logging()
-    opts = parse_args(argv)
+    opts = options_from_args(args)
     _check_output(opts.output)
     # One demo per --output: a second one is refused at once, naming the first one's pid.
     with atomic.claimed(opts.output):
         run_demo(opts)
     return 0
+
+
+@cli.command("demo")
+def main(argv: list[str]) -> int:
+    return run_command(demo_command.parse(argv))

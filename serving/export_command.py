@@ -1,0 +1,62 @@
+"""`albert-tf export`: a checkpoint -> BASE/NAME/VERSION/, a SavedModel TF Serving loads as is.
+
+The command line, importing no TensorFlow: `parse` reads it, and only then does the CLI
+import the export (`export.run_command`), so `albert-tf export --help` and a usage error
+answer at once. What the export does: `export.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Sequence
+
+from albert_tf import arguments, tasks
+from albert_tf.checkpoint.hub import CHECKPOINT_HELP
+from albert_tf.config import DEFAULT_SEQ_LENGTH
+
+from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
+
+
+def parser() -> argparse.ArgumentParser:
+    p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", required=True,
+                   help=f"{CHECKPOINT_HELP}; fine-tuned ones serve their heads")
+    p.add_argument("--output", required=True, help="BASE/NAME; the version goes below it")
+    p.add_argument("--version", type=int, help="version number (default: next free, from 1)")
+    p.add_argument("--task", choices=tuple(tasks.ALL_TASKS), help="default: the checkpoint's task")
+    p.add_argument("--seq-length", type=int, help="max tokens per request "
+                   f"(default: the fine-tuning length, else {DEFAULT_SEQ_LENGTH} or "
+                   "max_position_embeddings if fewer)")
+    p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
+                   "window starts (default: the task record's)")
+    p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
+                   "context may need; longer ones are refused (default: the task record's)")
+    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
+                   "SentencePiece .model, or a WordPiece vocab.txt")
+    p.add_argument("--token-ids-only", action="store_true",
+                   help="only the token-id signature, for servers without tensorflow-text ops")
+    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
+                   help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
+                   "AMX); auto: as the task record says the model was trained")
+    p.add_argument("--format", choices=FORMATS, default="savedmodel",
+                   help="litert: --output is one .tflite file (raw text in, for phones and "
+                   "edge devices; docs/on-device.md)")
+    p.add_argument("--batching", action="store_true",
+                   help="join concurrent requests into one batch inside the SavedModel "
+                   "(TensorFlow's BatchFunction op; classification, regression, multiple "
+                   "choice): for a server with many single-text clients; then leave TF "
+                   "Serving's --enable_batching off (docs/serving.md)")
+    p.add_argument("--batching-timeout-ms", type=float, default=Batching.timeout_ms,
+                   help="with --batching: how long a request waits for others (default "
+                   "%(default)s)")
+    p.add_argument("--batching-max-size", type=int, default=Batching.max_batch_size,
+                   help="with --batching: most rows in one joined batch (default %(default)s)")
+    p.add_argument("--quantize", choices=QUANTIZE, default="none",
+                   help="litert only: float16 halves the weights, int8 (dynamic range) "
+                   "quarters them")
+    return p
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError)."""
+    return parser().parse_args(list(argv))
