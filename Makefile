@@ -29,8 +29,11 @@ demo: $(VENV)/.installed-demo
 # waiting (subprocesses, I/O, single-threaded Python) as computing.
 TEST_WORKERS := -n 2 --dist loadfile
 
+# The linter first (ruff.toml), then the suite; the slowest tests are listed at the end.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q $(TEST_WORKERS) tests
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q $(TEST_WORKERS) --durations=25 tests
 
 test-fast: $(VENV)/.installed-test
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(TEST_WORKERS) -m "not slow" tests

@@ -72,9 +72,10 @@ setup(
     # HTTP with the standard library and gRPC with tensorflow-serving-api: no extra).
     extras_require={
         # jax: the backend-agnostic tests; scikit-learn, scipy, seqeval (entity F1): independent
-        # metric checks; pytest-xdist: make test's workers; the hub clients: the hub tests
+        # metric checks; pytest-xdist: make test's workers; the hub clients: the hub tests;
+        # ruff: the linter make test runs first (ruff.toml)
         "test": ["pytest>=8", "pytest-xdist>=3", "jax", "scikit-learn", "scipy", "seqeval>=1.2",
-                 "huggingface_hub>=0.30", "kagglehub>=0.3"],
+                 "huggingface_hub>=0.30", "kagglehub>=0.3", "ruff>=0.6"],
         # hf:// and kaggle:// checkpoint handles (albert_tf/checkpoint/hub.py)
         "hub": ["huggingface_hub>=0.30", "kagglehub>=0.3"],
         "beam": ["apache-beam>=2.60"],

@@ -30,7 +30,8 @@ import json
 import math
 import types
 import typing
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from albert_tf.errors import UsageError, UserError
 

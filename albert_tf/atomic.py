@@ -42,7 +42,8 @@ import os
 import re
 import shutil
 import uuid
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from albert_tf.errors import UserError
 from albert_tf.exclusive import create_exclusive, open_exclusive, open_existing_lock, publish

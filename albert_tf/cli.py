@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 from albert_tf import tf_startup
 from albert_tf.errors import UserError

@@ -263,7 +263,7 @@ class AlbertConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
+    def from_dict(cls, values: dict[str, Any], source: str | None = None) -> AlbertConfig:
         """Builds a config from albert_config.json-style keys; unknown keys are an error."""
         where = f" in {source}" if source else ""
         if not isinstance(values, dict):
@@ -284,7 +284,7 @@ class AlbertConfig:
             raise ConfigError(f"invalid config value{where}: {e}") from None
 
     @classmethod
-    def from_hf_dict(cls, values: dict[str, Any], source: str | None = None) -> "AlbertConfig":
+    def from_hf_dict(cls, values: dict[str, Any], source: str | None = None) -> AlbertConfig:
         """Builds a config from a Hugging Face ALBERT config.json dictionary."""
         values = dict(values)
         where = f" (in {source})" if source else ""
@@ -306,7 +306,7 @@ class AlbertConfig:
         return cls.from_dict(values, source)
 
     @classmethod
-    def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
+    def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
         """Reads an original albert_config.json or a Hugging Face ALBERT config.json."""
         path = os.fspath(path)
         try:
@@ -332,19 +332,19 @@ class AlbertConfig:
         path = os.fspath(path)
         atomic_write_json(path, self.to_dict(), sort_keys=True)
 
-    def replace(self, **changes: Any) -> "AlbertConfig":
+    def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
 
     # --------------------------------------------------------------- presets
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "AlbertConfig":
+    def from_preset(cls, name: str, **overrides: Any) -> AlbertConfig:
         """The paper's configurations (Table 1): albert-{base,large,xlarge,xxlarge}, bert-{base,large}."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
 
     @classmethod
-    def from_preset_or_file(cls, spec: str) -> "AlbertConfig":
+    def from_preset_or_file(cls, spec: str) -> AlbertConfig:
         """A preset name (albert-base, ...) or the path of a config JSON file.
 
         Something that is neither is reported as an unknown preset listing the

@@ -216,7 +216,7 @@ class AlbertEncoder(ExportMixin, keras.Model):
                 "encoder_outputs": ops.stack(outputs, axis=0)}  # [L,B,T,H]
 
     @classmethod
-    def from_preset(cls, path, load_weights: bool = True, **kwargs) -> "AlbertEncoder":
+    def from_preset(cls, path, load_weights: bool = True, **kwargs) -> AlbertEncoder:
         """The encoder of a checkpoint of any format `open_checkpoint` reads.
 
         Example:

@@ -78,17 +78,11 @@ def check_keras_version(version: str | None = None) -> None:
 
 check_keras_version()
 
-# Imported after the check: under another Keras these paths may not exist.
-from keras.src.losses.loss import (
-    scale_loss_for_distribution,  # noqa: E402
-    unscale_loss_for_distribution,  # noqa: E402
-)
-from keras.src.saving.saving_lib import (  # noqa: E402
-    _CONFIG_FILENAME as ARCHIVE_CONFIG_ENTRY,
-    _METADATA_FILENAME as ARCHIVE_METADATA_ENTRY,
-    H5IOStore,
-    _save_state,
-)
+# Imported after the check (E402): under another Keras these paths may not exist.
+from keras.src.losses.loss import scale_loss_for_distribution, unscale_loss_for_distribution  # noqa: E402
+from keras.src.saving.saving_lib import _CONFIG_FILENAME as ARCHIVE_CONFIG_ENTRY  # noqa: E402
+from keras.src.saving.saving_lib import _METADATA_FILENAME as ARCHIVE_METADATA_ENTRY  # noqa: E402
+from keras.src.saving.saving_lib import H5IOStore, _save_state  # noqa: E402
 
 
 def weights_h5_bytes(model, objects_to_skip=None) -> bytes:
@@ -105,6 +99,7 @@ def weights_h5_bytes(model, objects_to_skip=None) -> bytes:
         store.close()
     return buffer.getvalue()
 
-__all__ = ["ARCHIVE_CONFIG_ENTRY", "ARCHIVE_METADATA_ENTRY", "KERAS_REQUIREMENT", "UnsupportedKerasError", "check_keras_version",
+__all__ = ["ARCHIVE_CONFIG_ENTRY", "ARCHIVE_METADATA_ENTRY", "KERAS_REQUIREMENT",
+           "UnsupportedKerasError", "check_keras_version",
            "scale_loss_for_distribution", "unscale_loss_for_distribution",
            "weights_h5_bytes", "PRIVATE_MODEL_MEMBERS"]

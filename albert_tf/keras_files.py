@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
-from typing import Callable
+from collections.abc import Callable
 
 from albert_tf import atomic, keras_compat
 from albert_tf.errors import UserError

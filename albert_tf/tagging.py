@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = ["OUTSIDE", "SCHEMES", "PREFIXES", "split_tag", "entities", "starts_entity",
            "detect_scheme", "check_tag", "scheme_label_names", "window_step", "windows",

@@ -31,8 +31,8 @@ from albert_tf.api_inputs import strict_bool
 from albert_tf.checkpoint import TaskRecord
 from albert_tf.checkpoint.task_record import TASK_FILE
 from albert_tf.config import AlbertConfig
-from albert_tf.errors import UserError
 from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config, input_specs
+from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 
 __all__ = ["AlbertTaskModel", "default_optimizer", "LOSSES", "METRICS",

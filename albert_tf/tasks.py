@@ -29,7 +29,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import types
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from albert_tf.numerics import LAYER_NORM_EPSILON
 

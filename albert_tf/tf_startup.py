@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 # absl's prefix (severity, MMDD, time, thread id, file:line]), its preamble line, and
 # the second line of cpu_feature_guard's notice (TF_CPP_MIN_LOG_LEVEL=0).

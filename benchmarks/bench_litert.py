@@ -79,13 +79,13 @@ def write_all(model, spm_path: str, seq_length: int, folder: str) -> dict[str, s
 
 def onnx_peer(model, spm_path: str, seq_length: int, folder: str) -> dict[str, str]:
     """{"hf": the weights as a Hugging Face directory, ONNX: them exported to ONNX}."""
-    import serving_peers
-    from albert_tf import save_checkpoint
-    from albert_tf.checkpoint.convert import convert
+    import shutil
 
     import onnxruntime  # noqa: F401  (ImportError: the peer is left out)
+    import serving_peers
 
-    import shutil
+    from albert_tf import save_checkpoint
+    from albert_tf.checkpoint.convert import convert
 
     # The model keeps the released 30,000-row table that the smaller vocabulary indexes
     # into: saved without it, the vocabulary joins the Hugging Face directory afterwards.

@@ -3,9 +3,9 @@
 One albert-base-shape classifier (random weights, vocab_size 30,000 as released; texts
 tokenized by a 5,000-piece vocabulary trained from the embedded corpus) is written as
 each stack a server could load: the SavedModel as `albert-tf export` writes it and with
-`--batching` (concurrent calls joined in the graph), the LiteRT float32 file, and, when onnxruntime, torch and transformers are installed
-(`pip install -e .[bench]`), the same weights exported to ONNX and run by ONNX Runtime's
-CPU provider from Hugging Face's tokenizer (`serving_peers`).
+`--batching` (concurrent calls joined in the graph), the LiteRT float32 file, and, when
+onnxruntime, torch and transformers are installed (`pip install -e .[bench]`), the same
+weights exported to ONNX and run by ONNX Runtime's CPU provider from Hugging Face's tokenizer (`serving_peers`).
 
 Each stack is loaded in a process of its own (the order alternating between repeats), as
 a server holds it, and driven by C client threads that share it:

@@ -444,7 +444,7 @@ def summarize(rows: list[dict]) -> list[str]:
 
     lines = []
     for mode in ("forward", "train"):
-        for seq, batch in ((128, 8), (512, 2)):
+        for seq, _batch in ((128, 8), (512, 2)):
             ours = find(impl="ours", mode=mode, seq=seq, precision="float32", preset="albert-base")
             hub = find(impl="keras_hub", mode=mode, seq=seq, precision="float32",
                        preset="albert-base")

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import time
 
-
 MODES = ("plain", "remat", "accumulate")
 
 
@@ -46,15 +45,13 @@ def _current_rss_mib() -> float:
 
 def child(args) -> dict:
     """One mode, in this process: build, then train `args.steps` steps."""
+    import keras
     import numpy as np
     import tensorflow as tf
 
-    import keras
-
+    import albert_tf.models
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
     from albert_tf.training.runtime.fit_steps import install_step_functions
-
-    import albert_tf.models
 
     # No dropout anywhere (the presets have none; the heads' 0.1 off): each mode then
     # computes the same first loss, a check that none of them changes the gradient.

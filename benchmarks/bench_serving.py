@@ -10,8 +10,8 @@ agree to 1e-4 on every text before anything is timed. Calls are interleaved (A, 
 B, C, A, ..., the order rotating): batch 1 with a 12-word text and a ~128-piece text (p50,
 p99), once call by call (each call after the other stacks' calls, their weights in the
 caches) and once in blocks of --block calls per stack (back to back, as a server answers
-one request after another), and batch 32 with documentation sentences (texts/s). Then the SavedModel's time is split: the
-`token_ids` signature on the same texts tokenized in Python (the encoder and read-out)
+one request after another), and batch 32 with documentation sentences (texts/s). Then the
+SavedModel's time is split: the `token_ids` signature on the same texts tokenized in Python (the encoder and read-out)
 vs the text signature (plus tokenization and packing in the graph).
 
     pip install torch==2.13.0 && pip install -e .[bench]   # a CPU torch first
@@ -310,10 +310,10 @@ def agreement(stacks: dict, cases: dict[str, list[str]]) -> dict[tuple[str, str]
 
 def peers_main(args) -> int:
     import numpy as np
+    import serving_peers
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
-    import serving_peers
     from albert_tf import save_checkpoint
     from albert_tf.checkpoint.convert import convert
     from albert_tf.serving import export
@@ -408,7 +408,7 @@ def time_split(text_signature, ids_signature, tokenizer, seq_length: int, cases:
         encoded = {id(b): ids(b) for b in batches}
         times = interleaved({
             "text": lambda b: text_signature(text=tf.constant(b)),
-            "ids": lambda b: ids_signature(**encoded[id(b)])}, batches)
+            "ids": lambda b, encoded=encoded: ids_signature(**encoded[id(b)])}, batches)
         out[label] = (np.percentile(times["text"], 50) * 1e3,
                       np.percentile(times["ids"], 50) * 1e3)
     return out
@@ -425,10 +425,10 @@ def print_split(split: dict) -> None:
 def profile_main(args) -> int:
     """Where the default export's time goes, case by case: TensorFlow ops and oneDNN kernels."""
     import numpy as np
+    import serving_profile
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
-    import serving_profile
     from albert_tf import save_checkpoint
     from albert_tf.serving import export
     from albert_tf.tokenizer.spm import AlbertTokenizer
@@ -455,7 +455,8 @@ def profile_main(args) -> int:
             tensors = {k: tf.constant(v) for k, v in inputs.items()}
             for _ in range(3):
                 signature(**tensors)
-            ops = serving_profile.op_split(lambda: signature(**tensors), args.profile_calls)
+            ops = serving_profile.op_split(lambda tensors=tensors: signature(**tensors),
+                                           args.profile_calls)
             total = sum(ms for ms, _ in ops.values())
             print(f"\n{label} ({len(texts)} x {longest} tokens): TensorFlow ops, "
                   f"{total:.1f} ms per call in op kernels (profiled)")
@@ -541,7 +542,7 @@ def main() -> int:
             batches = [text[i * batch:(i + 1) * batch] for i in range(args.requests)]
             graph = served["dynamic"]
             rows.append(summary("SavedModel text signature", batch, timed(
-                lambda b: graph(text=tf.constant(b)), batches)))
+                lambda b, graph=graph: graph(text=tf.constant(b)), batches)))
             rows.append(summary("eager model + Python tokenizer", batch, timed(
                 eager_predict(model, tokenizer, args.seq_length), batches)))
         parity = max_difference(served, eager_predict(model, tokenizer, args.seq_length),
@@ -550,7 +551,7 @@ def main() -> int:
         for name in ("dynamic", "fixed"):
             fn = served[name]
             label = f"12 words, {'dynamic padding' if name == 'dynamic' else f'fixed {args.seq_length}'}"
-            rows.append(summary(label, 1, timed(lambda b: fn(text=tf.constant(b)), single)))
+            rows.append(summary(label, 1, timed(lambda b, fn=fn: fn(text=tf.constant(b)), single)))
     print(f"model={args.model} (random weights) seq_length={args.seq_length} "
           f"vocab={tokenizer.vocab_size} cpus={os.cpu_count()} tf={tf.__version__}")
     print("\n".join(rows))

@@ -25,7 +25,7 @@ import logging
 import os
 import sys
 import tempfile
-from typing import Sequence
+from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
@@ -35,11 +35,10 @@ from albert_tf import atomic, cli
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
-from albert_tf.tokenizer.kinds import WORDPIECE
 from albert_tf.config import check_sequence_length
+from albert_tf.tokenizer.kinds import WORDPIECE
 
-from . import layout, provenance, server_releases, warmup
-from . import export_command
+from . import export_command, layout, provenance, server_releases, warmup
 from .litert import convert as litert
 from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's public names too
     SERVING_MODULES,
@@ -50,8 +49,8 @@ from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's pu
     custom_ops,
     save_module,
 )
-from .signatures import span_windows
 from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
+from .signatures import span_windows
 from .signatures.base import PAD_MULTIPLE
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ answer at once. What the export does: `export.py`.
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from collections.abc import Sequence
 
 from albert_tf import arguments, tasks
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf

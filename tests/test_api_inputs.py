@@ -11,8 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from albert_tf import (AlbertEncoder, AlbertMultipleChoice, AlbertSequenceClassifier,
-                       AlbertSequenceRegressor, AlbertTokenClassifier, errors)
+from albert_tf import (
+    AlbertEncoder,
+    AlbertMultipleChoice,
+    AlbertSequenceClassifier,
+    AlbertSequenceRegressor,
+    AlbertTokenClassifier,
+    errors,
+)
 from albert_tf.api_inputs import InputError, LabelError, SettingError, check_labels
 from tests.helpers.model_harness import BATCH, SEQ, encoder_inputs, tiny_config
 

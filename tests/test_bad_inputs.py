@@ -19,8 +19,8 @@ import json
 import math
 import os
 import shutil
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import threading

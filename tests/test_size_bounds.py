@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -25,8 +25,15 @@ import zipfile
 
 import pytest
 
-from albert_tf.config import (MAX_CLASSES, MAX_DEPTH, MAX_PARAMETERS, MAX_SEQ_LENGTH, MAX_SIZES,
-                              AlbertConfig, ConfigError)
+from albert_tf.config import (
+    MAX_CLASSES,
+    MAX_DEPTH,
+    MAX_PARAMETERS,
+    MAX_SEQ_LENGTH,
+    MAX_SIZES,
+    AlbertConfig,
+    ConfigError,
+)
 from tests.helpers.paths import FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, run_cli, snapshot
 

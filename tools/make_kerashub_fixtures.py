@@ -136,7 +136,7 @@ def randomize(model, rng: np.random.Generator) -> None:
                                      if variable.dtype != "bfloat16" else np.float32))
 
 
-def tokenizer() -> "keras_hub.models.AlbertTokenizer":
+def tokenizer() -> keras_hub.models.AlbertTokenizer:
     return keras_hub.models.AlbertTokenizer(proto=SPM_MODEL)
 
 

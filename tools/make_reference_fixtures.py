@@ -328,9 +328,9 @@ MAX_ANSWER_LENGTH = 30  # run_squad's max_answer_length
 
 
 def train_spm(directory: str) -> str:
-    import sentencepiece as spm
-
     import io
+
+    import sentencepiece as spm
 
     os.makedirs(directory, exist_ok=True)
     model = io.BytesIO()  # written from memory: no temporary path recorded in the model

@@ -10,7 +10,8 @@ Other formats bring their own column (`kerashub.KERAS_HUB_TABLE`) through
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -28,7 +28,8 @@ import functools
 import logging
 import math
 import os
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from albert_tf import tasks
 from albert_tf.checkpoint.names import POOLER

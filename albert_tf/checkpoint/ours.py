@@ -36,9 +36,9 @@ from albert_tf.checkpoint.readers import (
 )
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 from albert_tf.checkpoint.tokenizer_files import SPM_FILE, VOCAB_FILE, VOCABULARY_FILES
-from albert_tf.tokenizer.kinds import kind_of_file
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
+from albert_tf.tokenizer.kinds import kind_of_file
 
 __all__ = ["AlbertTfCheckpoint", "save_checkpoint", "task_record_of", "WEIGHTS_FILE",
            "CHECKPOINT_FILES", "check_replaceable"]

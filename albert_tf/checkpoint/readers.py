@@ -22,7 +22,7 @@ import glob
 import os
 import pickle
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -43,15 +43,21 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from albert_tf.atomic import atomic_write_json
-from albert_tf.config import (MAX_SEQ_LENGTH, MAX_WINDOWS, MIN_SEQ_LENGTH, ConfigError,
-                              check_num_classes, check_sequence_length, check_size)
+from albert_tf.config import (
+    MAX_SEQ_LENGTH,
+    MAX_WINDOWS,
+    MIN_SEQ_LENGTH,
+    ConfigError,
+    check_num_classes,
+    check_sequence_length,
+    check_size,
+)
 from albert_tf.errors import UserError
-from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.tagging import SCHEMES
-from albert_tf.textio import EncodingError, FileSizeError, read_text
 from albert_tf.tasks import (
     BEAM_DEFAULTS,
     MASKED_LM_DEFAULTS,
@@ -61,6 +67,7 @@ from albert_tf.tasks import (
     Task,
 )
 from albert_tf.tasks import TASKS as _TASK_TABLE
+from albert_tf.textio import EncodingError, FileSizeError, read_text
 from albert_tf.tokenizer.kinds import TOKENIZER_KINDS
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",
@@ -118,7 +125,7 @@ class TaskRecord:
 
     # ------------------------------------------------------------ building
     @classmethod
-    def create(cls, task: str, source: str | None = None, **fields) -> "TaskRecord":
+    def create(cls, task: str, source: str | None = None, **fields) -> TaskRecord:
         """A record for `task`: the given fields, and this module's defaults for the rest.
 
         Defaults that depend on `seq_length` shrink to fit it (max_query_length is
@@ -146,7 +153,7 @@ class TaskRecord:
         return cls(task=task, source=source, **given)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str | None = None) -> "TaskRecord":
+    def from_dict(cls, data: Any, source: str | None = None) -> TaskRecord:
         """A record from albert_task.json's content (missing fields: the defaults)."""
         where = f" in {source}" if source else ""
         if not isinstance(data, Mapping):
@@ -164,7 +171,7 @@ class TaskRecord:
         return cls.create(task, source=source, **fields)
 
     @classmethod
-    def read(cls, path: str | os.PathLike) -> "TaskRecord":
+    def read(cls, path: str | os.PathLike) -> TaskRecord:
         """The record of one of our checkpoint directories (or an albert_task.json path).
 
         A directory without albert_task.json is a pretraining checkpoint. The record
@@ -197,11 +204,11 @@ class TaskRecord:
         record's `label_names`, else "0", "1", ... (num_classes of them)."""
         return list(self.label_names or [str(i) for i in range(self.num_classes or 0)])
 
-    def replace(self, **changes) -> "TaskRecord":
+    def replace(self, **changes) -> TaskRecord:
         """A copy with `changes`, validated."""
         return dataclasses.replace(self, **changes)
 
-    def at_seq_length(self, seq_length: int) -> "TaskRecord":
+    def at_seq_length(self, seq_length: int) -> TaskRecord:
         """This record for sequences of `seq_length` (a model served or loaded at another
         length): max_query_length and max_qa_length cut to fit it, as the defaults are."""
         changes = {"seq_length": seq_length}

@@ -36,7 +36,8 @@ import json
 import logging
 import os
 import shutil
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,10 +54,10 @@ from albert_tf.checkpoint.names import (
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, HF_SAFETENSORS, CheckpointError
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import HF_TOKENIZER_CONFIG, SPM_FILE, TokenizerFiles
-from albert_tf.tokenizer.kinds import VOCAB_FILE, VOCABULARY_FILES, WORDPIECE
 from albert_tf.config import AlbertConfig
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.tasks import TASKS
+from albert_tf.tokenizer.kinds import VOCAB_FILE, VOCABULARY_FILES, WORDPIECE
 
 __all__ = ["TARGETS", "WRITERS", "check_target", "check_destination", "write_hf",
            "write_keras_hub"]

@@ -14,7 +14,8 @@ A tokenizer class gets it by inheriting the mixin and providing `encode(text) ->
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

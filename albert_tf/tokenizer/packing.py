@@ -7,7 +7,7 @@ The in-graph side (`AlbertPreprocessor.pack`) does the same with tensorflow-text
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from albert_tf.config import SHORT_SEQ_LENGTH, check_sequence_length  # the one length rule
 from albert_tf.tokenizer.batch import BatchTokenizerMixin

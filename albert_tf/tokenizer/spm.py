@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 import sentencepiece as spm
 

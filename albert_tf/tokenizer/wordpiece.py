@@ -30,7 +30,7 @@ from __future__ import annotations
 import codecs
 import os
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 from albert_tf import textio
 from albert_tf.errors import UserError

@@ -14,7 +14,8 @@ import json
 import socket
 import threading
 import urllib.parse
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import numpy as np

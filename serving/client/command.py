@@ -8,7 +8,7 @@ only then does the CLI import the client (`run.run_command`), so `albert-tf pred
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from collections.abc import Sequence
 
 from albert_tf import arguments
 

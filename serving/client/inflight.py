@@ -10,8 +10,9 @@ read no further ahead than the window.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

@@ -22,7 +22,8 @@ import hashlib
 import json
 import logging
 import os
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from albert_tf import atomic
 from albert_tf.errors import UserError

@@ -13,7 +13,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from .backends import TransientServerError
 

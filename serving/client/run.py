@@ -24,24 +24,22 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from albert_tf import arguments, atomic, cli, textio
+from albert_tf import atomic, cli, textio
 from albert_tf.errors import UserError
 
 from ..layout import SAVED_MODEL_FILE, existing_versions
 from ..requests import (
-    DEFAULT_SIGNATURE,
-    REST_FORMATS,
     ReplyError,
     RequestError,
     columns_from_rows,
 )
-from . import backends, inflight, replies, resume, retry
-from . import command
+from . import backends, command, inflight, replies, resume, retry
 from .command import DEFAULT_RETRIES
 
 logger = logging.getLogger(__name__)

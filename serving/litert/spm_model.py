@@ -37,8 +37,8 @@ import functools
 import sentencepiece as spm
 
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.spm_proto import proto_fields, spm_model_type
 from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
+from albert_tf.tokenizer.spm_proto import proto_fields, spm_model_type
 
 # ModelProto fields (sentencepiece_model.proto): pieces (1), normalizer_spec (3);
 # SentencePiece: piece (1), type (3); NormalizerSpec: name (1), precompiled_charsmap (2),

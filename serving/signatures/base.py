@@ -10,7 +10,6 @@ reads its inputs through it, so a malformed request is an InvalidArgumentError.
 
 from __future__ import annotations
 
-
 import numpy as np
 import tensorflow as tf
 

@@ -19,8 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf.checkpoint import CheckpointError, open_checkpoint
-from albert_tf.checkpoint import hub, released
+from albert_tf.checkpoint import CheckpointError, hub, open_checkpoint, released
 from tests.helpers.paths import FIXTURES, TASK_FIXTURES
 
 HF_SOURCE = os.path.join(TASK_FIXTURES, "seq_single", "hf")      # a classifier + spiece.model

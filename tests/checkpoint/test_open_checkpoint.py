@@ -205,7 +205,7 @@ def test_tokenizer_config_is_read_under_one_rule(tmp_path):
     assert (opened.tokenizer.do_lower_case, opened.tokenizer.keep_accents) == (False, True)
     (directory / "tokenizer_config.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(CheckpointError, match=r"tokenizer_config.json:1:2: invalid JSON"):
-        open_checkpoint(directory).tokenizer
+        _ = open_checkpoint(directory).tokenizer
 
 
 def test_explicit_tokenizer_choices_win(tmp_path, ours, spm_41_path):
@@ -225,11 +225,11 @@ def test_explicit_tokenizer_choices_win(tmp_path, ours, spm_41_path):
 def test_the_task_named_at_open_is_checked_by_the_record(ours):
     choice = os.path.join(TASK_FIXTURES, "choice", "tf1")
     with pytest.raises(CheckpointError, match="regression.*multiple_choice"):
-        open_checkpoint(choice).task_record
+        _ = open_checkpoint(choice).task_record
     assert open_checkpoint(choice, "multiple_choice").task_record.task == "multiple_choice"
     assert open_checkpoint(ours, "encoder").task_record.task == "pretraining"
     with pytest.raises(CheckpointError, match=f"{ours}: holds a pretraining model, not span"):
-        open_checkpoint(ours, "span").task_record  # before any weight is read
+        _ = open_checkpoint(ours, "span").task_record  # before any weight is read
     with pytest.raises(CheckpointError, match="holds a classification model, not span"):
         open_checkpoint(os.path.join(TASK_FIXTURES, "seq_single", "hf"), "span").load()
 

@@ -101,7 +101,7 @@ def test_tokenizer_config_options(tmp_path):
     json.dump(values, open(config, "w", encoding="utf-8"))
     with pytest.raises(CheckpointError, match=r"tokenizer_config.json: tokenizer_class="
                                               r"'XLNetTokenizer' is not one albert-tf reads"):
-        open_checkpoint(directory).tokenizer
+        _ = open_checkpoint(directory).tokenizer
 
 
 def test_vocab_size_that_disagrees_with_the_weights(tmp_path):
@@ -111,7 +111,7 @@ def test_vocab_size_that_disagrees_with_the_weights(tmp_path):
     with pytest.raises(CheckpointError, match=r"WordPiece vocabulary .*bigger/vocab.txt has "
                                               r"2121 tokens but .*config.json has "
                                               r"vocab_size=2120"):
-        open_checkpoint(directory).tokenizer
+        _ = open_checkpoint(directory).tokenizer
 
 
 def test_bad_vocab_in_a_checkpoint_names_file_and_line(tmp_path):
@@ -121,7 +121,7 @@ def test_bad_vocab_in_a_checkpoint_names_file_and_line(tmp_path):
     lines[lines.index("[UNK]")] = "[UNK2]"
     open(path, "w", encoding="utf-8").write("\n".join(lines))
     with pytest.raises(VocabFileError, match=r"no_unk/vocab.txt: has no \[UNK\] line"):
-        open_checkpoint(directory).tokenizer
+        _ = open_checkpoint(directory).tokenizer
 
 
 def test_convert_keeps_the_wordpiece_vocabulary(tmp_path):

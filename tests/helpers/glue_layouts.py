@@ -60,7 +60,7 @@ def cola(root):
     out = {}
     for split, n in (("train", N_TRAIN), ("dev", N_DEV)):
         labels = [_binary(i) for i in range(n)]
-        rows = [(f"gj04", label, "" if label == "1" else "*", _text(i)) for i, label in enumerate(labels)]
+        rows = [("gj04", label, "" if label == "1" else "*", _text(i)) for i, label in enumerate(labels)]
         _write(f"{root}/CoLA/{split}.tsv", _lines(rows))
         out[split] = ([r[3] for r in rows], None, labels, [str(i) for i in range(len(rows))])
     rows = [(str(i), _text(i + 3)) for i in range(N_TEST)]
@@ -94,7 +94,8 @@ def mrpc(root):
     for split, n, start in (("train", N_TRAIN, 0), ("dev", N_DEV, 100)):
         rows = mrpc_rows(n, start)
         _write(f"{root}/MRPC/{split}.tsv", _lines([MRPC_HEADER, *rows]))
-        out[split] = ([r[3] for r in rows], [r[4] for r in rows], [r[0] for r in rows], [str(i) for i in range(len(rows))])
+        out[split] = ([r[3] for r in rows], [r[4] for r in rows], [r[0] for r in rows],
+                      [str(i) for i in range(len(rows))])
     rows = [(str(i), *r[1:]) for i, r in enumerate(mrpc_rows(N_TEST, 200))]
     _write(f"{root}/MRPC/test.tsv", _lines([("index", "#1 ID", "#2 ID", "#1 String", "#2 String"), *rows]))
     out["test"] = ([r[3] for r in rows], [r[4] for r in rows], [r[0] for r in rows])

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import typing
 
 import keras
 import pytest
@@ -52,7 +51,7 @@ class _Options:
     limit: int | None = None
     sizes: list[int] | None = dataclasses.field(default=None,
                                                 metadata={arguments.NONE_WORD: "default"})
-    xla: typing.Optional[bool] = dataclasses.field(default=None,
+    xla: bool | None = dataclasses.field(default=None,
                                                    metadata={arguments.NONE_WORD: "auto"})
     extra: dict = dataclasses.field(default_factory=dict)
 

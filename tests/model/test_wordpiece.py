@@ -86,7 +86,7 @@ def test_pack_and_special_ids():
                                         tok.sep_id]
     assert packed["input_type_ids"] == [0] * 5 + [1] * 3
     assert tok.decode(tok.encode("hello world")) == "hello world"
-    assert tok.encode("Hello".encode()) == tok.encode("Hello")
+    assert tok.encode(b"Hello") == tok.encode("Hello")
 
 
 def _write(tmp_path, data: bytes):

@@ -46,7 +46,9 @@ def _graph_offsets(layer):
         out = []
         for line, row, begin, end in zip(lines, ids.to_list(), starts.to_list(), ends.to_list()):
             data = line.encode("utf-8")
-            chars = lambda b: len(data[:b].decode("utf-8"))  # noqa: E731
+            def chars(b, data=data):
+                return len(data[:b].decode("utf-8"))
+
             out.append((row, [(chars(s), chars(e)) for s, e in zip(begin, end)]))
         return out
     return encode

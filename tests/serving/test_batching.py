@@ -17,7 +17,6 @@ from albert_tf.serving.signatures.base import Batching
 from tests.helpers.fresh_process import run_fresh
 from tests.helpers.paths import TASK_FIXTURES
 
-
 TEXTS = [b"", b"a gripping, funny film", b"dull.", "Caf\u00e9 \U0001F600 ".encode() * 30,
          b"bad \xff bytes", b"one more text of medium length for the queue"]
 

@@ -25,12 +25,12 @@ from albert_tf.serving import export
 from albert_tf.serving import requests as rq
 from albert_tf.serving.client import run as client
 from albert_tf.tokenizer import AlbertPreprocessor
+from tests.helpers.local_server import send_json
 
 pytestmark = pytest.mark.slow
 
 TEXTS = [b"Hello, World!", b"", "Caf\u00e9 \U0001F600".encode(), b"bad \xff bytes", b"a " * 50]
 LABELS = ["no", "yes"]
-from tests.helpers.local_server import send_json
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertTokenClassifier, tagging
 from albert_tf.checkpoint import task_record_of
-from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from albert_tf.serving import export
 from albert_tf.serving.signatures.base import strings
+from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from tests.helpers.fresh_process import call_signatures
 
 SEQ = 24
@@ -111,7 +111,7 @@ def _check(outputs, model, pre):
                                    atol=1e-5)
         assert [g[:4] for g in got] == [w[:4] for w in want], text
         np.testing.assert_allclose([g[4] for g in got], [w[4] for w in want], atol=1e-5)
-        for kind, entity, start, end, _ in got:  # exactly the raw text's slice
+        for _kind, entity, start, end, _ in got:  # exactly the raw text's slice
             assert entity == text[start:end] and entity == entity.strip() and entity
         seen += len(got)
     assert seen >= 5  # random weights: plenty of entities to compare

@@ -18,10 +18,9 @@ import pytest
 from albert_tf.checkpoint import convert
 from albert_tf.serving import export
 from tests.helpers.fresh_process import call_signatures
+from tests.helpers.paths import TASK_FIXTURES as TASKS
 
 pytestmark = pytest.mark.slow
-
-from tests.helpers.paths import TASK_FIXTURES as TASKS
 
 ATOL = 1e-5  # probabilities; HF float64 -> ours float32
 

@@ -287,7 +287,7 @@ def test_answer_text_and_character_offsets_in_unicode_context():
     context = "Le caf\u00e9  M\u00fcller\U0001F600 est \u00e0 Z\u00fcrich."
     raw = context.encode("utf-8")
     begin = raw.index(" M\u00fcller".encode())  # a "▁m..." piece starts at the space
-    end = raw.index(" est".encode())
+    end = raw.index(b" est")
     answer, first, last = span.answer_text_and_chars(
         tf.constant([raw, raw]), tf.constant([begin, 0], tf.int64),
         tf.constant([end, 0], tf.int64), tf.constant([True, False]))

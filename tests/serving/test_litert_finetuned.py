@@ -57,7 +57,9 @@ def test_cased_classifier_float_and_int8_files(tmp_path, cased_spm_model_path, c
     save_checkpoint(AlbertPretrainer(config), pretrained, spm_model=cased_spm_model_path,
                     do_lower_case=False)
     texts = _sentences(corpus_documents, 160)
-    label = lambda s: LABELS[min(2, len(s.split()) // 8)]
+    def label(s):
+        return LABELS[min(2, len(s.split()) // 8)]
+
     paths = []
     for name, rows in (("train", texts[:120]), ("dev", texts[120:])):
         paths.append(str(tmp_path / f"{name}.csv"))

@@ -146,7 +146,9 @@ def runs(tmp_path_factory, spm_model_path, corpus_documents):
         return out
 
     # Classification with label names, and regression, on CSV files.
-    label = lambda s: LABELS[min(2, len(s.split()) // 8)]
+    def label(s):
+        return LABELS[min(2, len(s.split()) // 8)]
+
     rows = [(s, label(s)) for s in texts]
     train, dev = _csv(root / "cls_train.csv", rows[:32], ["text", "size"]), \
         _csv(root / "cls_dev.csv", rows[32:], ["text", "size"])

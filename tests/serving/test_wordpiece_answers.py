@@ -31,7 +31,7 @@ from albert_tf.training.finetune.train import predict_rows
 from tests.helpers.fresh_process import call_signatures
 from tests.helpers.wordpiece import WORDPIECE_VOCAB
 from tests.serving import test_entities, test_span_windows
-from tests.serving.test_span_windows import SEQ, SETTINGS, STRIDE, QUERY
+from tests.serving.test_span_windows import QUERY, SEQ, SETTINGS, STRIDE
 
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
 

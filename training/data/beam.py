@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import apache_beam as beam
 import tensorflow as tf
@@ -149,7 +149,8 @@ def _write_summary(stats: dict, report: dict, output_dir: str, name: str,
 
 
 def build_pipeline(pipeline: beam.Pipeline, spec: str | None, output_dir: str, spm_model: str,
-                   options: pairs.GenerationOptions = pairs.GenerationOptions(), *,
+                   options: pairs.GenerationOptions = pairs.GenerationOptions(),  # noqa: B008 (frozen)
+                   *,
                    do_lower_case: bool = True, num_shards: int = NUM_SHARDS) -> None:
     """Adds the generation to `pipeline`: corpus -> records -> TFRecord shards + summary.json.
 

@@ -31,7 +31,7 @@ import os
 import re
 import sys
 import zlib
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import tensorflow as tf
 

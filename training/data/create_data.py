@@ -38,7 +38,7 @@ import json
 import logging
 import os
 import time
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -46,13 +46,16 @@ from tqdm import tqdm
 from albert_tf import arguments, atomic, cli, errors
 from albert_tf.tokenizer import kinds
 
+from . import create_data_command, workers
 from . import pairs as sop
-from . import workers
 from .corpus import Corpus, CorpusReport, Document, open_corpus
-from . import create_data_command
 from .create_data_command import (  # noqa: F401 - the command line's names, also here
-    DOCUMENTS_PER_SHARD, CommandLineError, CommandLineParser, add_generation_arguments,
-    options_from_args)
+    DOCUMENTS_PER_SHARD,
+    CommandLineError,
+    CommandLineParser,
+    add_generation_arguments,
+    options_from_args,
+)
 from .records import serialize_instance, write_records
 from .stats import DataStats, summarize, warn_skipped
 
@@ -286,7 +289,8 @@ def _generate(corpus: Corpus, report: CorpusReport, output_dir: str, options: so
 
 
 def create_pretraining_data(corpus: Corpus, output_dir: str, spm_model: str,
-                            options: sop.GenerationOptions = sop.GenerationOptions(), *,
+                            options: sop.GenerationOptions = sop.GenerationOptions(),  # noqa: B008 (frozen)
+                            *,
                             do_lower_case: bool = True, documents_per_shard: int = DOCUMENTS_PER_SHARD,
                             processes: int | None = None) -> dict:
     """Writes the pretraining shards of a corpus and returns the summary (also saved as summary.json).

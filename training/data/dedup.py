@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 SHINGLE_WORDS = 5
 SAMPLE_EVERY = 4             # keep the shingles whose fingerprint is divisible by this

@@ -38,7 +38,7 @@ import platform
 import re
 import sysconfig
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from .dedup import Deduplicator
 

@@ -30,7 +30,7 @@ import bisect
 import dataclasses
 import functools
 import string
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -115,7 +115,7 @@ def word_groups(starts: np.ndarray, maskable: np.ndarray) -> tuple[np.ndarray, n
     return first, ends - first, reach
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _truncated_cdfs(max_ngram: int) -> tuple[list[float], ...]:
     """cdfs[k - 1]: the cdf of p(n) truncated to n <= k."""
     return tuple(np.cumsum(ngram_probabilities(k)).tolist() for k in range(1, max_ngram + 1))

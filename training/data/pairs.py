@@ -32,7 +32,7 @@ are handled.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -124,7 +124,7 @@ class Vocabulary:
         return len(self.word_starts)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> "Vocabulary":
+    def from_tokenizer(cls, tokenizer) -> Vocabulary:
         """Builds it from an `AlbertTokenizer` or a `WordPieceTokenizer` (its `kind`
         says which word-start rule its pieces follow)."""
         pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]

@@ -19,7 +19,7 @@ ours are read by the original run_pretraining.py.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import tensorflow as tf

@@ -37,7 +37,7 @@ import hashlib
 import json
 import logging
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from albert_tf import atomic, textio
 
@@ -126,7 +126,7 @@ def source_label(name: str) -> str | None:
 
 
 def _rank(name: str, seed: str) -> str:
-    return hashlib.sha256(f"{seed}\0{name}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}\0{name}".encode()).hexdigest()
 
 
 def split_documents(documents: Iterable[NamedDocument], fraction: float = HELD_OUT_FRACTION,

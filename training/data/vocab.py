@@ -21,7 +21,7 @@ import itertools
 import logging
 import os
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import sentencepiece as spm
 
@@ -35,6 +35,8 @@ from albert_tf.tokenizer.spm import (
     AlbertTokenizer,
 )
 
+from .vocab_inputs import VocabError, expand_inputs, read_sentences  # noqa: F401 - the command's names
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHARACTER_COVERAGE = 0.99995
@@ -43,8 +45,6 @@ _NUM_META_PIECES = 2 + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
 MODEL_TYPES = ("unigram", "wordpiece")  # --model-type; wordpiece: wordpiece_vocab.py
 OUTPUT_SUFFIXES = (".model", ".vocab")  # PREFIX.model, PREFIX.vocab
 
-
-from .vocab_inputs import VocabError, expand_inputs, read_sentences  # noqa: F401 - the command's names
 
 
 def train_vocab(inputs: Sequence[str], output_prefix: str, vocab_size: int, *,

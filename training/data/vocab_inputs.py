@@ -8,7 +8,7 @@ import gzip
 import io
 import logging
 import os
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from tqdm import tqdm
 

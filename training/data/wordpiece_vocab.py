@@ -21,7 +21,7 @@ import collections
 import logging
 import os
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from albert_tf import atomic
 from albert_tf.tokenizer.wordpiece import SPECIAL_TOKENS, SUFFIX, BasicTokenizer, WordPieceTokenizer

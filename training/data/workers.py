@@ -16,7 +16,8 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from albert_tf import lifetime
 from albert_tf.errors import UserError

@@ -12,7 +12,7 @@ sequence length, so XLA or a TPU compiles one program per bucket, not per batch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -49,7 +49,7 @@ class Encoded:
         """Real sequence length of every example, [N] (the longest choice for [K, L])."""
         return np.array([ids.shape[-1] for ids in self.features["input_word_ids"]], np.int64)
 
-    def subset(self, indices: Sequence[int]) -> "Encoded":
+    def subset(self, indices: Sequence[int]) -> Encoded:
         return Encoded({k: [v[i] for i in indices] for k, v in self.features.items()},
                        {k: v[np.asarray(indices, np.int64)] for k, v in self.labels.items()})
 

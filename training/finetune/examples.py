@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm

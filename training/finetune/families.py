@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from albert_tf import AlbertMultipleChoice, AlbertSpanExtractor, AlbertTokenClassifier, errors
 from albert_tf.config import DEFAULT_SEQ_LENGTH, SHORT_SEQ_LENGTH

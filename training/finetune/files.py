@@ -22,7 +22,7 @@ import io
 import json
 import os
 import sys
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import re
 import string
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

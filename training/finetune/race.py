@@ -172,7 +172,9 @@ class RaceTask:
             keep_accents=getattr(tokenizer, "keep_accents", False),
             **({} if max_qa_length is None else {"max_qa_length": max_qa_length}))
         max_qa_length = self.record.max_qa_length
-        encode = lambda ex: encode_race(tokenizer, ex, seq_length, max_qa_length) if ex else None
+        def encode(examples):
+            return encode_race(tokenizer, examples, seq_length, max_qa_length) if examples else None
+
         self.train = encode(train)
         self.evals = {"dev": encode(dev)} if dev else {}
         self.levels = {"dev": [e.level for e in dev or []], "test": [e.level for e in test or []]}

@@ -17,14 +17,12 @@ import tempfile
 from albert_tf import arguments, atomic, cli, errors, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import resolve_checkpoint
-from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
+from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
 
 from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
-from . import ner, race, sequence, squad
+from . import command, ner, race, sequence, squad
 from .bucketing import check_buckets
-from . import command
-from .examples import DataError, check_label_name
 from .families import build_task, family, task_defaults
 from .train import RUN_FILES, TrainConfig, finetune
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np

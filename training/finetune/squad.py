@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import keras
 import numpy as np

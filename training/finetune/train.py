@@ -16,7 +16,8 @@ import logging
 import math
 import os
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import keras
 import numpy as np
@@ -24,9 +25,9 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
 from albert_tf.arguments import number_field
-from albert_tf.config import SHORT_SEQ_LENGTH
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.ours import CHECKPOINT_FILES
+from albert_tf.config import SHORT_SEQ_LENGTH
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
 

@@ -35,8 +35,8 @@ class PretrainConfig:
     init_checkpoint: str = ""         # anything albert_tf.load_checkpoint reads
     # Numbers: ranges beside the defaults, checked by `arguments.check_numbers` (validate);
     # seq_length by the length rule (config.check_sequence_length).
-    seq_length: typing.Optional[int] = None       # None: read from the data
-    max_predictions: typing.Optional[int] = number_field(  # None: read from the data
+    seq_length: int | None = None       # None: read from the data
+    max_predictions: int | None = number_field(  # None: read from the data
         None, minimum=1, hint="omit it to read it from the data")
     global_batch_size: int = number_field(4096, minimum=1)
     # Each replica's batch runs as this many parts in turn, their gradients averaged
@@ -53,7 +53,7 @@ class PretrainConfig:
     precision: str = "auto"
     strategy: str = "default"
     steps_per_execution: int = number_field(1, minimum=1)
-    jit_compile: typing.Optional[bool] = dataclasses.field(  # None (auto): on GPU, off on CPU
+    jit_compile: bool | None = dataclasses.field(  # None (auto): on GPU, off on CPU
         default=None, metadata={arguments.NONE_WORD: "auto"})
     checkpoint_every: int = number_field(1000, minimum=1)  # also the eval and "epoch" interval
     keep_checkpoints: int = number_field(5, minimum=1)
@@ -70,7 +70,7 @@ class PretrainConfig:
     dynamic_masking: bool = False
     # Train the sentence-pair head; None: as the training data's objective says
     # (create_data_config.json next to its first file; "none" -> no loss).
-    sentence_pair_loss: typing.Optional[bool] = None
+    sentence_pair_loss: bool | None = None
 
     def validate(self) -> None:
         """Raises ValueError naming the field and value."""
@@ -104,9 +104,9 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     elif kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
-    elif kind == typing.Optional[bool]:
+    elif kind == typing.Optional[bool]:  # noqa: UP045 (the fields' annotations, as written)
         ok = value is None or isinstance(value, bool)
-    elif kind == typing.Optional[int]:
+    elif kind == typing.Optional[int]:  # noqa: UP045 (the fields' annotations, as written)
         ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
     else:
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))

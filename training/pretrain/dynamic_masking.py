@@ -36,7 +36,7 @@ class DynamicMasking:
     max_ngram: int = masking.MAX_NGRAM
 
     @classmethod
-    def from_tokenizer(cls, tokenizer, **kwargs) -> "DynamicMasking":
+    def from_tokenizer(cls, tokenizer, **kwargs) -> DynamicMasking:
         """From an `AlbertTokenizer` or a `WordPieceTokenizer` (kwargs: masked_lm_prob, max_ngram)."""
         return cls(tokenizer.vocab_size, tokenizer.mask_id, tokenizer.cls_id, tokenizer.sep_id,
                    tokenizer.pad_id, **kwargs)

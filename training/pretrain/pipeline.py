@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 import tensorflow as tf
 

@@ -14,7 +14,7 @@ import dataclasses
 import gc
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import keras
 

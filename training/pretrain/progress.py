@@ -22,7 +22,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import keras
 import tensorflow as tf

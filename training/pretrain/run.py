@@ -43,7 +43,7 @@ import os
 import re
 import tempfile
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import keras
 import tensorflow as tf
@@ -51,7 +51,6 @@ import tensorflow as tf
 from albert_tf import (
     AlbertConfig,
     AlbertPretrainer,
-    arguments,
     atomic,
     cli,
     save_checkpoint,
@@ -65,17 +64,16 @@ from ..data import pairs
 from ..data.create_data import DATA_CONFIG_FILE
 from ..runtime import distribute, fit_steps, optimization
 from ..runtime import layout as run_layout
+from . import command, precision
 from . import pipeline as input_pipeline
-from . import precision
 from .config import PretrainConfig, load_config
 from .dynamic_masking import DynamicMasking
 from .pipeline import check_files, list_files, pretraining_dataset
-from . import command
 from .progress import (
-    DivergedError,
     RUN_CONFIG_FILE,
     RUN_ENTRIES,
     Checkpoints,
+    DivergedError,
     PretrainProgress,
     check_allowed_changes,
     check_resume,

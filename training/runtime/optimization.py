@@ -15,7 +15,7 @@ replicas follows the single-device trajectory (see `_CrossReplicaClipping`).
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import keras
 import tensorflow as tf

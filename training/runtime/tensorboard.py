@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 import keras
 import tensorflow as tf

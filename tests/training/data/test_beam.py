@@ -10,18 +10,12 @@ import pytest
 
 beam = pytest.importorskip("apache_beam")
 
+# Imported once importorskip has found Apache Beam (E402).
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from albert_tf.training.data import (
-    beam as beam_pipeline,
-)  # noqa: E402
-from albert_tf.training.data import (
-    create_data,
-    pairs,
-)
-from albert_tf.training.data import (
-    records as tfrecords,
-)
+from albert_tf.training.data import beam as beam_pipeline  # noqa: E402
+from albert_tf.training.data import create_data, pairs  # noqa: E402
+from albert_tf.training.data import records as tfrecords  # noqa: E402
 from albert_tf.training.data.corpus import open_corpus, write_corpus_file  # noqa: E402
 
 OPTIONS = pairs.GenerationOptions(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3, seed=99)

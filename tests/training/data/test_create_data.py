@@ -203,7 +203,7 @@ def test_sop_pairs_are_adjacent_spans_of_one_document(token_documents, vocab):
                 assert _text(np.concatenate([first, second])) == stream
                 assert len(a) and len(b)
                 labels.append(label)
-            for a, b, label in sop.sentence_pairs(doc, vocab.word_starts, 60, 0.1, rng):
+            for a, b, _label in sop.sentence_pairs(doc, vocab.word_starts, 60, 0.1, rng):
                 assert _text(a) in stream and _text(b) in stream and len(a) + len(b) <= 60
     assert len(labels) == 800
     assert np.mean(labels) == pytest.approx(0.5, abs=0.05)

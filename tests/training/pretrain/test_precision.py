@@ -6,7 +6,7 @@ import time
 import keras
 import pytest
 
-from tests.training.pretrain.test_run import TINY, records  # noqa: F401 (fixture)
+from tests.training.pretrain.test_run import TINY, records  # noqa: F401, F811 (a fixture: tests take it by name)
 
 
 def test_candidates_follow_the_cpu_flags():

@@ -53,9 +53,9 @@ from ...finetune.train import TrainConfig, finetune
 from ...pretrain.config import PretrainConfig
 from ...pretrain.evaluation import evaluate_pretraining
 from ...pretrain.run import run
+from . import command
 from . import grid as ablate_grid
 from . import report as ablate_report
-from . import command
 from .command import SMALL_MODEL, AblateOptions, parse_args  # noqa: F401 - the command line's
 from .command import base_model as _base_model
 from .data import AblationData, DataOptions, prepare_data

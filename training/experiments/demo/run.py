@@ -45,14 +45,14 @@ from ...data.create_data import SHARD_GLOB, SUMMARY_FILE, create_pretraining_dat
 from ...data.vocab import train_vocab
 from ...pretrain.config import PretrainConfig
 from ...pretrain.evaluation import evaluate_pretraining, masked_label_counts
-from ...pretrain.progress import RUN_CONFIG_FILE
 from ...pretrain.precision import PrecisionChoice
+from ...pretrain.progress import RUN_CONFIG_FILE
 from ...pretrain.run import Calibration, choose_precision, run
 from ...runtime import layout as run_layout
 from ...runtime.distribute import cpu_training_candidates
 from . import budget as demo_budget
-from . import command as demo_command
 from . import classifier as demo_classifier
+from . import command as demo_command
 from . import report as demo_report
 from .budget import warmup_steps
 from .command import DemoOptions
