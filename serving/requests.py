@@ -2,9 +2,10 @@
 
 One place defines how a batch of named inputs becomes a REST body (row "instances"
 or columnar "inputs" form), how TF Serving turns such a body back into tensors, and
-how a gRPC `PredictRequest` is built and read. The client uses the building half;
-the tests use the reading half (TF Serving's documented JSON mapping, re-derived
-here) to check that every route reaches the signature with the same tensors.
+how a gRPC `PredictRequest` is built and its reply read, for the client. The server's
+half (how TF Serving reads a body, from its documented JSON mapping) is re-derived in
+`tests/helpers/tf_serving.py`, where the tests check that every route reaches the
+signature with the same tensors.
 
 Strings travel as JSON strings when they are valid UTF-8 and as `{"b64": ...}`
 objects otherwise, as TF Serving's REST API specifies. Output strings are always
@@ -94,7 +95,7 @@ def columns_from_rows(rows: Sequence[Mapping[str, Any]],
     for name, dtype in dtypes.items():
         values = [row[name] for row in rows]
         if dtype is object:
-            values = _map_nested(values, to_bytes)
+            values = map_nested(values, to_bytes)
         array = stack(name, values, dtype)
         if array.ndim == 0 or array.shape[0] != len(rows):
             raise RequestError(f"input {name!r}: expected one value per row")
@@ -121,15 +122,15 @@ def rows_from_columns(outputs: Mapping[str, np.ndarray]) -> list[dict[str, Any]]
     if len(set(sizes.values())) > 1:
         raise RequestError(f"outputs disagree on the batch size: {sizes}")
     batch = next(iter(sizes.values()), 0)
-    return [{name: _plain(np.asarray(value)[i]) for name, value in outputs.items()}
+    return [{name: plain(np.asarray(value)[i]) for name, value in outputs.items()}
             for i in range(batch)]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A NumPy value as JSON-ready Python: lists, floats, ints, bools, str."""
     if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value] if value.dtype == object else \
-            _map_nested(value.tolist(), _plain)
+        return [plain(v) for v in value] if value.dtype == object else \
+            map_nested(value.tolist(), plain)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, np.generic):
@@ -137,9 +138,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _map_nested(value: Any, fn) -> Any:
+def map_nested(value: Any, fn) -> Any:
     if isinstance(value, (list, tuple)):
-        return [_map_nested(v, fn) for v in value]
+        return [map_nested(v, fn) for v in value]
     return fn(value)
 
 
@@ -182,78 +183,6 @@ def rest_body(inputs: Mapping[str, np.ndarray], signature_name: str = DEFAULT_SI
         body["instances"] = [{name: json_value(value[i]) for name, value in inputs.items()}
                              for i in range(batch)]
     return body
-
-
-def parse_rest_body(body: Mapping[str, Any], dtypes: Mapping[str, Any]) -> tuple[str, dict]:
-    """What TF Serving makes of a Predict REST body: (signature name, input arrays).
-
-    Follows the documented JSON mapping: exactly one of "instances" (a list of
-    objects keyed by input name, or of bare values when the signature has one
-    input) and "inputs" (an object keyed by input name, or a bare value for a
-    single input); `{"b64": ...}` objects are binary strings.
-
-    Args:
-      body: the decoded JSON body.
-      dtypes: the signature's inputs, name -> NumPy dtype (`object` for strings).
-    """
-    keys = [k for k in REST_FORMATS if k in body]
-    if len(keys) != 1:
-        raise RequestError('a Predict body needs exactly one of "instances" and "inputs"')
-    signature = body.get("signature_name", DEFAULT_SIGNATURE)
-    data = body[keys[0]]
-    names = list(dtypes)
-    if keys[0] == "instances":
-        if not isinstance(data, list) or not data:
-            raise RequestError('"instances" must be a non-empty list')
-        if all(_is_named(row) for row in data):
-            columns = {n: [_field(row, n, i) for i, row in enumerate(data)] for n in names}
-        elif len(names) == 1:
-            columns = {names[0]: data}
-        else:
-            raise RequestError(f'"instances" must be objects naming the inputs {names}')
-    elif _is_named(data):
-        columns = data
-    elif len(names) == 1:
-        columns = {names[0]: data}
-    else:
-        raise RequestError(f'"inputs" must be an object naming the inputs {names}')
-    if set(columns) != set(names):
-        raise RequestError(f"inputs {sorted(columns)} do not match the signature's {names}")
-    return signature, {n: stack(n, _map_nested(columns[n], _from_json), dtypes[n])
-                       for n in names}
-
-
-def _is_named(value: Any) -> bool:
-    """An object keyed by input names (not a {"b64": ...} value)."""
-    return isinstance(value, dict) and set(value) != {"b64"}
-
-
-def _field(row: Mapping[str, Any], name: str, index: int) -> Any:
-    if name not in row:
-        raise RequestError(f"input {name!r} is missing from instance {index}")
-    return row[name]
-
-
-def _from_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) != {"b64"}:
-            raise RequestError(f"unexpected object {value!r:.60} "
-                               '(only {"b64": ...} is allowed)')
-        return base64.b64decode(value["b64"], validate=True)
-    return value.encode("utf-8") if isinstance(value, str) else value
-
-
-def rest_response(outputs: Mapping[str, np.ndarray], fmt: str) -> dict[str, Any]:
-    """What TF Serving answers for outputs of a body in `fmt`: {"predictions": rows}
-    or {"outputs": columns}; a single output is not named."""
-    if fmt == "inputs":
-        columns = {name: _plain(np.asarray(v)) for name, v in outputs.items()}
-        return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
-    rows = rows_from_columns(outputs)
-    if len(outputs) == 1:
-        (name,) = outputs
-        rows = [row[name] for row in rows]
-    return {"predictions": rows}
 
 
 def rows_from_rest_response(response: Mapping[str, Any],
@@ -352,13 +281,6 @@ def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, n
     for name, value in inputs.items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
     return request
-
-
-def inputs_from_predict_request(request) -> dict[str, np.ndarray]:
-    """The arrays a PredictRequest carries, as the server decodes its TensorProtos."""
-    import tensorflow as tf  # deferred, as in predict_request
-
-    return {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
 
 
 def rows_from_predict_response(response) -> list[dict[str, Any]]:

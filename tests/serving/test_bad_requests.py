@@ -41,6 +41,7 @@ from albert_tf.serving import export
 from albert_tf.serving import requests as rq
 from albert_tf.serving.client import backends
 from albert_tf.tokenizer import AlbertPreprocessor
+from tests.helpers import tf_serving
 from tests.helpers.fresh_process import run_fresh
 from tests.helpers.paths import TASK_FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
@@ -64,8 +65,8 @@ def _ids(*shape: int) -> np.ndarray:
 
 
 def _rest(body: dict, names) -> dict[str, np.ndarray]:
-    """The tensors TF Serving makes of a REST body (`requests.parse_rest_body`)."""
-    return rq.parse_rest_body(body, {name: object for name in names})[1]
+    """The tensors TF Serving makes of a REST body (`tf_serving.parse_rest_body`)."""
+    return tf_serving.parse_rest_body(body, {name: object for name in names})[1]
 
 
 # ------------------------------------------------------ requests, by signature

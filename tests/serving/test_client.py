@@ -1,7 +1,7 @@
 """`albert-tf predict` and the request conversions against exported models.
 
 REST bodies in both forms and gRPC PredictRequests go through TF Serving's decoding
-(re-derived in `requests.parse_rest_body` / the TensorProto codec) into the loaded
+(re-derived in `tf_serving.parse_rest_body` / the TensorProto codec) into the loaded
 SavedModel and must give the answers of a direct call. The client is then run end
 to end over real HTTP and gRPC transports, against stand-in servers that answer
 from the loaded SavedModel, and locally.
@@ -25,6 +25,7 @@ from albert_tf.serving import export
 from albert_tf.serving import requests as rq
 from albert_tf.serving.client import run as client
 from albert_tf.tokenizer import AlbertPreprocessor
+from tests.helpers import tf_serving
 from tests.helpers.local_server import send_json
 
 pytestmark = pytest.mark.slow
@@ -79,14 +80,14 @@ def test_rest_forms_and_grpc_requests_reach_the_signature_unchanged(models, name
     outputs = sorted(direct[0])
     for fmt in rq.REST_FORMATS:
         body = json.loads(json.dumps(rq.rest_body(inputs, signature, fmt)))
-        parsed_signature, parsed = rq.parse_rest_body(body, _dtypes(model, signature))
+        parsed_signature, parsed = tf_serving.parse_rest_body(body, _dtypes(model, signature))
         assert parsed_signature == signature
-        response = json.loads(json.dumps(rq.rest_response(_call(model, signature, parsed), fmt)))
+        response = json.loads(json.dumps(tf_serving.rest_response(_call(model, signature, parsed), fmt)))
         assert rq.rows_from_rest_response(response, outputs) == direct, fmt
     request = predict_pb2.PredictRequest.FromString(
         rq.predict_request(name, signature, inputs, version=1).SerializeToString())
     assert (request.model_spec.name, request.model_spec.signature_name) == (name, signature)
-    got = _call(model, signature, rq.inputs_from_predict_request(request))
+    got = _call(model, signature, tf_serving.inputs_from_predict_request(request))
     response = predict_pb2.PredictResponse()
     for key, value in got.items():
         response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
@@ -128,10 +129,10 @@ def _rest_server(models):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             model = models[name][1]
             try:
-                signature, inputs = rq.parse_rest_body(body, _dtypes(model, body.get(
+                signature, inputs = tf_serving.parse_rest_body(body, _dtypes(model, body.get(
                     "signature_name", "serving_default")))
                 fmt = "instances" if "instances" in body else "inputs"
-                self._reply(200, rq.rest_response(_call(model, signature, inputs), fmt))
+                self._reply(200, tf_serving.rest_response(_call(model, signature, inputs), fmt))
             except (rq.RequestError, KeyError) as e:
                 self._reply(400, {"error": str(e)})
 
@@ -153,7 +154,7 @@ def _grpc_server(models):
         def Predict(self, request, context):
             model = models[request.model_spec.name][1]
             out = _call(model, request.model_spec.signature_name or "serving_default",
-                        rq.inputs_from_predict_request(request))
+                        tf_serving.inputs_from_predict_request(request))
             response = predict_pb2.PredictResponse()
             for key, value in out.items():
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(value))

@@ -26,8 +26,9 @@ from albert_tf import (
     save_checkpoint,
 )
 from albert_tf.checkpoint.task_record import TaskRecord
-from albert_tf.serving import export, layout, provenance, requests, server_releases, warmup
+from albert_tf.serving import export, layout, provenance, server_releases, warmup
 from albert_tf.serving.signatures.base import GROUP_ROWS, PAD_MULTIPLE
+from tests.helpers import tf_serving
 from tests.helpers.fresh_process import run_fresh
 
 pytestmark = pytest.mark.slow
@@ -157,7 +158,7 @@ def served(exported, tmp_path_factory, spm_model_path):
                                                 "options": _strings(OPTIONS)}},
     }
     folder = tmp_path_factory.mktemp("fresh")
-    replays = {task: [(r.model_spec.signature_name, requests.inputs_from_predict_request(r))
+    replays = {task: [(r.model_spec.signature_name, tf_serving.inputs_from_predict_request(r))
                       for r in warmup.read_warmup(exported[task][1])] for task in calls}
     outputs = run_fresh(_FRESH, {exported[task][1]: (c, replays[task])
                                  for task, c in calls.items()}, folder)

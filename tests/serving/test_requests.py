@@ -14,6 +14,7 @@ import pytest
 
 from albert_tf.serving import layout
 from albert_tf.serving import requests as rq
+from tests.helpers import tf_serving
 
 TEXTS = [b"plain ascii", "caf\u00e9 \U0001F600".encode(), b"", b"bad \xff\xfe utf-8"]
 STRING_INPUTS = {"question": object, "context": object}
@@ -28,7 +29,7 @@ def _pair_inputs():
 def test_rest_body_round_trips_through_json_and_tf_serving_mapping(fmt):
     inputs = _pair_inputs()
     body = json.loads(json.dumps(rq.rest_body(inputs, "squad", fmt)))
-    signature, parsed = rq.parse_rest_body(body, STRING_INPUTS)
+    signature, parsed = tf_serving.parse_rest_body(body, STRING_INPUTS)
     assert signature == "squad"
     assert set(parsed) == set(inputs)
     for name in inputs:
@@ -48,7 +49,7 @@ def test_documented_single_input_forms_are_accepted():
     row = {"instances": ["a", {"b64": base64.b64encode(b"\xff").decode()}]}
     column = {"inputs": ["a", {"b64": base64.b64encode(b"\xff").decode()}]}
     for body in (row, column):
-        signature, parsed = rq.parse_rest_body(body, dtypes)
+        signature, parsed = tf_serving.parse_rest_body(body, dtypes)
         assert signature == "serving_default"
         assert list(parsed["text"]) == [b"a", b"\xff"]
 
@@ -59,7 +60,7 @@ def test_nested_string_inputs_and_int_inputs_keep_shape_and_dtype():
               "options": np.array([[b"a", b"b", b"c"], [b"d", b"e", b"\xff"]], dtype=object),
               "ids": np.array([[2, 5, 3], [2, 7, 3]], dtype=np.int32)}
     for fmt in rq.REST_FORMATS:
-        _, parsed = rq.parse_rest_body(json.loads(json.dumps(rq.rest_body(inputs, fmt=fmt))),
+        _, parsed = tf_serving.parse_rest_body(json.loads(json.dumps(rq.rest_body(inputs, fmt=fmt))),
                                        dtypes)
         assert parsed["options"].shape == (2, 3)
         assert parsed["options"][1, 2] == b"\xff"
@@ -77,7 +78,7 @@ def test_nested_string_inputs_and_int_inputs_keep_shape_and_dtype():
 ])
 def test_bad_bodies_are_refused_with_a_reason(body, message):
     with pytest.raises((rq.RequestError, ValueError)) as info:
-        rq.parse_rest_body(body, STRING_INPUTS)
+        tf_serving.parse_rest_body(body, STRING_INPUTS)
     if message:
         assert message in str(info.value)
 
@@ -86,7 +87,7 @@ def test_rest_responses_in_both_forms_give_the_same_rows():
     outputs = {"probabilities": np.array([[0.25, 0.75], [0.5, 0.5]], dtype=np.float32),
                "label": np.array([b"pos", b"neg"], dtype=object),
                "label_id": np.array([1, 0], dtype=np.int64)}
-    rows = [rq.rows_from_rest_response(json.loads(json.dumps(rq.rest_response(outputs, fmt))),
+    rows = [rq.rows_from_rest_response(json.loads(json.dumps(tf_serving.rest_response(outputs, fmt))),
                                        sorted(outputs)) for fmt in rq.REST_FORMATS]
     assert rows[0] == rows[1] == [
         {"probabilities": [0.25, 0.75], "label": "pos", "label_id": 1},
@@ -96,7 +97,7 @@ def test_rest_responses_in_both_forms_give_the_same_rows():
 def test_single_output_responses_are_named_from_the_metadata():
     outputs = {"score": np.array([1.5, -2.0], dtype=np.float32)}
     for fmt in rq.REST_FORMATS:
-        response = rq.rest_response(outputs, fmt)
+        response = tf_serving.rest_response(outputs, fmt)
         assert "score" not in json.dumps(response)  # TF Serving drops a lone output's name
         assert rq.rows_from_rest_response(response, ["score"]) == [{"score": 1.5},
                                                                    {"score": -2.0}]
@@ -134,7 +135,7 @@ def test_grpc_predict_request_carries_the_arrays():
     assert request.model_spec.name == "albert_squad"
     assert request.model_spec.signature_name == "squad"
     assert request.model_spec.version.value == 7
-    decoded = rq.inputs_from_predict_request(request)
+    decoded = tf_serving.inputs_from_predict_request(request)
     assert list(decoded["context"]) == TEXTS[::-1]
     assert decoded["ids"].dtype == np.int32 and decoded["ids"].tolist() == [[2, 9, 3]]
 
@@ -159,8 +160,8 @@ def test_warmup_file_round_trips_prediction_logs(tmp_path):
     assert os.listdir(os.path.dirname(path)) == ["tf_serving_warmup_requests"]  # no temp left
     requests = warmup.read_warmup(str(tmp_path))
     assert [r.model_spec.signature_name for r in requests] == ["serving_default", "text_pair"]
-    assert list(rq.inputs_from_predict_request(requests[0])["text"]) == TEXTS
-    assert rq.inputs_from_predict_request(requests[1])["text_b"].tolist() == [b"\xff"]
+    assert list(tf_serving.inputs_from_predict_request(requests[0])["text"]) == TEXTS
+    assert tf_serving.inputs_from_predict_request(requests[1])["text_b"].tolist() == [b"\xff"]
 
 
 def test_warmup_reader_names_a_record_that_is_not_a_prediction_log(tmp_path):
