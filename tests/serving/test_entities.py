@@ -99,18 +99,24 @@ def model_and_pre(spm_model_path):
     return AlbertTokenClassifier(config, len(LABELS)), pre
 
 
+def check_served_row(outputs, row, model, tokenizer, text, words=_words, labels=LABELS):
+    """Asserts that row `row` of a served answer has the reference's pieces, per-piece
+    probabilities and entities; returns the served entities."""
+    want, pieces, per_piece = reference_entities(model, tokenizer, text, words, labels)
+    got = _served_entities(outputs, row)
+    # The graph tokenizes the whole text; the words' own pieces are the same.
+    tokens = [t.decode() for t in outputs["tokens"][row] if t]
+    assert tokens == [tokenizer.id_to_piece(i) for i in pieces]
+    np.testing.assert_allclose(outputs["probabilities"][row][:len(pieces)], per_piece, atol=1e-5)
+    assert [g[:4] for g in got] == [w[:4] for w in want], text
+    np.testing.assert_allclose([g[4] for g in got], [w[4] for w in want], atol=1e-5)
+    return got
+
+
 def _check(outputs, model, pre):
     seen = 0
     for row, text in enumerate(TEXTS):
-        want, pieces, per_piece = reference_entities(model, pre.tokenizer, text)
-        got = _served_entities(outputs, row)
-        # The graph tokenizes the whole text; the words' own pieces are the same.
-        tokens = [t.decode() for t in outputs["tokens"][row] if t]
-        assert tokens == [pre.tokenizer.id_to_piece(i) for i in pieces]
-        np.testing.assert_allclose(outputs["probabilities"][row][:len(pieces)], per_piece,
-                                   atol=1e-5)
-        assert [g[:4] for g in got] == [w[:4] for w in want], text
-        np.testing.assert_allclose([g[4] for g in got], [w[4] for w in want], atol=1e-5)
+        got = check_served_row(outputs, row, model, pre.tokenizer, text)
         for _kind, entity, start, end, _ in got:  # exactly the raw text's slice
             assert entity == text[start:end] and entity == entity.strip() and entity
         seen += len(got)

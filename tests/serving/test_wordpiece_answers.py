@@ -128,15 +128,8 @@ def ner_model():
 def _check_entities(outputs, model, pre, texts):
     seen = 0
     for row, text in enumerate(texts):
-        want, pieces, per_piece = test_entities.reference_entities(
-            model, pre.tokenizer, text, _words_and_ideographs, NER_LABELS)
-        got = test_entities._served_entities(outputs, row)
-        tokens = [t.decode() for t in outputs["tokens"][row] if t]
-        assert tokens == [pre.tokenizer.id_to_piece(i) for i in pieces]
-        np.testing.assert_allclose(outputs["probabilities"][row][:len(pieces)], per_piece,
-                                   atol=1e-5)
-        assert [g[:4] for g in got] == [w[:4] for w in want], text
-        np.testing.assert_allclose([g[4] for g in got], [w[4] for w in want], atol=1e-5)
+        got = test_entities.check_served_row(outputs, row, model, pre.tokenizer, text,
+                                             _words_and_ideographs, NER_LABELS)
         # every piece's characters: those WordPieceTokenizer.encode_with_offsets gives
         _, offsets = pre.tokenizer.encode_with_offsets(text)
         n = len(offsets)
