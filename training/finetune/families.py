@@ -25,10 +25,11 @@ from albert_tf import (
     errors,
     tasks,
 )
-from albert_tf.config import DEFAULT_SEQ_LENGTH, SHORT_SEQ_LENGTH
+from albert_tf.config import DEFAULT_SEQ_LENGTH
 
 from . import conll, glue, ner, race, sequence, squad, squad_data
 from .examples import DataError, check_label_name
+from .train import TrainConfig
 
 UsageError = errors.UsageError
 
@@ -37,8 +38,10 @@ SQUAD_TASKS = ("squad/v1.1", "squad/v2.0")
 # (v2 learning rate), own files as BERT's usual fine-tuning recipe.
 SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learning_rate=5e-5,
                       batch_size=48, seq_length=squad.SQUAD_SEQ_LENGTH)
-FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
-                     batch_size=32, seq_length=SHORT_SEQ_LENGTH)
+# Own files: TrainConfig's own defaults (BERT's usual recipe), read from there.
+FILE_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainConfig)
+                 if field.name in ("epochs", "train_steps", "warmup_proportion", "learning_rate",
+                                   "batch_size", "seq_length")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +212,10 @@ def _squad_files(directory: str, version: str) -> list[str]:
     return [os.path.join(directory, n) for n in names]
 
 
-_FILE_DEFAULTS = lambda task: dict(FILE_DEFAULTS)  # noqa: E731
+def _file_defaults(task: str) -> dict:
+    return dict(FILE_DEFAULTS)
+
+
 _SQUAD = Family(lambda task: dict(SQUAD_DEFAULTS), _squad_task,
                 record_task=AlbertSpanExtractor.task)
 # A family keyed NAME + PER_TASK takes every `--task NAME/<task>` (GLUE's tasks).
@@ -221,9 +227,9 @@ FAMILIES = {
     **{task: _SQUAD for task in SQUAD_TASKS},
     "race": Family(lambda task: dict(race.DEFAULTS), _race_task,
                    record_task=AlbertMultipleChoice.task),
-    AlbertSequenceClassifier.task: Family(_FILE_DEFAULTS, _file_task(regression=False),
+    AlbertSequenceClassifier.task: Family(_file_defaults, _file_task(regression=False),
                                           label_names=True),
-    AlbertSequenceRegressor.task: Family(_FILE_DEFAULTS, _file_task(regression=True)),
-    "ner": Family(_FILE_DEFAULTS, _ner_task, record_task=AlbertTokenClassifier.task,
+    AlbertSequenceRegressor.task: Family(_file_defaults, _file_task(regression=True)),
+    "ner": Family(_file_defaults, _ner_task, record_task=AlbertTokenClassifier.task,
                   label_names=True),
 }
