@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import argparse
 
-from albert_tf import arguments
+from albert_tf import arguments, precisions
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 
 TASK_HELP = ("glue/<task>, squad/v1.1, squad/v2.0, race, classification, regression or ner "
@@ -87,8 +87,8 @@ def parser() -> argparse.ArgumentParser:
                         "the same training in less memory (--batch-size must divide by N)")
     p.add_argument("--strategy", default="default",
                    help="default, cpu, mirrored, multi_worker, tpu or tpu:NAME")
-    p.add_argument("--precision", default="auto",
-                   help="auto, float32, mixed_float16 or mixed_bfloat16")
+    p.add_argument("--precision", default=precisions.AUTO,
+                   help=precisions.listed(precisions.TRAINING_WORDS))
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="other hyperparameters (see below)")
     p.add_argument("--overwrite", action="store_true",

@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 
-from albert_tf import arguments, atomic, cli, errors, tasks
+from albert_tf import arguments, atomic, cli, errors, precisions, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import resolve_checkpoint
 from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
@@ -58,7 +58,7 @@ class FinetuneOptions:
     seq_length: int | None = None
     gradient_accumulation_steps: int | None = None
     strategy: str = "default"
-    precision: str = "auto"
+    precision: str = precisions.AUTO
     set: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE overrides
     overwrite: bool = False
 
