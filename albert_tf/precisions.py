@@ -53,19 +53,19 @@ def listed(words: tuple[str, ...]) -> str:
 def _resolve(word: str, words: tuple[str, ...], aliases: Mapping[str, str], option: str) -> str:
     found = aliases.get(word, word)
     if found not in words:
-        raise ValueError(f"{option} {word!r}: expected {listed(words)}")
+        raise ValueError(f"{option}{word!r}: expected {listed(words)}")
     return found
 
 
-def training_precision(word: str, option: str = "--precision") -> str:
+def training_precision(word: str, option: str = "precision=") -> str:
     """A training `--precision` word, its alias resolved: "auto" or a TRAINING_PRECISIONS
-    policy. Raises ValueError naming `option` and the words."""
+    policy. Raises ValueError naming `option` (its prefix) and the words."""
     return _resolve(word, TRAINING_WORDS, TRAINING_ALIASES, option)
 
 
-def export_precision(word: str, option: str = "--precision") -> str:
+def export_precision(word: str, option: str = "--precision ") -> str:
     """An `export --precision` word, its alias resolved: "as-trained", "float32" or
-    "bfloat16". Raises ValueError naming `option` and the words."""
+    "bfloat16". Raises ValueError naming `option` (its prefix) and the words."""
     return _resolve(word, EXPORT_WORDS, EXPORT_ALIASES, option)
 
 

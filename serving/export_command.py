@@ -22,7 +22,7 @@ def _precision(word: str) -> str:
     try:
         return precisions.export_precision(word, "")
     except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).lstrip()) from None
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parser() -> argparse.ArgumentParser:

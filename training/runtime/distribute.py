@@ -130,7 +130,7 @@ def cpu_bf16_features(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
 def _policy_name(precision: str) -> str:
     """A `--precision` value with its alias resolved ("auto" stays "auto")."""
     try:
-        return precisions.training_precision(precision, "precision")
+        return precisions.training_precision(precision)
     except ValueError as e:
         raise UserError(str(e)) from None
 
