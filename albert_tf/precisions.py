@@ -53,7 +53,7 @@ def listed(words: tuple[str, ...]) -> str:
 def _resolve(word: str, words: tuple[str, ...], aliases: Mapping[str, str], option: str) -> str:
     found = aliases.get(word, word)
     if found not in words:
-        raise ValueError(f"{option}{word!r}: expected {listed(words)}")
+        raise ValueError(f"{option}{word!r}: expected one of {listed(words)}")
     return found
 
 

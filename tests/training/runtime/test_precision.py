@@ -64,7 +64,7 @@ def test_export_precision_as_trained_reads_the_task_record():
     assert export.serving_precision("bfloat16", "float32") == "bfloat16"
     assert export.serving_precision("float32", "mixed_bfloat16") == "float32"
     with pytest.raises(export.ExportError,
-                       match="^--precision 'fp8': expected as-trained, float32 or bfloat16$"):
+                       match="^--precision 'fp8': expected one of as-trained, float32 or bfloat16$"):
         export.serving_precision("fp8", None)
 
 
@@ -87,7 +87,7 @@ def test_one_word_per_precision_meaning():
     assert precisions.training_precision("bf16") == precisions.training_precision(
         "bfloat16") == "mixed_bfloat16"
     assert precisions.export_precision("bfloat16") == "bfloat16"
-    with pytest.raises(ValueError, match="'as-trained': expected auto, float32, "
+    with pytest.raises(ValueError, match="'as-trained': expected one of auto, float32, "
                                          "mixed_float16 or mixed_bfloat16"):
         precisions.training_precision("as-trained")
     # The command lines: the words as help lists them, the older spellings still parsed.
@@ -99,7 +99,7 @@ def test_one_word_per_precision_meaning():
     assert export_command.parse(args).precision == "as-trained"
     assert export_command.parse(args + ["--precision", "auto"]).precision == "as-trained"
     assert "{as-trained,float32,bfloat16}" in export_command.parser().format_help()
-    with pytest.raises(UsageError, match="expected as-trained, float32 or bfloat16"):
+    with pytest.raises(UsageError, match="expected one of as-trained, float32 or bfloat16"):
         export_command.parse(args + ["--precision", "mixed_bfloat16"])
 
 
