@@ -36,7 +36,6 @@ from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
 from albert_tf.config import check_sequence_length
-from albert_tf.tokenizer.kinds import WORDPIECE
 
 from . import export_command, layout, provenance, server_releases, warmup
 from .litert import convert as litert
@@ -148,13 +147,6 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     if spm_model is None:
         raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
                           f"{VOCAB_FILE}); pass --spm-model")
-    if format == "litert" and files.kind == WORDPIECE:
-        # The WordPiece graph needs ICU's NFD and code-point tables LiteRT's builtins lack,
-        # and LiteRT's own WordPiece kernels depart from BERT's rules on 1-16% of the
-        # parity lines (tools/wordpiece_litert_kernels.py; docs/tokenization.md).
-        raise ExportError(f"{spm_model}: --format litert tokenizes with LiteRT's SentencePiece "
-                          "kernel only; a WordPiece (vocab.txt) model exports as a SavedModel "
-                          "(--format savedmodel)")
     if format == "savedmodel":
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).

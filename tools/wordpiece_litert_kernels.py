@@ -6,7 +6,8 @@ LiteRT runs no string op but the TF-Text kernels its registrar adds; for WordPie
 splitting). This runs that tokenizer (the same kernels, in TensorFlow) on the WordPiece
 parity lines of tests/fixtures/wordpiece in the four forms and counts the lines whose ids
 equal `WordPieceTokenizer.encode` (which equals transformers' BertTokenizer), printing a
-few lines that differ.
+few lines that differ; then the same with the normaliser model the export writes
+(`serving/litert/wordpiece_model.normalizer_model`, BERT's rules as a character map).
 
     .venv/bin/python tools/wordpiece_litert_kernels.py
 """
@@ -21,6 +22,8 @@ import sys
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.serving.litert.text_graph import LiteText
+from albert_tf.serving.litert.wordpiece_model import LiteWordPieceError
 from albert_tf.tokenizer.wordpiece import MAX_WORD_CHARS, SUFFIX, UNK_TOKEN, WordPieceTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,6 +46,15 @@ def main() -> None:
               "equal", file=sys.stderr)
         for line in differ[:8]:
             print(f"    {line[:70]!r}", file=sys.stderr)
+        try:
+            values, splits = LiteText(tok, 32).tokenize(tf.constant(lines))
+        except LiteWordPieceError as e:
+            print(f"  with the export's normaliser: refused ({e})", file=sys.stderr)
+            continue
+        values, splits = values.numpy().tolist(), splits.numpy().tolist()
+        ours = [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
+        equal = sum(ids == tok.encode(line) for line, ids in zip(lines, ours))
+        print(f"  with the export's normaliser: {equal} / {len(lines)} lines equal", file=sys.stderr)
 
 
 if __name__ == "__main__":

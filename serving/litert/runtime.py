@@ -18,9 +18,14 @@ from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
 
 from albert_tf.errors import UserError
 
-# The kernels tensorflow-text ships for LiteRT (tflite_registrar's Add* functions).
+# The kernels tensorflow-text ships for LiteRT (tflite_registrar's Add* functions): most
+# register as "TFText>" + the function's name; the WordPiece pair under their TensorFlow
+# ops' names (the kernel templates' OpName), which the converter writes.
+_OWN_NAMES = {"AddFastBertNormalize": "FastBertNormalize",
+              "AddFastWordpieceTokenize": "FastWordpieceTokenizeWithOffsets",
+              "AddFastWordpieceDetokenize": "FastWordpieceDetokenize"}
 TFTEXT_KERNELS = tuple(sorted(
-    "TFText>" + name[len("Add"):] for name in dir(tf_text.tflite_registrar)
+    _OWN_NAMES.get(name, "TFText>" + name[len("Add"):]) for name in dir(tf_text.tflite_registrar)
     if name.startswith("Add")))
 
 

@@ -1,12 +1,14 @@
-"""Raw text -> ALBERT's inputs in a LiteRT graph: one TF-Text op, the rest LiteRT builtins.
+"""Raw text -> ALBERT's inputs in a LiteRT graph: TF-Text's tokenizer kernels, the rest LiteRT builtins.
 
-`LiteText` tokenizes with tensorflow-text's `FastSentencepieceTokenizer` on the model
-of `spm_model.lite_model_proto` (ALBERT's normalisation is its character map), then
-applies the digit-comma rule as a table gather (the Python tokenizer's own table,
-`digit_comma_table`) and packs `[CLS] A [SEP] (B [SEP])` with plain tensor ops, to
-the longest row of the request (at most `seq_length`). Ragged values travel as
-(values [N], row_splits [B+1]) pairs of int32: LiteRT has no ragged type, and these
-ops all lower to builtins (GATHER, WHERE, CUMSUM, SELECT_V2, ...).
+`LiteText` tokenizes a SentencePiece model with tensorflow-text's
+`FastSentencepieceTokenizer` on the model of `spm_model.lite_model_proto` (ALBERT's
+normalisation is its character map), then applies the digit-comma rule as a table
+gather (the Python tokenizer's own table, `digit_comma_table`); a WordPiece vocab.txt
+with `FastBertTokenizer` (`FastBertNormalize` on the character map of
+`wordpiece_model.normalizer_model`, then `FastWordpieceTokenize`). It packs
+`[CLS] A [SEP] (B [SEP])` with plain tensor ops, to the longest row of the request (at
+most `seq_length`). Ragged values travel as (values [N], row_splits [B+1]) pairs of
+int32: LiteRT has no ragged type, and these ops all lower to builtins (GATHER, WHERE, CUMSUM, SELECT_V2, ...).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import tensorflow_text as tf_text
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.preprocessor import digit_comma_table
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, AlbertTokenizer
+from albert_tf.tokenizer.wordpiece import MAX_WORD_CHARS, SUFFIX, UNK_TOKEN, WordPieceTokenizer
 
 from .spm_model import lite_model_proto
+from .wordpiece_model import LiteWordPieceError, normalizer_model
 
 
 def filter_ragged(values: tf.Tensor, splits: tf.Tensor, keep: tf.Tensor):
@@ -80,17 +84,32 @@ def ids_fit(features: dict[str, tf.Tensor], vocab_size: int, type_vocab_size: in
 
 
 class LiteText:
-    """ALBERT's tokenizer and packing for a LiteRT graph; ids equal `AlbertTokenizer`'s.
+    """ALBERT's tokenizer and packing for a LiteRT graph; ids equal the Python tokenizer's
+    (`AlbertTokenizer`, or `WordPieceTokenizer` but for `wordpiece_model`'s difference).
 
     Args:
-      tokenizer: the checkpoint's `AlbertTokenizer` (lower-casing, accents, special ids).
+      tokenizer: the checkpoint's Python tokenizer (lower-casing, accents, special ids).
       seq_length: the most tokens a packed row has.
-      fill_mask: also build the tokenizer that reads "[MASK]" in text (`mask_tokenize`).
+      fill_mask: also build the tokenizer that reads "[MASK]" in text (`mask_tokenize`;
+        SentencePiece only).
     """
 
-    def __init__(self, tokenizer: AlbertTokenizer, seq_length: int, fill_mask: bool = False):
+    def __init__(self, tokenizer: AlbertTokenizer | WordPieceTokenizer, seq_length: int,
+                 fill_mask: bool = False):
         self.tokenizer = tokenizer
         self.seq_length = seq_length
+        if isinstance(tokenizer, WordPieceTokenizer):
+            if fill_mask:
+                raise LiteWordPieceError(
+                    "fill_mask reads \"[MASK]\" in raw text, which LiteRT's WordPiece kernel "
+                    "splits as punctuation; export the encoder (--task encoder) or a SavedModel")
+            self._wordpiece = tf_text.FastBertTokenizer(
+                vocab=tokenizer.tokens, suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
+                max_bytes_per_word=MAX_WORD_CHARS, token_out_type=tf.int64,
+                fast_bert_normalizer_model_buffer=normalizer_model(tokenizer))
+            self._digit_comma = None
+            return
+        self._wordpiece = None
         self._sentencepiece = tf_text.FastSentencepieceTokenizer(lite_model_proto(tokenizer))
         if fill_mask and tokenizer.piece_to_id(SPIECE_UNDERLINE) == tokenizer.unk_id:
             raise ValueError(f"{tokenizer.spm_model_path} has no {SPIECE_UNDERLINE!r} piece, which "
@@ -106,7 +125,9 @@ class LiteText:
         self._digit_comma = (table, lengths.astype(np.int32)) if table.shape[1] > 1 else None
 
     def tokenize(self, texts: tf.Tensor):
-        """`AlbertTokenizer.encode` of each text [B] -> (ids [N], row_splits [B+1]) int32."""
+        """The Python tokenizer's `encode` of each text [B] -> (ids [N], row_splits [B+1]) int32."""
+        if self._wordpiece is not None:
+            return self._finish(self._wordpiece.tokenize(texts))
         return self._finish(self._sentencepiece.tokenize(texts))
 
     def mask_tokenize(self, texts: tf.Tensor):

@@ -182,13 +182,3 @@ def test_offsets_of_a_batch_with_empty_and_space_only_rows(pre):
         tf.constant(["", "   ", "北京 ok", "\u0000\u200b"]))
     assert ids.row_lengths().numpy().tolist() == [0, 0, 4, 0]  # 北 京 o ##k
     assert starts.to_list()[2] == [0, 3, 7, 8] and ends.to_list()[2] == [3, 6, 8, 9]
-
-
-def test_litert_export_of_a_wordpiece_model_is_refused_in_one_line(tmp_path, capsys):
-    from tests.checkpoint.test_wordpiece_checkpoints import HF
-
-    output = tmp_path / "model.tflite"
-    assert export.main(["--checkpoint", HF, "--output", str(output), "--format", "litert"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "WordPiece (vocab.txt)" in err, err
-    assert not output.exists()
