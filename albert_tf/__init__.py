@@ -16,9 +16,9 @@ classes are registered for `keras.saving.load_model` as soon as Keras is importe
 
 import importlib
 
-from albert_tf import lifetime
+from albert_tf.infra import lifetime
 
-# First: a pool worker follows its parent before any heavy import (albert_tf.lifetime).
+# First: a pool worker follows its parent before any heavy import (albert_tf.infra.lifetime).
 lifetime.follow_parent_from_environment()
 
 from albert_tf import registration  # noqa: E402 - after the line above

@@ -13,10 +13,10 @@ import math
 import os
 from typing import Any
 
-from albert_tf.atomic import atomic_write_json
 from albert_tf.errors import UserError
+from albert_tf.infra.atomic import atomic_write_json
+from albert_tf.infra.textio import EncodingError, FileSizeError, read_text
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
-from albert_tf.textio import EncodingError, FileSizeError, read_text
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 

@@ -71,7 +71,7 @@ class ExportMixin:
 
 
     def save(self, filepath, overwrite=None, zipped=None, **kwargs):
-        """`keras.Model.save`, written whole or not at all (`albert_tf.keras_files.save`).
+        """`keras.Model.save`, written whole or not at all (`albert_tf.infra.keras_files.save`).
 
         A local `.keras` file is written under a hidden temporary name and renamed when
         complete (Keras' own `save` writes in place: a killed save leaves a broken file
@@ -79,7 +79,7 @@ class ExportMixin:
         archive only, and refuses any other existing file, naming it; True replaces a
         file whatever it holds; False refuses any existing file (Keras would prompt).
         """
-        from albert_tf import keras_files  # I/O beside, not inside, the layers
+        from albert_tf.infra import keras_files  # I/O beside, not inside, the layers
 
         return keras_files.save(super().save, filepath, overwrite, zipped, **kwargs)
 

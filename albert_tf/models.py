@@ -16,11 +16,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from albert_tf import arguments, span_decoding, tasks
+from albert_tf import span_decoding, tasks
 from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
+from albert_tf.infra import arguments
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
 from albert_tf.numerics import LAYER_NORM_EPSILON, MASKED_LOGIT

@@ -46,7 +46,7 @@ from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import PRECISIONS, TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
-from albert_tf.textio import json_type, read_json_object, read_text
+from albert_tf.infra.textio import json_type, read_json_object, read_text
 
 __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_name",
            "block_fields", "BACKBONE", "CLASSIFIER", "MASKED_LM", "TOKENIZER",

@@ -56,7 +56,7 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, find_spm_model
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.errors import UserError
-from albert_tf.textio import read_bytes
+from albert_tf.infra.textio import read_bytes
 
 __all__ = ["ASSETS", "ENCODER_FIXED", "SAVED_MODEL", "VARIABLES", "TfHubCheckpoint"]
 

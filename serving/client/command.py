@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from albert_tf import arguments
+from albert_tf.infra import arguments
 
 from ..requests import DEFAULT_SIGNATURE, REST_FORMATS
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from albert_tf import arguments
 from albert_tf.errors import UsageError
+from albert_tf.infra import arguments
 
 from ..layout import MAX_VERSION
 from ..requests import ReplyError

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from albert_tf import arguments
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
+from albert_tf.infra import arguments
 
 
 def parser() -> argparse.ArgumentParser:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from albert_tf import arguments
 from albert_tf.config import SHARING_MODES
 from albert_tf.errors import UsageError
+from albert_tf.infra import arguments
 
 from ...data import pairs
 

@@ -33,9 +33,10 @@ import time
 
 import numpy as np
 
-from albert_tf import AlbertConfig, arguments, atomic, cli
+from albert_tf import AlbertConfig
 from albert_tf.checkpoint import TASK_FILE
 from albert_tf.errors import UserError
+from albert_tf.infra import arguments, atomic, cli
 from albert_tf.serving import export, layout
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
