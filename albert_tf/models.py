@@ -16,12 +16,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from albert_tf import span_decoding, tasks
+from albert_tf import ranges, span_decoding, tasks
 from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
 from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answer_candidates_mask
-from albert_tf.infra import arguments
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
 from albert_tf.numerics import LAYER_NORM_EPSILON, MASKED_LOGIT
@@ -39,8 +38,8 @@ def _count(name: str, value, model: str, maximum: int = MAX_CLASSES) -> int:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)  # NumPy integers too
     try:
-        arguments.check_number(name, value, int, {arguments.MINIMUM: 1,
-                                                  arguments.MAXIMUM: maximum}, f" ({model})")
+        ranges.check_number(name, value, int, {ranges.MINIMUM: 1, ranges.MAXIMUM: maximum},
+                            f" ({model})")
     except UserError as e:
         raise ConfigError(str(e)) from None
     return value
