@@ -11,12 +11,13 @@ is `albert_tf.task_model.AlbertTaskModel`.
 from __future__ import annotations
 
 import numbers
+import types
 
 import keras
 import numpy as np
 from keras import ops
 
-from albert_tf import ranges, span_decoding, tasks
+from albert_tf import ranges, span_decoding
 from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
@@ -379,5 +380,9 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
 
 
 
-# Each recorded task's model class, as its entry in albert_tf.tasks names it.
-TASK_MODELS = {name: globals()[spec.model_class] for name, spec in tasks.TASKS.items()}
+# The one table of the task models: each recorded task's class, by its entry's name
+# (`AlbertTaskModel.task_spec`). A model is found here, never by its name as a string;
+# each class is its entry's `model_class` (tests/model/test_tasks.py).
+TASK_MODELS = types.MappingProxyType({cls.task_spec.name: cls for cls in (
+    AlbertPretrainer, AlbertMaskedLM, AlbertSequenceClassifier, AlbertSequenceRegressor,
+    AlbertTokenClassifier, AlbertSpanExtractor, AlbertSpanBeamExtractor, AlbertMultipleChoice)})

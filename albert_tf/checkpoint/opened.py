@@ -281,7 +281,10 @@ def build_task_model(config: AlbertConfig, record: TaskRecord):
     """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`,
     uncompiled: its weights are loaded first (an optimizer would be read from the file
     too), then `OpenedCheckpoint.load` compiles it."""
-    return record.spec.model_type()(config, compile=False, **task_model_kwargs(record))
+    from albert_tf import models  # deferred: Keras only once a model is built
+
+    return models.TASK_MODELS[record.spec.name](config, compile=False,
+                                                **task_model_kwargs(record))
 
 
 class TensorIndexCheckpoint(OpenedCheckpoint):

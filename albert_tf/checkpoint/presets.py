@@ -16,8 +16,10 @@ import inspect
 import logging
 import os
 
-from albert_tf.checkpoint import TaskRecord, open_checkpoint, task_record_of
+from albert_tf.checkpoint.formats import open_checkpoint
 from albert_tf.checkpoint.names import POOLER
+from albert_tf.checkpoint.ours import task_record_of
+from albert_tf.checkpoint.task_record import TaskRecord
 
 __all__ = ["encoder_from_preset", "task_model_from_preset"]
 
