@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import os
+import types
+from collections.abc import Mapping
 
 import keras
 
@@ -129,6 +131,10 @@ class AlbertTaskModel(ExportMixin, keras.Model):
     # Whether the model reads the encoder's pooled output; checkpoints of models that
     # do not (Hugging Face's QA, token-classification and masked-LM models) have no pooler.
     uses_pooled_output = True
+    # The head layers: attribute -> layer name, declared here once, read by the
+    # constructor. `from_preset` takes a head from a checkpoint of another task only
+    # under the same attribute and name (the pretrainer's masked-LM head for AlbertMaskedLM).
+    head_layers: Mapping[str, str] = types.MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

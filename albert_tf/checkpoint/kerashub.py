@@ -40,7 +40,7 @@ import os
 from typing import Any
 
 from albert_tf import tasks
-from albert_tf.checkpoint.names import place, table_rows
+from albert_tf.checkpoint.names import table_rows
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError, TensorSource, read_keras_h5
@@ -329,6 +329,8 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
             files["task"] = self._file(TASK_WEIGHTS)
         return read_keras_h5(files, self.format, self.path)
 
-    def _place(self, model, source: TensorSource) -> list[str]:
-        rows = table_rows(model, KERAS_HUB_TABLE, block_fields(model.config))
-        return place(model, source, self.config_path, rows)
+    def _table(self, source: TensorSource):
+        return KERAS_HUB_TABLE
+
+    def _rows(self, model, source: TensorSource) -> list:
+        return list(table_rows(model, KERAS_HUB_TABLE, block_fields(model.config)))

@@ -16,9 +16,11 @@ Everything it gives is read when first asked for and kept:
                    vocab_size (`check_vocab_size`, the one rule where a model and a
                    vocabulary meet)
   .load()          the task model, its weights read now
+  .load_into(m)    `from_preset`'s load: the weights into a model of any task, built once
 
-A reader implements `detect` (file names only), `_read_config`, `_read_task_record`
-and `_load`; `formats.FORMATS` is the table of readers.
+A reader implements `detect` (file names only), `_read_config`, `_read_task_record`,
+`_load` and `load_into` (a tensor index: `_read_tensors` and `_table`, the rest is
+`TensorIndexCheckpoint`'s); `formats.FORMATS` is the table of readers.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from albert_tf import tasks
-from albert_tf.checkpoint.names import POOLER
+from albert_tf.checkpoint.names import POOLER, held_shapes, place, row_attribute, table_rows
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_vocabulary
@@ -270,6 +272,19 @@ class OpenedCheckpoint(abc.ABC):
     def _load(self):
         ...
 
+    @abc.abstractmethod
+    def load_into(self, model, same_head: bool = False) -> list[str]:
+        """`from_preset`'s load: the checkpoint's weights into `model`, a model of any
+        task on this checkpoint's config: the encoder's always; each head layer the
+        checkpoint's own model has under the same attribute and name (`head_layers`)
+        and holds in the shapes `model` needs; the others keep their initialisation.
+        `same_head`: `model`'s head is the checkpoint's (same task and head arguments),
+        so a head that does not fit is refused as `load` refuses it.
+
+        Returns what was left initialised, one phrase each ("has no classifier
+        weights; that head keeps its random initialisation"), for the caller's warning.
+        """
+
 
 def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
     """The constructor arguments a task record gives its `TASK_MODELS` class (the
@@ -301,9 +316,17 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         """The checkpoint's tensor index (names, shapes, a lazy reader)."""
 
     @abc.abstractmethod
-    def _place(self, model, source: TensorSource) -> list[str]:
-        """Assigns `source` to `model` (`names.place` with the format's table); returns
-        the optional parts left initialised."""
+    def _table(self, source: TensorSource) -> Sequence[tuple[str, str | None, str | None]]:
+        """The format's column of a name table: (our path, stored name, layout) rows."""
+
+    def _rows(self, model, source: TensorSource) -> list:
+        """(our path, variable, stored name, layout) of every tensor `model` takes."""
+        return list(table_rows(model, self._table(source)))
+
+    def _place(self, model, source: TensorSource, rows: list, **kwargs) -> list[str]:
+        """Assigns `source` to `model` by `rows` (`names.place`, its keyword arguments);
+        returns the optional parts left initialised."""
+        return place(model, source, self.config_path, rows, **kwargs)
 
     def _check_loaded(self, model) -> None:
         """Refuses a loaded model the checkpoint's own evidence contradicts (default: none)."""
@@ -319,7 +342,7 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         source = self._tensors()
         check_weights_fit(config, record, source.shapes, self.config_path, source.path)
         model = build_task_model(config, record)
-        self.left_initialised = tuple(self._place(model, source))
+        self.left_initialised = tuple(self._place(model, source, self._rows(model, source)))
         for part in self.left_initialised:
             logger.warning("%s has no %s weights; %s keeps its random initialisation",
                            source.path, part, "the pooler (unused by this model)"
@@ -329,3 +352,39 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
                     self.format, record.task)
         self._source = None  # placed: let the arrays go
         return model
+
+    def load_into(self, model, same_head: bool = False) -> list[str]:
+        """`OpenedCheckpoint.load_into`: the tensors placed into `model` itself, by its
+        own rows (the requested model is the only one built)."""
+        from albert_tf import models  # deferred: Keras only once a model is built
+
+        record, source = self.task_record, self._tensors()
+        check_weights_fit(self.config, record, source.shapes, self.config_path, source.path)
+        own = models.TASK_MODELS[record.task].head_layers  # the checkpoint's model's heads
+        rows, notes, skipped = self._rows(model, source), [], set()
+        for attribute, name in model.head_layers.items():
+            if getattr(model, attribute, None) is None:
+                continue  # built without it (a span model without answerability)
+            head = [row for row in rows if row_attribute(row[0]) == attribute]
+            held = held_shapes(head, source, model.config.num_attention_heads)
+            if own.get(attribute) != name or (held is None and not same_head):
+                notes.append(f"has no {name} weights; that head keeps its random initialisation")
+            elif held and not same_head:
+                notes.append(f"has {name} weights of other shapes ({held}); that head keeps its "
+                             "random initialisation")
+            else:  # placed: the checkpoint's own head refused as `load` refuses it
+                continue
+            skipped.add(attribute)
+        ignored = {name for ours, name, _ in self._table(source) if row_attribute(ours) in own}
+        left = self._place(model, source, [r for r in rows if row_attribute(r[0]) not in skipped],
+                           optional=(POOLER,), ignored=ignored)
+        for part in left:
+            if part == POOLER:
+                notes.append(f"has no {POOLER} weights; the pooler " + (
+                    "" if model.uses_pooled_output else "(unused by this model) ") +
+                    "keeps its random initialisation")
+            elif part not in skipped:
+                notes.append(f"has no {part} weights; that head keeps its random initialisation")
+        self._source = None  # placed: let the arrays go
+        return notes
+
