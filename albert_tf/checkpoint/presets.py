@@ -29,12 +29,27 @@ logger = logging.getLogger(__name__)
 _PRESET_ARGUMENTS = ("load_weights", "seq_length", "spm_model", "label_names")
 
 
+class _EncoderAlone:
+    """An encoder seen as a model without heads: what `load_into` places into (the
+    name tables' rows start at the model's `encoder`)."""
+
+    head_layers: dict[str, str] = {}
+    layers = ()
+    preprocessor = None
+    uses_pooled_output = True
+
+    def __init__(self, encoder):
+        self.encoder, self.config, self.task_spec = encoder, encoder.config, encoder.task_spec
+
+
 def encoder_from_preset(cls, path: str | os.PathLike, load_weights: bool = True, **kwargs):
-    """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights."""
+    """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights
+    (the only model built, unless the format is albert-tf's own: `load_into`)."""
+    path = os.fspath(path)
     opened = open_checkpoint(path)
     encoder = cls(opened.config, **kwargs)
     if load_weights:
-        encoder.set_weights(opened.load().encoder.get_weights())
+        _load_weights(_EncoderAlone(encoder), opened, path, same_head=False)
     return encoder
 
 

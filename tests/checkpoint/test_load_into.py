@@ -114,3 +114,22 @@ def test_the_checkpoints_own_head_missing_a_tensor_is_refused(tmp_path):
         AlbertSequenceClassifier.from_preset(broken)
     # A model of another task does not take that head: the encoder loads.
     AlbertSequenceRegressor.from_preset(broken)
+
+
+def test_the_encoder_alone_is_built_and_gives_the_reference(builds, caplog):
+    from albert_tf import AlbertEncoder
+
+    with caplog.at_level(logging.WARNING):
+        encoder = AlbertEncoder.from_preset(PRETRAINED_HF)
+    assert builds == []  # no task model: the pretrainer the checkpoint holds is not built
+    assert "random initialisation" not in caplog.text
+    with np.load(os.path.join(FIXTURES, "shared", "reference.npz")) as ref:
+        out = encoder({k: ref[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
+        for key in ("sequence_output", "pooled_output"):
+            assert np.abs(np.asarray(out[key]) - ref[key]).max() <= TOLERANCE, key
+    qa = os.path.join(TASK_FIXTURES, "qa", "hf")  # no pooler: the encoder's keeps its own
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        AlbertEncoder.from_preset(qa)
+    assert f"{qa} has no encoder.pooler weights; the pooler keeps its random initialisation" \
+        in caplog.text
