@@ -393,6 +393,6 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
 # The one table of the task models: each recorded task's class, by its entry's name
 # (`AlbertTaskModel.task_spec`). A model is found here, never by its name as a string;
 # each class is its entry's `model_class` (tests/model/test_tasks.py).
-TASK_MODELS = types.MappingProxyType({cls.task_spec.name: cls for cls in (
+TASK_MODELS = {cls.task_spec.name: cls for cls in (
     AlbertPretrainer, AlbertMaskedLM, AlbertSequenceClassifier, AlbertSequenceRegressor,
-    AlbertTokenClassifier, AlbertSpanExtractor, AlbertSpanBeamExtractor, AlbertMultipleChoice)})
+    AlbertTokenClassifier, AlbertSpanExtractor, AlbertSpanBeamExtractor, AlbertMultipleChoice)}

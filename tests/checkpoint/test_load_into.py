@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 
+import keras
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
@@ -133,3 +134,22 @@ def test_the_encoder_alone_is_built_and_gives_the_reference(builds, caplog):
         AlbertEncoder.from_preset(qa)
     assert f"{qa} has no encoder.pooler weights; the pooler keeps its random initialisation" \
         in caplog.text
+
+
+def test_every_head_layer_is_declared_in_head_layers():
+    # load_into places or warns of the heads head_layers names; an undeclared head would
+    # be taken only from a checkpoint of the same class.
+    from albert_tf import AlbertConfig
+    from albert_tf.models import TASK_MODELS
+
+    config = AlbertConfig(vocab_size=37, embedding_size=8, hidden_size=12, num_hidden_layers=2,
+                          num_attention_heads=3, intermediate_size=20,
+                          max_position_embeddings=16)
+    head_args = {"classification": {"num_classes": 3}, "token_classification": {"num_classes": 5},
+                 "span": {"answerability": True}, "span_beam": {"start_n_top": 2, "end_n_top": 3}}
+    for task, cls in TASK_MODELS.items():
+        model = cls(config, compile=False, **head_args.get(task, {}))
+        layers = {attribute: layer.name for attribute, layer in vars(model).items()
+                  if isinstance(layer, keras.layers.Layer) and layer is not model.encoder
+                  and not isinstance(layer, keras.metrics.Metric)}
+        assert layers == dict(cls.head_layers), task
