@@ -18,9 +18,8 @@ Everything it gives is read when first asked for and kept:
   .load()          the task model, its weights read now
   .load_into(m)    `from_preset`'s load: the weights into a model of any task, built once
 
-A reader implements `detect` (file names only), `_read_config`, `_read_task_record`,
-`_load` and `load_into` (a tensor index: `_read_tensors` and `_table`, the rest is
-`TensorIndexCheckpoint`'s); `formats.FORMATS` is the table of readers.
+A reader implements `detect` (file names only), `_read_config`, `_read_task_record` and
+`_load` (a tensor index: `_read_tensors` and `_table`); `formats.FORMATS` lists them.
 """
 
 from __future__ import annotations
@@ -153,8 +152,7 @@ class OpenedCheckpoint(abc.ABC):
     def __init__(self, path: str | os.PathLike, task: str | None = None):
         self._path = os.fspath(path)
         self._task = task
-        # The optional parts (names.POOLER, a pretrainer's heads) the last `load()` found
-        # no weights for, left at their initialisation.
+        # The optional parts (names.POOLER, a pretrainer's heads) `load()` left initialised.
         self.left_initialised: tuple[str, ...] = ()
 
     @classmethod
@@ -272,18 +270,32 @@ class OpenedCheckpoint(abc.ABC):
     def _load(self):
         ...
 
-    @abc.abstractmethod
     def load_into(self, model, same_head: bool = False) -> list[str]:
-        """`from_preset`'s load: the checkpoint's weights into `model`, a model of any
-        task on this checkpoint's config: the encoder's always; each head layer the
-        checkpoint's own model has under the same attribute and name (`head_layers`)
-        and holds in the shapes `model` needs; the others keep their initialisation.
-        `same_head`: `model`'s head is the checkpoint's (same task and head arguments),
-        so a head that does not fit is refused as `load` refuses it.
-
-        Returns what was left initialised, one phrase each ("has no classifier
-        weights; that head keeps its random initialisation"), for the caller's warning.
-        """
+        """`from_preset`'s load into `model` (any task, this config): the encoder always;
+        each head layer the checkpoint's own model has under the same name, in the shapes
+        needed; the others keep their initialisation. `same_head`: `model`'s head is the
+        checkpoint's (task and arguments), so one that does not fit is refused. Returns
+        what was left initialised, one phrase each. Here: the checkpoint's model is built
+        (`load`) and copied from; a tensor index places into `model` itself."""
+        source = self.load()
+        model.encoder.set_weights(source.encoder.get_weights())
+        notes = []
+        if model.uses_pooled_output and POOLER in self.left_initialised:
+            notes.append(f"has no {POOLER} weights; the pooler keeps its random initialisation")
+        held = {layer.name: layer for layer in source.layers if layer is not source.encoder}
+        for layer in model.layers:
+            if layer is model.encoder or layer is model.preprocessor:
+                continue
+            found, keeps = held.get(layer.name), "that head keeps its random initialisation"
+            if found is None or layer.name in self.left_initialised:
+                notes.append(f"has no {layer.name} weights; {keeps}")
+            elif type(found) is not type(layer) or [w.shape for w in found.weights] != [
+                    w.shape for w in layer.weights]:
+                shapes = ", ".join(str(tuple(w.shape)) for w in found.weights)
+                notes.append(f"has {layer.name} weights of other shapes ({shapes}); {keeps}")
+            else:
+                layer.set_weights(found.get_weights())
+        return notes
 
 
 def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
@@ -324,8 +336,7 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         return list(table_rows(model, self._table(source)))
 
     def _place(self, model, source: TensorSource, rows: list, **kwargs) -> list[str]:
-        """Assigns `source` to `model` by `rows` (`names.place`, its keyword arguments);
-        returns the optional parts left initialised."""
+        """`names.place` by `rows`: the optional parts left initialised."""
         return place(model, source, self.config_path, rows, **kwargs)
 
     def _check_loaded(self, model) -> None:
@@ -354,24 +365,23 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         return model
 
     def load_into(self, model, same_head: bool = False) -> list[str]:
-        """`OpenedCheckpoint.load_into`: the tensors placed into `model` itself, by its
-        own rows (the requested model is the only one built)."""
+        """`OpenedCheckpoint.load_into`, placed into `model` itself by its own rows."""
         from albert_tf import models  # deferred: Keras only once a model is built
 
         record, source = self.task_record, self._tensors()
         check_weights_fit(self.config, record, source.shapes, self.config_path, source.path)
         own = models.TASK_MODELS[record.task].head_layers  # the checkpoint's model's heads
         rows, notes, skipped = self._rows(model, source), [], set()
+        keeps = "that head keeps its random initialisation"
         for attribute, name in model.head_layers.items():
             if getattr(model, attribute, None) is None:
                 continue  # built without it (a span model without answerability)
             head = [row for row in rows if row_attribute(row[0]) == attribute]
             held = held_shapes(head, source, model.config.num_attention_heads)
             if own.get(attribute) != name or (held is None and not same_head):
-                notes.append(f"has no {name} weights; that head keeps its random initialisation")
+                notes.append(f"has no {name} weights; {keeps}")
             elif held and not same_head:
-                notes.append(f"has {name} weights of other shapes ({held}); that head keeps its "
-                             "random initialisation")
+                notes.append(f"has {name} weights of other shapes ({held}); {keeps}")
             else:  # placed: the checkpoint's own head refused as `load` refuses it
                 continue
             skipped.add(attribute)
@@ -384,7 +394,7 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
                     "" if model.uses_pooled_output else "(unused by this model) ") +
                     "keeps its random initialisation")
             elif part not in skipped:
-                notes.append(f"has no {part} weights; that head keeps its random initialisation")
+                notes.append(f"has no {part} weights; {keeps}")
         self._source = None  # placed: let the arrays go
         return notes
 

@@ -19,7 +19,6 @@ import tempfile
 
 import numpy as np
 
-from albert_tf.checkpoint.names import POOLER
 from albert_tf.checkpoint.opened import (
     OpenedCheckpoint,
     build_task_model,
@@ -94,37 +93,10 @@ class AlbertTfCheckpoint(OpenedCheckpoint):
                                 if (problem := weight_problem(w.numpy())) is not None], weights)
         return model
 
-
-    def load_into(self, model, same_head: bool = False) -> list[str]:
-        """`OpenedCheckpoint.load_into` by a copy: the checkpoint's own model is built
-        (`load`, every tensor checked) and its encoder and same-named heads copied.
-
-        Our weights file is keyed by Keras' own walk of the model (attribute paths and
-        generated names, e.g. `layers/classification_head/dense/vars/0`), not by the
-        layer names a name table would place by: loading part of it into a model of
-        another class would restate Keras' loader, so this format pays one more build.
-        """
-        source = self.load()
-        model.encoder.set_weights(source.encoder.get_weights())
-        notes = []
-        if model.uses_pooled_output and POOLER in self.left_initialised:
-            notes.append(f"has no {POOLER} weights; the pooler keeps its random initialisation")
-        held = {layer.name: layer for layer in source.layers if layer is not source.encoder}
-        for layer in model.layers:
-            if layer is model.encoder or layer is model.preprocessor:
-                continue
-            found = held.get(layer.name)
-            if found is None or layer.name in self.left_initialised:
-                notes.append(f"has no {layer.name} weights; that head keeps its random "
-                             "initialisation")
-            elif type(found) is not type(layer) or [w.shape for w in found.weights] != [
-                    w.shape for w in layer.weights]:
-                shapes = ", ".join(str(tuple(w.shape)) for w in found.weights)
-                notes.append(f"has {layer.name} weights of other shapes ({shapes}); that head "
-                             "keeps its random initialisation")
-            else:
-                layer.set_weights(found.get_weights())
-        return notes
+    # load_into: OpenedCheckpoint's build and copy. Our weights file is keyed by Keras'
+    # own walk of the model (attribute paths and generated names, e.g.
+    # layers/classification_head/dense/vars/0), not by the layer names a name table places
+    # by: loading part of it into a model of another class would restate Keras' loader.
 
 
 def _ensure_built(model) -> None:
