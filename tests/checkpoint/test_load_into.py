@@ -153,3 +153,19 @@ def test_every_head_layer_is_declared_in_head_layers():
                   if isinstance(layer, keras.layers.Layer) and layer is not model.encoder
                   and not isinstance(layer, keras.metrics.Metric)}
         assert layers == dict(cls.head_layers), task
+
+
+def test_a_keras_hub_preset_is_placed_into_the_requested_model(builds, caplog):
+    from tests.checkpoint.test_kerashub import ATOL, model_inputs, preset, reference, softmax
+
+    with caplog.at_level(logging.WARNING):
+        classifier = AlbertSequenceClassifier.from_preset(preset("classifier"))
+        masked = AlbertMaskedLM.from_preset(preset("masked_lm"))
+    assert builds == ["AlbertSequenceClassifier", "AlbertMaskedLM"]
+    assert "random initialisation" not in caplog.text
+    ref = reference("classifier")
+    np.testing.assert_allclose(softmax(classifier(model_inputs(ref))), ref["probabilities"],
+                               atol=ATOL, rtol=0)
+    ref = reference("masked_lm")
+    out = masked(model_inputs(ref, "masked_lm_positions"))["mlm_logits"]
+    np.testing.assert_allclose(out, ref["mlm_logits"], atol=ATOL, rtol=0)
