@@ -22,6 +22,10 @@ foreign checkpoint's config needs it, not the model.
 | span | AlbertSpanExtractor | answerability | (question, context) |
 | span_beam | AlbertSpanBeamExtractor | start_n_top, end_n_top | (question, context) |
 | multiple_choice | AlbertMultipleChoice | | |
+
+These names are the one vocabulary of tasks (records, models, serving, LiteRT and
+`albert-tf finetune --task`); `classify` and `regress`, older `--task` spellings, are
+aliases declared on their entries (`Task.aliases`, `ALIASES`, `canonical_name`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from typing import Any
 
 from albert_tf.numerics import LAYER_NORM_EPSILON
 
-__all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "COMMON_FIELDS", "SPAN_DEFAULTS",
+__all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "ALIASES", "canonical_name",
+           "COMMON_FIELDS", "SPAN_DEFAULTS",
            "IGNORED_LABEL",
            "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
 
@@ -112,6 +117,8 @@ class Task:
       hf_problem_type: the `problem_type` Hugging Face's config gives this task when its
         class holds several (regression is a one-output AlbertForSequenceClassification).
       keras_hub: the KerasHub task class it is written as / read from (None: none).
+      aliases: older names `albert-tf finetune --task` still accepts for it (never
+        printed, never written to a record; `canonical_name`).
     """
 
     name: str
@@ -134,6 +141,7 @@ class Task:
     hf_fields: Mapping[str, Any] = dataclasses.field(default_factory=lambda: _EMPTY)
     hf_problem_type: str | None = None
     keras_hub: str | None = None
+    aliases: tuple[str, ...] = ()
 
     @property
     def record_fields(self) -> tuple[str, ...]:
@@ -183,12 +191,13 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
           labels="class_ids", single_output=True, text_segments=(1, 2), serving="classifier",
           hf_architecture="AlbertForSequenceClassification",
-          keras_hub="keras_hub>AlbertTextClassifier"),
+          keras_hub="keras_hub>AlbertTextClassifier", aliases=("classify",)),
     _task("regression", "AlbertSequenceRegressor",
           losses={"score": ("mean_squared_error", 1.0)}, metrics={"score": ("mae",)},
           label_output="score", labels="scores", single_output=True, text_segments=(1, 2),
           serving="regressor",
-          hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression"),
+          hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression",
+          aliases=("regress",)),
     _task("token_classification", "AlbertTokenClassifier", head_args=("num_classes",),
           fields=_CLASSES + ("tag_scheme",),
           losses={"logits": ("token_crossentropy", 1.0)},
@@ -218,6 +227,15 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
 RECORD_TASKS = tuple(TASKS)
 # Every task: what `export --task` and `open_checkpoint(task=...)` accept.
 ALL_TASKS: Mapping[str, Task] = types.MappingProxyType({**TASKS, ENCODER.name: ENCODER})
+# Older spellings of task names (`--task classify`): alias -> the entry's name.
+ALIASES: Mapping[str, str] = types.MappingProxyType(
+    {alias: spec.name for spec in ALL_TASKS.values() for alias in spec.aliases})
+
+
+def canonical_name(name: str) -> str:
+    """`name` with an alias (ALIASES: "classify", "regress") replaced by its entry's
+    name; any other string is returned as is."""
+    return ALIASES.get(name, name)
 
 
 def get(name: str | Task) -> Task:

@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 
 import albert_tf
+from albert_tf import precisions
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
@@ -49,7 +50,7 @@ from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's pu
     custom_ops,
     save_module,
 )
-from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
+from .options import FORMATS, QUANTIZE, Batching
 from .signatures import span_windows
 from .signatures.base import PAD_MULTIPLE
 
@@ -58,20 +59,25 @@ logger = logging.getLogger(__name__)
 
 
 def serving_precision(precision: str, trained: str | None) -> str:
-    """float32 or bfloat16 for `--precision`; "auto" serves in bfloat16 when `trained` (the
-    task record's training precision, None when it has none) is (mixed_)bfloat16."""
-    if precision not in EXPORT_PRECISIONS:
-        raise ExportError(f"--precision {precision!r}: expected one of "
-                          f"{', '.join(EXPORT_PRECISIONS)}")
-    if precision == "auto":
-        return "bfloat16" if "bfloat16" in (trained or "") else "float32"
-    return precision
+    """float32 or bfloat16 for an `--precision` word (`albert_tf.precisions`: as-trained,
+    float32, bfloat16; the older `auto` is as-trained): as-trained serves in bfloat16 when
+    `trained` (the task record's policy, None when it has none) computes in bfloat16."""
+    return precisions.served_dtype(export_word(precision), trained)
+
+
+def export_word(precision: str) -> str:
+    """An `--precision` word with its alias resolved; ExportError naming the words."""
+    try:
+        return precisions.export_precision(precision)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
 
 
 def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
            task: str | None = None, seq_length: int | None = None, spm_model: str | None = None,
            pad_multiple: int | None = PAD_MULTIPLE, token_ids_only: bool = False,
-           precision: str = "auto", format: str = "savedmodel", quantize: str = "none",
+           precision: str = precisions.AS_TRAINED, format: str = "savedmodel",
+           quantize: str = "none",
            batching: Batching | None = None, doc_stride: int | None = None,
            max_windows: int | None = None, source_name: str | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
@@ -94,8 +100,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       pad_multiple: dynamic padding granularity (None: always `seq_length`).
       token_ids_only: only the `token_ids` signature (no tensorflow-text ops).
       precision: float32, bfloat16 (variables and matmuls; inputs and outputs of the
-        signatures unchanged) or auto (bfloat16 if the task record says the model was
-        trained in bfloat16).
+        signatures unchanged) or as-trained (bfloat16 if the task record says the model
+        was trained in bfloat16; `albert_tf.precisions`, where "auto" is its older name).
       format: savedmodel (BASE/NAME/VERSION/ for TF Serving) or litert (`output` is the
         .tflite file; see `litert.convert.write_litert`).
       quantize: for litert: none (float32), float16 or int8 (dynamic range).
@@ -113,6 +119,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
 
     if format not in FORMATS:
         raise ExportError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
+    precision = export_word(precision)
     if isinstance(checkpoint, keras.Model):
         with tempfile.TemporaryDirectory(prefix="albert-tf-export-") as directory:
             save_checkpoint(checkpoint, directory)

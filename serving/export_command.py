@@ -10,12 +10,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from albert_tf import tasks
+from albert_tf import precisions, tasks
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.config import DEFAULT_SEQ_LENGTH
 from albert_tf.infra import arguments
 
-from .options import EXPORT_PRECISIONS, FORMATS, QUANTIZE, Batching
+from .options import FORMATS, QUANTIZE, Batching
+
+
+def _precision(word: str) -> str:
+    # The word with its alias resolved (auto -> as-trained); a usage error names the words.
+    try:
+        return precisions.export_precision(word, "")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,9 +44,11 @@ def parser() -> argparse.ArgumentParser:
                    "SentencePiece .model, or a WordPiece vocab.txt")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
-    p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="auto",
-                   help="weights and matmuls in bfloat16 (faster on CPUs with AVX-512 BF16 / "
-                   "AMX); auto: as the task record says the model was trained")
+    p.add_argument("--precision", type=_precision, default=precisions.AS_TRAINED,
+                   metavar="{" + ",".join(precisions.EXPORT_WORDS) + "}",
+                   help="bfloat16: weights and matmuls in bfloat16 (faster on CPUs with "
+                   "AVX-512 BF16 / AMX); as-trained (default): bfloat16 when the task record "
+                   "says the model was trained in it, else float32")
     p.add_argument("--format", choices=FORMATS, default="savedmodel",
                    help="litert: --output is one .tflite file (raw text in, for phones and "
                    "edge devices; docs/on-device.md)")

@@ -1,7 +1,7 @@
 """The choices `albert-tf export` offers, as plain data (no TensorFlow): read by the command
 line (`export_command`) and by the export itself, so `export --help` imports nothing heavy.
 
-  EXPORT_PRECISIONS  --precision: the weights' and matmuls' dtype of the SavedModel
+  (--precision's words: albert_tf.precisions, the one home of every precision word)
   FORMATS            --format: a SavedModel directory, or one LiteRT .tflite file
   QUANTIZE           --quantize (LiteRT): the weights' storage
   Batching           --batching: in-graph batching of concurrent requests
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-EXPORT_PRECISIONS = ("float32", "bfloat16", "auto")
 FORMATS = ("savedmodel", "litert")
 QUANTIZE = ("none", "float16", "int8")
 

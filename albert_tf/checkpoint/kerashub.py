@@ -44,9 +44,10 @@ from albert_tf.checkpoint.names import table_rows
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError, TensorSource, read_keras_h5
-from albert_tf.checkpoint.task_record import PRECISIONS, TaskRecord
+from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
 from albert_tf.infra.textio import json_type, read_json_object, read_text
+from albert_tf.precisions import POLICIES
 
 __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_name",
            "block_fields", "BACKBONE", "CLASSIFIER", "MASKED_LM", "TOKENIZER",
@@ -96,7 +97,7 @@ CONFIG_KEYS = {
 _NOT_ARCHITECTURE = ("name", "trainable", "dtype")
 # What AlbertBackbone fixes: tanh GELU, weights shared per group, its initializer.
 FIXED = {"hidden_act": "gelu", "sharing": "all", "initializer_range": 0.02}
-_FLOAT_POLICIES = PRECISIONS  # the dtype policies a task record may name
+_FLOAT_POLICIES = POLICIES  # the dtype policies a task record may name (albert_tf.precisions)
 _ACTIVATIONS = {None: "single_label", "linear": "single_label", "softmax": "single_label",
                 "sigmoid": "multi_label"}
 

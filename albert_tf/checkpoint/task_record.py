@@ -28,7 +28,7 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 | start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
 | max_qa_length | multiple_choice | question + option pieces kept (128, at most seq_length - 3) |
 | mlm_layer_norm_epsilon | masked_lm | the head's LayerNorm epsilon (1e-12, the original's; KerasHub's AlbertMaskedLM: 1e-5) |
-| precision | all | the Keras dtype policy the model was trained under, e.g. float32 or mixed_bfloat16 (None: not recorded); `export --precision auto` serves in it |
+| precision | all | the Keras dtype policy the model was trained under, e.g. float32 or mixed_bfloat16 (None: not recorded); `export --precision as-trained` serves in it |
 
 Example:
     >>> record = TaskRecord.create("span", seq_length=384, max_query_length=32)
@@ -58,6 +58,7 @@ from albert_tf.config import (
 from albert_tf.errors import UserError
 from albert_tf.infra.atomic import atomic_write_json
 from albert_tf.infra.textio import EncodingError, FileSizeError, read_text
+from albert_tf.precisions import POLICIES
 from albert_tf.tagging import SCHEMES
 from albert_tf.tasks import (
     BEAM_DEFAULTS,
@@ -78,8 +79,9 @@ TASK_FILE = "albert_task.json"
 TASKS = RECORD_TASKS
 PROBLEM_TYPES = ("single_label", "multi_label")
 # `precision`: the Keras dtype policy the model carries (which training chose it, and
-# how, is training's business: albert_tf.training.runtime.distribute).
-PRECISIONS = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+# how, is training's business: albert_tf.training.runtime.distribute); the words'
+# one home is albert_tf.precisions.
+PRECISIONS = POLICIES
 # Fields older albert_task.json files wrote for every task (as null when not applicable).
 _LEGACY_NULLS = ("num_classes", "label_names")
 

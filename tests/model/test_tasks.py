@@ -98,9 +98,9 @@ def test_get_names_the_known_tasks():
 
 # The comparisons the table replaces: a task name compared with ==, !=, in (...),
 # not in (...), or a prefix of one tested with startswith, read from the syntax tree.
-# The fine-tuning family table (`--task` values: glue/<name>, classify, ...) is the one
-# module besides the task table that reads names.
-ALLOWED_TO_NAME_TASKS = {"albert_tf/tasks.py", "training/finetune/families.py"}
+# Only the task table may: the fine-tuning family table (`--task` values: glue/<name>,
+# squad/v1.1, classification, ...) looks its names up instead.
+ALLOWED_TO_NAME_TASKS = {"albert_tf/tasks.py"}
 
 
 def _names(node) -> list[str]:
@@ -130,7 +130,9 @@ def _task_comparisons(tree, known: set[str]) -> list[int]:
 def test_only_the_tables_compare_task_names():
     from albert_tf.training.finetune import families
 
-    known = set(tasks.ALL_TASKS) | set(families.FAMILIES) | {"glue"}
+    prefixes = {name.partition("/")[0] for name in families.FAMILIES}
+    known = (set(tasks.ALL_TASKS) | set(tasks.ALIASES) | set(families.FAMILIES) | prefixes
+             | {prefix + "/" for prefix in prefixes})
     # The reader itself: it sees the comparisons this test exists to forbid.
     probe = ast.parse('a = task in ("span", "span_beam")\nb = t.startswith("glue/")\n'
                       'c = spec.task != "regression"\nd = name.startswith("masked_lm")')
@@ -147,3 +149,12 @@ def test_only_the_tables_compare_task_names():
                     if hits and rel not in ALLOWED_TO_NAME_TASKS:
                         found[rel] = hits
     assert not found, found
+
+
+def test_every_kind_of_label_array_has_its_check():
+    """The checks `fit` runs on a plain label array are keyed by `Task.labels`: a kind the
+    table names without a check (or a misspelt one) fails here, not as a KeyError at fit."""
+    from albert_tf import api_inputs
+
+    used = {spec.labels for spec in tasks.ALL_TASKS.values() if spec.labels is not None}
+    assert used and set(api_inputs._LABEL_CHECKS) == used

@@ -9,10 +9,13 @@ Tasks and their data (--data):
   squad/v1.1    SQuAD from tensorflow-datasets, or the official JSON files:
   squad/v2.0    --data DIR holding train-v2.0.json / dev-v2.0.json, or --data TRAIN DEV
   race          --data RACE (the released directory: train/dev/test/{middle,high}/*.txt)
-  classify      your CSV / TSV / TXT / JSONL files: --data TRAIN [EVAL] and
-  regress       --columns TEXT[,TEXT2][:LABEL] (LABEL defaults to "label"), header
-                names, or positions from 0 for files without a header (e.g. 3:1);
-                --label-names NEG,POS names the classes in id order
+  classification  your CSV / TSV / TXT / JSONL files: --data TRAIN [EVAL] and
+  regression      --columns TEXT[,TEXT2][:LABEL] (LABEL defaults to "label"), header
+                  names, or positions from 0 for files without a header (e.g. 3:1);
+                  --label-names NEG,POS names the classes in id order
+                  (classify and regress, their older names, are accepted too)
+  ner           --data TRAIN [DEV [TEST]]: CoNLL-layout or JSONL files (or none:
+                TensorFlow Datasets' conll2003); --label-names names the tags
 Every task writes the evaluation metrics to OUTPUT/eval_results.json and the
 evaluation predictions (predictions_<set>.tsv; SQuAD predictions.json; RACE
 predictions_dev.tsv; NER predictions_<set>.txt in conlleval's WORD GOLD PRED
@@ -41,7 +44,7 @@ at once (the output is claimed while a run writes it).
 
 Example:
   albert-tf finetune --task glue/mrpc --data glue_data/ --checkpoint albert_base/ --output out/mrpc
-  albert-tf finetune --task classify --checkpoint albert_base/ --output out/reviews \\
+  albert-tf finetune --task classification --checkpoint albert_base/ --output out/reviews \\
       --data train.csv dev.csv --columns review:sentiment --epochs 3
 """
 
@@ -49,8 +52,12 @@ from __future__ import annotations
 
 import argparse
 
+from albert_tf import precisions
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.infra import arguments
+
+TASK_HELP = ("glue/<task>, squad/v1.1, squad/v2.0, race, classification, regression or ner "
+             "(classify and regress: older names of classification and regression)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,16 +65,16 @@ def parser() -> argparse.ArgumentParser:
                                  description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[2:]))
-    p.add_argument("--task", required=True, help="glue/<task>, squad/v1.1, squad/v2.0, race, "
-                                                 "classify, regress or ner")
+    # The names of families.FAMILIES (a test keeps them equal; that module imports Keras).
+    p.add_argument("--task", required=True, help=TASK_HELP)
     p.add_argument("--checkpoint", required=True,
                    help=f"what to start from: {CHECKPOINT_HELP}")
     p.add_argument("--output", "--output-dir", dest="output", required=True,
                    help="directory for the fine-tuned model")
     p.add_argument("--data", nargs="+", metavar="PATH", help="see the task list below")
-    p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classify / regress: header "
+    p.add_argument("--columns", help="TEXT[,TEXT2][:LABEL] for classification / regression: header "
                                      "names, or positions (from 0) in a file without a header")
-    p.add_argument("--label-names", help="NAME,NAME,...: the classes of classify (or the "
+    p.add_argument("--label-names", help="NAME,NAME,...: the classes of classification (or the "
                                          "tags of ner) in id order "
                                          "(the file's labels are these names or ids 0..K-1); "
                                          "predictions and the served model answer with them")
@@ -81,8 +88,8 @@ def parser() -> argparse.ArgumentParser:
                         "the same training in less memory (--batch-size must divide by N)")
     p.add_argument("--strategy", default="default",
                    help="default, cpu, mirrored, multi_worker, tpu or tpu:NAME")
-    p.add_argument("--precision", default="auto",
-                   help="auto, float32, mixed_float16 or mixed_bfloat16")
+    p.add_argument("--precision", default=precisions.AUTO,
+                   help=precisions.listed(precisions.TRAINING_WORDS))
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="other hyperparameters (see below)")
     p.add_argument("--overwrite", action="store_true",

@@ -1,10 +1,12 @@
 """The kinds of `albert-tf finetune --task`: each one's defaults, data and options.
 
-A `Family` per kind (glue/<task>, squad/v1.1, squad/v2.0, race, classify, regress, ner)
-holds the original scripts' hyperparameters, how its data is read into a task
-object (`sequence.SequenceTask`, `squad.SquadTask`, `race.RaceTask`, `ner.NerTask`), which task
-record's options `--set` may give it and whether it takes `--label-names`;
-`run.py` asks the family of `--task` instead of comparing names.
+A `Family` per kind (glue/<task>, squad/v1.1, squad/v2.0, race, classification,
+regression, ner) holds the original scripts' hyperparameters, how its data is read into a
+fine-tuning job (`sequence.SequenceTask`, `squad.SquadTask`, `race.RaceTask`,
+`ner.NerTask`), which task record's options `--set` may give it and whether it takes
+`--label-names`; `run.py` asks the family of `--task` instead of comparing names, and the
+messages list the table's names. `classification` and `regression` are the task table's
+names (`albert_tf.tasks`); its aliases (`classify`, `regress`) are accepted too.
 """
 
 from __future__ import annotations
@@ -14,11 +16,20 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from albert_tf import AlbertMultipleChoice, AlbertSpanExtractor, AlbertTokenClassifier, errors
-from albert_tf.config import DEFAULT_SEQ_LENGTH, SHORT_SEQ_LENGTH
+from albert_tf import (
+    AlbertMultipleChoice,
+    AlbertSequenceClassifier,
+    AlbertSequenceRegressor,
+    AlbertSpanExtractor,
+    AlbertTokenClassifier,
+    errors,
+    tasks,
+)
+from albert_tf.config import DEFAULT_SEQ_LENGTH
 
 from . import conll, glue, ner, race, sequence, squad, squad_data
 from .examples import DataError, check_label_name
+from .train import TrainConfig
 
 UsageError = errors.UsageError
 
@@ -27,8 +38,10 @@ SQUAD_TASKS = ("squad/v1.1", "squad/v2.0")
 # (v2 learning rate), own files as BERT's usual fine-tuning recipe.
 SQUAD_DEFAULTS = dict(epochs=2, train_steps=None, warmup_proportion=0.1, learning_rate=5e-5,
                       batch_size=48, seq_length=squad.SQUAD_SEQ_LENGTH)
-FILE_DEFAULTS = dict(epochs=3, train_steps=None, warmup_proportion=0.1, learning_rate=2e-5,
-                     batch_size=32, seq_length=SHORT_SEQ_LENGTH)
+# Own files: TrainConfig's own defaults (BERT's usual recipe), read from there.
+FILE_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainConfig)
+                 if field.name in ("epochs", "train_steps", "warmup_proportion", "learning_rate",
+                                   "batch_size", "seq_length")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +70,26 @@ def _glue_defaults(task: str) -> dict:
                 seq_length=DEFAULT_SEQ_LENGTH)
 
 
+def canonical_task(task: str) -> str:
+    """A `--task` value under its table name (the task table's aliases resolved:
+    classify -> classification)."""
+    return tasks.canonical_name(task)
+
+
 def family(task: str) -> Family:
-    """The `Family` of a `--task` value (glue/<name> share one)."""
-    found = FAMILIES.get("glue/" if task.startswith("glue/") else task)
+    """The `Family` of a `--task` value (an alias resolved; glue/<name> share one:
+    the entry keyed "glue" + PER_TASK)."""
+    task = canonical_task(task)
+    found = FAMILIES.get(task) or FAMILIES.get(task.partition("/")[0] + PER_TASK)
     if found is None:
-        raise UsageError(f"--task {task!r}: expected glue/<task>, squad/v1.1, squad/v2.0, race, "
-                         "classify, regress or ner")
+        raise UsageError(f"--task {task!r}: expected {listed()}")
     return found
+
+
+def listed(which: Callable[[Family], Any] = lambda kind: True, last: str = "or") -> str:
+    """The names of the families `which` selects, as a message lists them: "a, b or c"."""
+    names = [name for name, kind in FAMILIES.items() if which(kind)]
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def task_defaults(task: str) -> dict:
@@ -71,11 +97,12 @@ def task_defaults(task: str) -> dict:
     return family(task).defaults(task)
 
 
-def parse_columns(spec: str | None) -> tuple[list, str | int]:
+def parse_columns(spec: str | None, task: str = "") -> tuple[list, str | int]:
     """"a,b:label" -> (["a", "b"], "label"), the label column defaulting to "label";
-    "3:1" -> ([3], 1): positions (from 0) in a file without a header row."""
+    "3:1" -> ([3], 1): positions (from 0) in a file without a header row. `task`:
+    the --task that needs them, for the message."""
     if not spec:
-        raise UsageError("classify / regress need --columns TEXT[,TEXT2][:LABEL]")
+        raise UsageError(f"--task {canonical_task(task)} needs --columns TEXT[,TEXT2][:LABEL]")
     texts, _, label = spec.partition(":")
     columns = [c for c in texts.split(",") if c]
     if not 1 <= len(columns) <= 2:
@@ -106,7 +133,9 @@ def build_task(args, tokenizer, seq_length: int, options: dict):
     """The task object for `args.task`, its data read and tokenized."""
     kind = family(args.task)
     if args.label_names is not None and not kind.label_names:
-        raise UsageError("--label-names is for --task classify and ner")
+        raise UsageError(f"--label-names is for --task "
+                         f"{listed(lambda other: other.label_names, 'and')}, "
+                         f"not {canonical_task(args.task)}")
     return kind.build(args, tokenizer, seq_length, options)
 
 
@@ -135,7 +164,7 @@ def _file_task(regression: bool):
         data = args.data or []
         if not 1 <= len(data) <= 2:
             raise UsageError(f"{args.task} needs --data TRAIN_FILE [EVAL_FILE]")
-        columns, label = parse_columns(args.columns)
+        columns, label = parse_columns(args.columns, args.task)
         return sequence.file_task(data[0], data[1] if len(data) == 2 else None, columns, label,
                                   regression, tokenizer, seq_length,
                                   parse_label_names(args.label_names))
@@ -183,18 +212,24 @@ def _squad_files(directory: str, version: str) -> list[str]:
     return [os.path.join(directory, n) for n in names]
 
 
-_FILE_DEFAULTS = lambda task: dict(FILE_DEFAULTS)  # noqa: E731
+def _file_defaults(task: str) -> dict:
+    return dict(FILE_DEFAULTS)
+
+
 _SQUAD = Family(lambda task: dict(SQUAD_DEFAULTS), _squad_task,
                 record_task=AlbertSpanExtractor.task)
-# Every --task of albert-tf finetune: glue/<name> (one family), squad/v1.1, squad/v2.0,
-# race, classify, regress and ner.
+# A family keyed NAME + PER_TASK takes every `--task NAME/<task>` (GLUE's tasks).
+PER_TASK = "/<task>"
+# Every --task of albert-tf finetune, as help and messages list them (aliases:
+# albert_tf.tasks.ALIASES).
 FAMILIES = {
-    "glue/": Family(_glue_defaults, _glue_task),
+    "glue" + PER_TASK: Family(_glue_defaults, _glue_task),
     **{task: _SQUAD for task in SQUAD_TASKS},
     "race": Family(lambda task: dict(race.DEFAULTS), _race_task,
                    record_task=AlbertMultipleChoice.task),
-    "classify": Family(_FILE_DEFAULTS, _file_task(regression=False), label_names=True),
-    "regress": Family(_FILE_DEFAULTS, _file_task(regression=True)),
-    "ner": Family(_FILE_DEFAULTS, _ner_task, record_task=AlbertTokenClassifier.task,
+    AlbertSequenceClassifier.task: Family(_file_defaults, _file_task(regression=False),
+                                          label_names=True),
+    AlbertSequenceRegressor.task: Family(_file_defaults, _file_task(regression=True)),
+    "ner": Family(_file_defaults, _ner_task, record_task=AlbertTokenClassifier.task,
                   label_names=True),
 }

@@ -6,7 +6,7 @@ JSON object `{"id", "article", "questions": [...], "options": [[4 x str], ...],
 where qa is the question with its blank ("_") filled by the option, or question
 and option joined by a space, as the original `race_utils`: qa keeps its last
 `max_qa_length` tokens (`albert_tf.checkpoint.task_record`'s default: 128) and the article is cut
-to fit `seq_length` (512).
+to fit `seq_length` (`DEFAULTS`: run_race's 512, `albert_tf.config.DEFAULT_SEQ_LENGTH`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ CHOICES = "ABCD"
 # What `RaceTask.write_predictions` writes into a run directory.
 PREDICTION_FILES = ("predictions_dev.tsv", "race_test.json")
 # run_race.py / README: 12000 steps, 1000 warmup, batch 32, lr 1e-5 (the v2 value),
-# 512 tokens (of which at most max_qa_length for question + option: albert_tf.checkpoint.task_record).
+# 512 tokens, DEFAULT_SEQ_LENGTH (of which at most max_qa_length for question + option:
+# albert_tf.checkpoint.task_record).
 DEFAULTS = {"train_steps": 12000, "warmup_steps": 1000, "batch_size": 32, "learning_rate": 1e-5,
-            "seq_length": 512}
+            "seq_length": DEFAULT_SEQ_LENGTH}
 
 
 @dataclasses.dataclass
@@ -164,7 +165,8 @@ class RaceTask:
     main_metric = "accuracy"
 
     def __init__(self, tokenizer, train: list[RaceExample] | None, dev: list[RaceExample] | None,
-                 test: list[RaceExample] | None = None, seq_length: int = DEFAULT_SEQ_LENGTH,
+                 test: list[RaceExample] | None = None,
+                 seq_length: int = DEFAULTS["seq_length"],
                  max_qa_length: int | None = None):
         self.name = "race"
         # Validated (and defaulted) before any encoding; saved with the model for serving.

@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 
-from albert_tf import errors, tasks
+from albert_tf import errors, precisions, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import resolve_checkpoint
 from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
@@ -24,7 +24,7 @@ from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
 from . import command, ner, race, sequence, squad
 from .bucketing import check_buckets
-from .families import build_task, family, task_defaults
+from .families import build_task, canonical_task, family, listed, task_defaults
 from .train import RUN_FILES, TrainConfig, finetune
 
 logger = logging.getLogger("albert_tf.finetune")
@@ -59,7 +59,7 @@ class FinetuneOptions:
     seq_length: int | None = None
     gradient_accumulation_steps: int | None = None
     strategy: str = "default"
-    precision: str = "auto"
+    precision: str = precisions.AUTO
     set: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE overrides
     overwrite: bool = False
 
@@ -105,8 +105,8 @@ def check_task_options(task: str, seq_length: int, options: dict) -> None:
     kind = family(task).record_task
     if kind is None:
         if options:
-            raise UsageError(f"--set {next(iter(options))}: applies to squad, race and ner "
-                             f"only, not {task}")
+            raise UsageError(f"--set {next(iter(options))}: applies to "
+                             f"{listed(lambda other: other.record_task)} only, not {task}")
         return
     # The classes come from the data; one stands in for them while the options are checked.
     classes = {"num_classes": 1} if tasks.get(kind).classes else {}
@@ -145,7 +145,8 @@ def run(args: FinetuneOptions) -> dict:
     Raises:
       UserError (and its kinds): a refusal, one line naming what and where.
     """
-
+    # An alias (--task classify) runs, and is named, as the table's name.
+    args = dataclasses.replace(args, task=canonical_task(args.task))
     settings = task_defaults(args.task)
     train_set, task_options, run_options = parse_overrides(args.set)
     settings.update(train_set)

@@ -52,9 +52,11 @@ RUN_FILES = (*CHECKPOINT_FILES, run_layout.TENSORBOARD_DIR, RESULTS_FILE)
 Predict = Callable[[Encoded], "dict[str, list[np.ndarray]] | list[np.ndarray]"]
 
 
-class Task(Protocol):
-    """What `finetune` needs from a task (see `SequenceTask`, `SquadTask`, `RaceTask`);
-    the model it builds brings its own loss and metrics (`compile()`)."""
+class FinetuneJob(Protocol):
+    """What `finetune` needs from a fine-tuning job: one family's data read and
+    tokenized, its model and metric (`SequenceTask`, `SquadTask`, `RaceTask`,
+    `NerTask`; `families.build_task` makes one). Not the task table's `Task`: the
+    model it builds brings that entry's loss and metrics (`compile()`)."""
 
     name: str
     main_metric: str  # key of `evaluate`'s result; higher is better
@@ -171,7 +173,8 @@ def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length:
 class _EvaluateEachEpoch(keras.callbacks.Callback):
     """Evaluates the task after each epoch, keeps the best weights, stops early."""
 
-    def __init__(self, task: Task, predict: Predict, config: TrainConfig, save: Callable[[], None]):
+    def __init__(self, task: FinetuneJob, predict: Predict, config: TrainConfig,
+                 save: Callable[[], None]):
         super().__init__()
         self.task, self.predict, self.config, self.save = task, predict, config, save
         self.best, self.best_weights, self.best_results = None, None, None
@@ -201,12 +204,12 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: TrainConfig,
+def finetune(task: FinetuneJob, source: str | OpenedCheckpoint | AlbertConfig, config: TrainConfig,
              strategy: tf.distribute.Strategy | None = None) -> dict:
     """Fine-tunes `task` starting from `source` and saves the best model in `config.output_dir`.
 
     Args:
-      task: the data, model, loss and metrics (a `Task`).
+      task: the data, model, loss and metrics (a `FinetuneJob`).
       source: a checkpoint (a path `open_checkpoint` opens, or one already opened;
         its encoder is fine-tuned, its heads are dropped), or an `AlbertConfig` for
         random initialisation.
@@ -259,7 +262,7 @@ def finetune(task: Task, source: str | OpenedCheckpoint | AlbertConfig, config: 
     return summary
 
 
-def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: int,
+def _compiled_model(task: FinetuneJob, source, config: TrainConfig, strategy, total: int,
                     warmup: int) -> keras.Model:
     """The task model on the source's encoder, compiled, its variables under `strategy`."""
     with strategy.scope():
@@ -282,7 +285,7 @@ def _compiled_model(task: Task, source, config: TrainConfig, strategy, total: in
 class _Saver:
     """Writes the model as a checkpoint in the output directory (on the chief only)."""
 
-    def __init__(self, task: Task, model: keras.Model, config: TrainConfig, chief: bool):
+    def __init__(self, task: FinetuneJob, model: keras.Model, config: TrainConfig, chief: bool):
         self.task, self.model, self.config, self.chief = task, model, config, chief
 
     def __call__(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from albert_tf import precisions
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.infra import arguments
 
@@ -32,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--gradient-accumulation-steps", type=int, metavar="N",
                         help="run each batch as N parts in turn, one update: less memory")
     parser.add_argument("--optimizer", choices=("lamb", "adamw"))
-    parser.add_argument("--precision", help="auto, float32, mixed_float16, mixed_bfloat16")
+    parser.add_argument("--precision", help=precisions.listed(precisions.TRAINING_WORDS))
     parser.add_argument("--strategy", help="default, cpu, mirrored, multi_worker, tpu[:NAME]")
     parser.add_argument("--allow-change", action="append", default=[], metavar="FIELD[,FIELD]",
                         help="resume although these settings differ from the run's "

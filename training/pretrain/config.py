@@ -12,7 +12,7 @@ import json
 import typing
 from typing import Any
 
-from albert_tf import AlbertConfig
+from albert_tf import AlbertConfig, precisions
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.infra import arguments, textio
@@ -51,7 +51,7 @@ class PretrainConfig:
     weight_decay: float = number_field(0.01, minimum=0.0)
     clipnorm: float = number_field(1.0, minimum=0.0)  # 0: no clipping
     dropout: float = number_field(0.0, minimum=0.0, exclusive_maximum=1.0)  # the paper: none
-    precision: str = "auto"
+    precision: str = precisions.AUTO
     strategy: str = "default"
     steps_per_execution: int = number_field(1, minimum=1)
     jit_compile: bool | None = dataclasses.field(  # None (auto): on GPU, off on CPU

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable
 import keras
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, save_checkpoint
+from albert_tf import AlbertConfig, AlbertPretrainer, precisions, save_checkpoint
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.checkpoint.opened import check_vocab_size
 from albert_tf.errors import UserError
@@ -184,13 +184,13 @@ def resolve_precision(cfg: PretrainConfig, strategy, resolved, vocab_size: int |
     than `precision.MEASURE_MIN_STEPS`, "auto" is `distribute.set_precision`'s (each
     replica timing on its own could disagree; a short run would not win back the trials).
     """
-    recorded = _recorded_choice(cfg) if resuming and cfg.precision == "auto" else None
+    recorded = _recorded_choice(cfg) if resuming and cfg.precision == precisions.AUTO else None
     if recorded is not None:
         return recorded
-    if cfg.precision == "auto" and (isinstance(strategy, tf.distribute.TPUStrategy)
+    if cfg.precision == precisions.AUTO and (isinstance(strategy, tf.distribute.TPUStrategy)
                                     or strategy.num_replicas_in_sync > 1
                                     or cfg.train_steps < precision.MEASURE_MIN_STEPS):
-        return precision.PrecisionChoice("auto", cfg.jit_compile, {})
+        return precision.PrecisionChoice(precisions.AUTO, cfg.jit_compile, {})
     candidates = distribute.cpu_training_candidates(cfg.precision, cfg.jit_compile)
     batch = None
     if len(candidates) > 1:  # one batch of the run's data, trained on again and again

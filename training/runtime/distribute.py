@@ -16,18 +16,16 @@ import os
 import keras
 import tensorflow as tf
 
+from albert_tf import precisions
 from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("default", "cpu", "mirrored", "multi_worker", "tpu")
-# The Keras dtype policies `--precision` trains under; the task record stores the one a
-# model was trained in (it accepts any Keras floating-point policy name).
-TRAINING_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-PRECISIONS = ("auto",) + TRAINING_PRECISIONS
-_PRECISION_ALIASES = {"fp32": "float32", "float16": "mixed_float16",
-                      "fp16": "mixed_float16", "bfloat16": "mixed_bfloat16",
-                      "bf16": "mixed_bfloat16"}
+# The Keras dtype policies `--precision` trains under, and its words (albert_tf.precisions,
+# their one home); the task record stores the policy a model was trained in.
+TRAINING_PRECISIONS = precisions.TRAINING_PRECISIONS
+PRECISIONS = precisions.TRAINING_WORDS
 
 
 class StrategyError(UserError):
@@ -131,10 +129,10 @@ def cpu_bf16_features(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
 
 def _policy_name(precision: str) -> str:
     """A `--precision` value with its alias resolved ("auto" stays "auto")."""
-    policy = _PRECISION_ALIASES.get(precision, precision)
-    if policy not in PRECISIONS:
-        raise UserError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
-    return policy
+    try:
+        return precisions.training_precision(precision)
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
 
 # The instructions that make oneDNN's bf16 matmuls faster than float32 on a CPU.
@@ -155,7 +153,7 @@ def cpu_training_candidates(precision: str = "auto", jit_compile: bool | None = 
     `resolve_jit_compile` resolve "auto" and None). `features`: `cpu_bf16_features()`.
     """
     policy = _policy_name(precision)
-    if policy != "auto" or tf.config.list_logical_devices("GPU"):
+    if policy != precisions.AUTO or tf.config.list_logical_devices("GPU"):
         return [(policy, jit_compile)]
     features = cpu_bf16_features() if features is None else features
     candidates = [("float32", True if jit_compile is None else jit_compile)]
@@ -176,11 +174,12 @@ def set_precision(precision: str, strategy: tf.distribute.Strategy) -> str:
     added by `compile`) and float32 on CPU. Pretraining resolves a CPU's "auto" by timing
     its `cpu_training_candidates` before it calls this (`pretrain.precision`); a short
     job (fine-tuning) keeps float32.
-    Aliases: float16/fp16, bfloat16/bf16, fp32.
+    Older spellings are accepted (`precisions.TRAINING_ALIASES`: bfloat16 and bf16 are
+    mixed_bfloat16 here).
     Call it before the model is built.
     """
     policy = _policy_name(precision)
-    if policy == "auto":
+    if policy == precisions.AUTO:
         if isinstance(strategy, tf.distribute.TPUStrategy):
             policy = "mixed_bfloat16"
         elif tf.config.list_logical_devices("GPU"):

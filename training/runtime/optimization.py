@@ -247,11 +247,12 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class PerUpdate(keras.optimizers.schedules.LearningRateSchedule):
-    """`schedule` at the update count when gradients are accumulated over `steps` batches.
+    """`schedule` at batch // `steps`: kept only so that a `.keras` file saved with an
+    optimizer of an earlier `create_optimizer(..., gradient_accumulation_steps=N)` loads
+    (albert-tf no longer builds one: gradient accumulation is `fit_steps`' alone).
 
-    Keras (3.10 to 3.15, `keras_compat`'s range) evaluates a schedule at every batch
-    of an accumulated update (its `_iterations`), so a schedule over updates would
-    decay `steps` times too fast; this one sees batch // steps, the update number.
+    Keras (3.10 to 3.15) evaluates a schedule at every batch of an optimizer-accumulated
+    update (its `_iterations`); this one saw the update number.
     """
 
     def __init__(self, schedule, steps: int):
@@ -278,24 +279,19 @@ def create_optimizer(name: str = "lamb", learning_rate: float = DEFAULT_LEARNING
                      weight_decay: float = DEFAULT_WEIGHT_DECAY,
                      global_clipnorm: float | None = DEFAULT_CLIPNORM,
                      exclude_patterns: Iterable[str] = DEFAULT_EXCLUDE_PATTERNS,
-                     gradient_accumulation_steps: int | None = None,
                      ) -> keras.optimizers.Optimizer:
     """The pretraining optimizer `name` ("lamb" or "adamw") on the warmup + decay schedule.
 
-    `gradient_accumulation_steps` N > 1: each update averages the gradients of N
-    batches (Keras' optimizers accumulate them), so N batches of B examples make the
-    update of one batch of N * B; `train_steps` and `warmup_steps` count updates.
+    Gradient accumulation is not the optimizer's: `fit_steps.install_step_functions(model,
+    N)` runs each batch as N parts inside one step (the one mechanism; a step stays one
+    update, so `train_steps` and `warmup_steps` count the same with it).
     """
     schedule = WarmupPolynomialDecay(learning_rate, train_steps, warmup_steps, power)
     patterns = tuple(exclude_patterns)
-    accumulation = {}
-    if (gradient_accumulation_steps or 1) > 1:
-        accumulation["gradient_accumulation_steps"] = gradient_accumulation_steps
-        schedule = PerUpdate(schedule, gradient_accumulation_steps)
     if name == "lamb":
         return Lamb(schedule, weight_decay_rate=weight_decay, exclude_patterns=patterns,
-                    global_clipnorm=global_clipnorm, **accumulation)
+                    global_clipnorm=global_clipnorm)
     if name == "adamw":
         return AdamW(schedule, weight_decay=weight_decay, exclude_patterns=patterns,
-                     global_clipnorm=global_clipnorm, **accumulation)
+                     global_clipnorm=global_clipnorm)
     raise UserError(f"optimizer={name!r} is not one of {', '.join(OPTIMIZERS)}")

@@ -183,7 +183,7 @@ def test_cli_classify_headerless_with_label_names(tiny_checkpoint, corpus_docume
     train = _write(tmp_path / "train.tsv", "".join(rows[:12]))
     dev = _write(tmp_path / "dev.tsv", "\ufeff" + "".join(rows[12:]))
     out = str(tmp_path / "out")
-    assert main(["--task", "classify", "--data", train, dev, "--columns", "3:1",
+    assert main(["--task", "classification", "--data", train, dev, "--columns", "3:1",
                  "--label-names", "negative,positive", "--checkpoint", tiny_checkpoint,
                  "--output", out, "--epochs", "1", "--batch-size", "4", "--seq-length", "32",
                  "--set", "jit_compile=false", "buckets=none"]) == 0
@@ -208,7 +208,7 @@ def test_cli_regress_on_a_txt_file(tiny_checkpoint, corpus_documents, tmp_path):
     train = _write(tmp_path / "train.txt", "s1\ts2\tscore\n" + "".join(lines[:14]))
     dev = _write(tmp_path / "dev.txt", "s1\ts2\tscore\n" + "".join(lines[14:]))
     out = str(tmp_path / "out")
-    assert main(["--task", "regress", "--data", train, dev, "--columns", "s1,s2:score",
+    assert main(["--task", "regression", "--data", train, dev, "--columns", "s1,s2:score",
                  "--checkpoint", tiny_checkpoint, "--output", out, "--epochs", "1",
                  "--batch-size", "4", "--seq-length", "32", "--set", "jit_compile=false",
                  "buckets=none"]) == 0

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from albert_tf import errors
 from albert_tf.training.finetune.run import main
 
 
@@ -102,8 +103,9 @@ def test_output_that_is_a_file_is_refused(checkpoint, tmp_path, capsys):
     ("squad/v1.1", ["--set", "n_best=0"], "--set: n_best=0: must be >= 1"),
     ("race", ["--seq-length", "64", "--set", "max_qa_length=62"],
      "--set: max_qa_length=62 exceeds seq_length=64 - 3"),
-    ("classify", ["--set", "max_qa_length=16"],
-     "--set max_qa_length: applies to squad, race and ner only, not classify"),
+    ("classify", ["--set", "max_qa_length=16"],  # an alias, named by the table's name
+     "--set max_qa_length: applies to squad/v1.1, squad/v2.0, race or ner only, "
+     "not classification"),
     ("ner", ["--set", "tag_scheme=bio"],
      "--set: tag_scheme='bio' is not one of iob1, iob2, bioes"),
     ("ner", ["--set", "doc_stride=16"], "--set: doc_stride=16 does not apply to "
@@ -115,3 +117,21 @@ def test_task_settings_that_do_not_fit_are_refused_before_any_work(checkpoint, t
     status, lines = _run(capsys, checkpoint, output, *extra, task=task)
     assert status == 2 and len(lines) == 1 and message in lines[0], lines
     assert not output.exists()
+
+
+def test_the_task_names_are_the_family_table_s_and_aliases_still_run():
+    """`--task` help lists the family table's names (the task table's for your own
+    files); the task table's aliases find the same family, and no message prints them."""
+    from albert_tf import tasks
+    from albert_tf.training.finetune import command, families
+
+    assert command.TASK_HELP.split(" (")[0] == families.listed()
+    assert {"classify": "classification", "regress": "regression"} == dict(tasks.ALIASES)
+    for alias, name in tasks.ALIASES.items():
+        assert families.family(alias) is families.FAMILIES[name]
+        assert families.canonical_task(alias) == name
+        assert alias not in families.listed().replace(",", "").split()
+    assert families.family("glue/cola") is families.family("glue/mrpc")
+    with pytest.raises(errors.UsageError, match=r"--task 'spam': expected glue/<task>, "
+                                                r"squad/v1\.1, .*, regression or ner$"):
+        families.family("spam")

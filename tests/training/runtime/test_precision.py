@@ -54,13 +54,53 @@ def test_the_task_record_accepts_every_training_precision():
         assert TaskRecord.create("regression", precision=policy).precision == policy
 
 
-def test_export_precision_auto_reads_the_task_record():
-    assert export.serving_precision("auto", "mixed_bfloat16") == "bfloat16"
-    assert export.serving_precision("auto", "float32") == "float32"
-    assert export.serving_precision("auto", None) == "float32"
+def test_export_precision_as_trained_reads_the_task_record():
+    for word in ("as-trained", "auto"):  # auto: its older name
+        assert export.serving_precision(word, "mixed_bfloat16") == "bfloat16"
+        assert export.serving_precision(word, "bfloat16") == "bfloat16"
+        assert export.serving_precision(word, "mixed_float16") == "float32"
+        assert export.serving_precision(word, "float32") == "float32"
+        assert export.serving_precision(word, None) == "float32"
     assert export.serving_precision("bfloat16", "float32") == "bfloat16"
-    with pytest.raises(export.ExportError, match="--precision 'fp8'"):
+    assert export.serving_precision("float32", "mixed_bfloat16") == "float32"
+    with pytest.raises(export.ExportError,
+                       match="^--precision 'fp8': expected one of as-trained, float32 or bfloat16$"):
         export.serving_precision("fp8", None)
+
+
+def test_one_word_per_precision_meaning():
+    """Each vocabulary names each meaning once; an older spelling resolves to a word of its
+    own vocabulary and is no word itself. bfloat16 is a whole cast in export and the
+    record (Keras' policy name), mixed_bfloat16 in training; auto is training's only."""
+    from albert_tf import precisions
+    from albert_tf.errors import UsageError
+    from albert_tf.serving import export_command
+    from albert_tf.training.finetune import command as finetune_command
+    from albert_tf.training.pretrain import command as pretrain_command
+
+    for words, aliases in ((precisions.TRAINING_WORDS, precisions.TRAINING_ALIASES),
+                           (precisions.EXPORT_WORDS, precisions.EXPORT_ALIASES)):
+        assert len(set(words)) == len(words) and not set(words) & set(aliases)
+        assert set(aliases.values()) <= set(words)
+    assert set(precisions.TRAINING_PRECISIONS) <= set(precisions.POLICIES)
+    assert precisions.AUTO not in precisions.EXPORT_WORDS
+    assert precisions.training_precision("bf16") == precisions.training_precision(
+        "bfloat16") == "mixed_bfloat16"
+    assert precisions.export_precision("bfloat16") == "bfloat16"
+    with pytest.raises(ValueError, match="'as-trained': expected one of auto, float32, "
+                                         "mixed_float16 or mixed_bfloat16"):
+        precisions.training_precision("as-trained")
+    # The command lines: the words as help lists them, the older spellings still parsed.
+    train_help = precisions.listed(precisions.TRAINING_WORDS)
+    for parser in (finetune_command.parser(), pretrain_command.parser()):
+        (option,) = [a for a in parser._actions if "--precision" in a.option_strings]
+        assert option.help == train_help
+    args = ["--checkpoint", "c", "--output", "o"]
+    assert export_command.parse(args).precision == "as-trained"
+    assert export_command.parse(args + ["--precision", "auto"]).precision == "as-trained"
+    assert "{as-trained,float32,bfloat16}" in export_command.parser().format_help()
+    with pytest.raises(UsageError, match="expected one of as-trained, float32 or bfloat16"):
+        export_command.parse(args + ["--precision", "mixed_bfloat16"])
 
 
 def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path):
@@ -82,7 +122,7 @@ def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path)
     assert open_checkpoint(saved["float32"]).task_record.precision == "float32"
     record = open_checkpoint(saved["mixed_bfloat16"]).task_record
     assert record.precision == "mixed_bfloat16"
-    assert export.serving_precision("auto", record.precision) == "bfloat16"
+    assert export.serving_precision("as-trained", record.precision) == "bfloat16"
     with pytest.raises(TaskRecordError, match="precision='fp8' in x.json is not one of"):
         TaskRecord.from_dict({"task": "regression", "precision": "fp8"}, source="x.json")
 

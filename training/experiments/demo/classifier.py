@@ -1,6 +1,6 @@
 """The demo's classifier, twice: fine-tuned from the pretrained encoder and from a random one.
 
-Both runs are the same `albert-tf finetune --task classify` command (same data,
+Both runs are the same `albert-tf finetune --task classification` command (same data,
 epochs, seed, precision); only the checkpoint differs. The random encoder is a
 checkpoint of the pretraining model's config and vocabulary written by the package's
 own writer (`save_checkpoint`) before any training. Both are scored by one function,
@@ -16,7 +16,7 @@ import os
 import keras
 import numpy as np
 
-from albert_tf import AlbertPretrainer, save_checkpoint
+from albert_tf import AlbertPretrainer, AlbertSequenceClassifier, save_checkpoint
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
@@ -55,10 +55,10 @@ def write_fit_and_dev(split: dict, out: str) -> list[str]:
 
 def fine_tune(checkpoint: str, model: str, data: list[str], epochs: int, learning_rate: float,
               seq_length: int, precision: str, jit: bool | None) -> None:
-    """`albert-tf finetune --task classify` from `checkpoint` into `model` (its errors
+    """`albert-tf finetune --task classification` from `checkpoint` into `model` (its errors
     reach the demo's caller as they are)."""
     finetune_cli.run(finetune_cli.FinetuneOptions(
-        task="classify", checkpoint=checkpoint, output=model, data=list(data),
+        task=AlbertSequenceClassifier.task, checkpoint=checkpoint, output=model, data=list(data),
         columns="text:label", epochs=epochs, batch_size=BATCH_SIZE,
         learning_rate=learning_rate, seq_length=seq_length, precision=precision,
         set=[f"jit_compile={'auto' if jit is None else str(jit).lower()}"]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from albert_tf import precisions
 from albert_tf.infra import arguments
 
 from . import budget as demo_budget
@@ -35,7 +36,7 @@ class DemoOptions:
     # auto: the faster on this CPU of float32 under XLA and (with bf16 instructions)
     # mixed_bfloat16, timed on the demo's model (pretrain/precision.py); the classifiers
     # are fine-tuned the same way.
-    precision: str = "auto"
+    precision: str = precisions.AUTO
     questions: str | None = None    # JSON [{"text", "answer"}] of fill-mask questions to score
 
 

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from albert_tf import AlbertConfig, ranges
+from albert_tf import AlbertConfig, precisions, ranges
 from albert_tf.checkpoint import TASK_FILE
 from albert_tf.errors import UserError
 from albert_tf.infra import atomic, cli
@@ -100,10 +100,10 @@ def precision_stage(opts: DemoOptions, records: dict, spm_model: str) -> Precisi
         with open(path, encoding="utf-8") as f:
             kept = json.load(f)
         return PrecisionChoice(kept["precision"], kept["xla"], kept["precision_candidates"])
-    if opts.precision == "auto":
+    if opts.precision == precisions.AUTO:
         # The budget run's upper bound of steps: long enough to be measured.
         choice = choose_precision(pretrain_config(opts, records, spm_model, 10**6, 1, 1,
-                                                  PrecisionChoice("auto", None, {})))
+                                                  PrecisionChoice(precisions.AUTO, None, {})))
     else:
         ((precision, _),) = cpu_training_candidates(opts.precision)
         choice = PrecisionChoice(precision, precision == "float32", {})
