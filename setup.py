@@ -84,5 +84,5 @@ setup(
         # the package or its tests. Install a CPU build of torch first (see docs/benchmarks.md).
         "bench": ["keras-hub", "transformers", "torch", "onnx", "onnxruntime"],
     },
-    entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
+    entry_points={"console_scripts": ["albert-tf=albert_tf.infra.cli:main"]},
 )

@@ -4,29 +4,32 @@ The model package is backend-agnostic (keras.ops only); TensorFlow is imported o
 the in-graph tokenizers (`albert_tf.tokenizer.preprocessor` with its graph helpers, and
 `text_inputs`, which feeds raw text to a task model's fit / predict) and by the readers
 of TensorFlow's file formats, when they read one. Training and serving live in
-`albert_tf.training` and `albert_tf.serving`.
+`albert_tf.training` and `albert_tf.serving`; what every command shares (the CLI,
+argument parsing, atomic writes, text I/O) in `albert_tf.infra`.
 
-Only the configuration is imported eagerly: the models (Keras), checkpoint I/O, the
-tokenizers and the one-call entry points `albert_tf.create_optimizer` (the original's
-optimizer and schedule) and `albert_tf.export` (a SavedModel for TF Serving) load on
-first use, so `albert_tf.tokenizer.spm` needs nothing but sentencepiece. The Keras
-classes are registered for `keras.saving.load_model` as soon as Keras is imported
-(before or after this package: `albert_tf.registration`).
+Nothing but this module and `albert_tf.infra.lifetime` is imported eagerly: the
+configuration, the models (Keras), checkpoint I/O, the tokenizers and the one-call entry
+points `albert_tf.create_optimizer` (the original's optimizer and schedule) and
+`albert_tf.export` (a SavedModel for TF Serving) load on first use, so
+`albert_tf.tokenizer.spm` needs nothing but sentencepiece. The Keras classes are
+registered for `keras.saving.load_model` as soon as Keras is imported (before or after
+this package: `albert_tf.registration`).
 """
 
 import importlib
 
-from albert_tf import lifetime
+from albert_tf.infra import lifetime
 
-# First: a pool worker follows its parent before any heavy import (albert_tf.lifetime).
+# First: a pool worker follows its parent before any heavy import (albert_tf.infra.lifetime).
 lifetime.follow_parent_from_environment()
 
 from albert_tf import registration  # noqa: E402 - after the line above
-from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "AlbertConfig": "albert_tf.config",
+    "ConfigError": "albert_tf.config",
     "AlbertEncoder": "albert_tf.encoder",
     "AlbertPretrainer": "albert_tf.models",
     "AlbertSequenceClassifier": "albert_tf.models",
@@ -49,10 +52,34 @@ _LAZY = {
     "export": "albert_tf.serving.export",
 }
 
-__all__ = ["AlbertConfig", "ConfigError", *_LAZY]
+# The rooms the layers call into without importing them (the layers import no
+# checkpoint, preset or file module: tests/test_layout.py), as KerasHub's
+# `Backbone.from_preset` asks a preset loader: `loader(NAME)` imports the module on
+# first use. The arrows point from these modules to the layers, never back.
+LOADERS = {
+    "presets": "albert_tf.checkpoint.presets",          # from_preset
+    "task_record": "albert_tf.checkpoint.task_record",  # a task model's record and asset
+    "keras_files": "albert_tf.infra.keras_files",       # model.save("x.keras"), whole
+    "textio": "albert_tf.infra.textio",                 # AlbertConfig.from_json_file
+    "atomic": "albert_tf.infra.atomic",                 # AlbertConfig.to_json_file
+}
+
+__all__ = [*_LAZY]
 
 
-registration.register_when_keras_loads()
+def _register_classes() -> None:
+    # Importing the task models imports the encoder, its layers and the heads, each
+    # registered with Keras by its decorator. (An import only: when Keras is imported by
+    # the models themselves, their module is still running.)
+    importlib.import_module(_LAZY["AlbertPretrainer"])
+
+
+registration.register_when_keras_loads(_register_classes)
+
+
+def loader(name: str):
+    """The module `LOADERS[name]`, imported on first use (for the layers' I/O methods)."""
+    return importlib.import_module(LOADERS[name])
 
 
 def __getattr__(name):

@@ -13,10 +13,9 @@ import math
 import os
 from typing import Any
 
-from albert_tf.atomic import atomic_write_json
+import albert_tf  # the file reading and writing, on first use: albert_tf.loader
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
-from albert_tf.textio import EncodingError, FileSizeError, read_text
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -309,13 +308,14 @@ class AlbertConfig:
     def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
         """Reads an original albert_config.json or a Hugging Face ALBERT config.json."""
         path = os.fspath(path)
+        textio = albert_tf.loader("textio")
         try:
-            values = json.loads(read_text(path))  # not UTF-8: file, line and byte
+            values = json.loads(textio.read_text(path))  # not UTF-8: file, line and byte
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {path}") from None
         except OSError as e:
             raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-        except (EncodingError, FileSizeError) as e:
+        except (textio.EncodingError, textio.FileSizeError) as e:
             raise ConfigError(str(e)) from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
@@ -330,7 +330,7 @@ class AlbertConfig:
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes albert_config.json (atomically: a temporary file, then a rename)."""
         path = os.fspath(path)
-        atomic_write_json(path, self.to_dict(), sort_keys=True)
+        albert_tf.loader("atomic").atomic_write_json(path, self.to_dict(), sort_keys=True)
 
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)

@@ -7,7 +7,8 @@ from typing import Any
 import keras
 from keras import ops
 
-from albert_tf import presets, tasks
+import albert_tf  # from_preset's loader and .keras writing, on first use: albert_tf.loader
+from albert_tf import tasks
 from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
@@ -71,7 +72,7 @@ class ExportMixin:
 
 
     def save(self, filepath, overwrite=None, zipped=None, **kwargs):
-        """`keras.Model.save`, written whole or not at all (`albert_tf.keras_files.save`).
+        """`keras.Model.save`, written whole or not at all (`albert_tf.infra.keras_files.save`).
 
         A local `.keras` file is written under a hidden temporary name and renamed when
         complete (Keras' own `save` writes in place: a killed save leaves a broken file
@@ -79,9 +80,8 @@ class ExportMixin:
         archive only, and refuses any other existing file, naming it; True replaces a
         file whatever it holds; False refuses any existing file (Keras would prompt).
         """
-        from albert_tf import keras_files  # I/O beside, not inside, the layers
-
-        return keras_files.save(super().save, filepath, overwrite, zipped, **kwargs)
+        return albert_tf.loader("keras_files").save(super().save, filepath, overwrite, zipped,
+                                                    **kwargs)
 
 
 def _key_name(key: tuple) -> str:
@@ -223,7 +223,7 @@ class AlbertEncoder(ExportMixin, keras.Model):
             >>> encoder = AlbertEncoder.from_preset("albert_base_v2/")
             >>> encoder.export("exported/encoder")  # a SavedModel, any batch and length
         """
-        return presets.encoder_from_preset(cls, path, load_weights, **kwargs)
+        return albert_tf.loader("presets").encoder_from_preset(cls, path, load_weights, **kwargs)
 
     def get_config(self):
         return {"config": self.config.to_dict(), "remat": self.remat,

@@ -1,7 +1,7 @@
 """The error types of albert-tf: what the user can fix, reported as one line.
 
 Every module's error class derives from `UserError` (ConfigError, CheckpointError,
-DataError, VocabError, ...); `albert_tf.cli.command` turns one into
+DataError, VocabError, ...); `albert_tf.infra.cli.command` turns one into
 `albert-tf COMMAND: message` on stderr and its `exit_status`. No TensorFlow, no Keras.
 """
 

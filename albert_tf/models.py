@@ -11,12 +11,13 @@ is `albert_tf.task_model.AlbertTaskModel`.
 from __future__ import annotations
 
 import numbers
+import types
 
 import keras
 import numpy as np
 from keras import ops
 
-from albert_tf import arguments, span_decoding, tasks
+from albert_tf import ranges, span_decoding
 from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
@@ -38,8 +39,8 @@ def _count(name: str, value, model: str, maximum: int = MAX_CLASSES) -> int:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)  # NumPy integers too
     try:
-        arguments.check_number(name, value, int, {arguments.MINIMUM: 1,
-                                                  arguments.MAXIMUM: maximum}, f" ({model})")
+        ranges.check_number(name, value, int, {ranges.MINIMUM: 1, ranges.MAXIMUM: maximum},
+                            f" ({model})")
     except UserError as e:
         raise ConfigError(str(e)) from None
     return value
@@ -61,6 +62,7 @@ class AlbertPretrainer(AlbertTaskModel):
     """
 
     task = "pretraining"
+    head_layers = types.MappingProxyType({"mlm_head": "mlm_head", "sop_head": "sop_head"})
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
                  sentence_pair_loss: bool = True, **kwargs):
@@ -68,9 +70,10 @@ class AlbertPretrainer(AlbertTaskModel):
         self.sentence_pair_loss = bool(sentence_pair_loss)
         cfg = self.config
         self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
-                                     cfg.initializer_range, name="mlm_head",
+                                     cfg.initializer_range, name=self.head_layers["mlm_head"],
                                      dtype=self.dtype_policy)
-        self.sop_head = ClassificationHead(2, 0.0, cfg.initializer_range, name="sop_head",
+        self.sop_head = ClassificationHead(2, 0.0, cfg.initializer_range,
+                                           name=self.head_layers["sop_head"],
                                            dtype=self.dtype_policy)
         self.mlm_head.build((None, None, cfg.hidden_size))
         self.sop_head.build((None, cfg.hidden_size))
@@ -120,13 +123,14 @@ class AlbertSequenceClassifier(AlbertTaskModel):
     """
 
     task = "classification"
+    head_layers = types.MappingProxyType({"head": "classifier"})
 
     def __init__(self, config, num_classes: int, encoder=None, **kwargs):
         num_classes = _count("num_classes", num_classes, type(self).__name__)
         super().__init__(config, encoder, **kwargs)
         self.num_classes = num_classes
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
-                                       name="classifier", dtype=self.dtype_policy)
+                                       name=self.head_layers["head"], dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
         self._built()
 
@@ -163,11 +167,12 @@ class AlbertSequenceRegressor(AlbertTaskModel):
     """
 
     task = "regression"
+    head_layers = types.MappingProxyType({"head": "regressor"})
 
     def __init__(self, config, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
         self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
-                                       name="regressor", dtype=self.dtype_policy)
+                                       name=self.head_layers["head"], dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
         self._built()
 
@@ -184,6 +189,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
     """
 
     task = "token_classification"
+    head_layers = types.MappingProxyType({"head": "token_classifier"})
     uses_pooled_output = False
 
     def __init__(self, config, num_classes: int, encoder=None, **kwargs):
@@ -191,7 +197,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
         super().__init__(config, encoder, **kwargs)
         self.num_classes = num_classes
         self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
-                                       name="token_classifier", dtype=self.dtype_policy)
+                                       name=self.head_layers["head"], dtype=self.dtype_policy)
         self.head.build((None, None, self.config.hidden_size))
         self._built()
 
@@ -212,19 +218,21 @@ class AlbertSpanExtractor(AlbertTaskModel):
     """
 
     task = "span"
+    head_layers = types.MappingProxyType({"span_head": "span_classifier",
+                                          "answerable_head": "answerable_classifier"})
 
     def __init__(self, config, answerability: bool = False, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
         self.answerability = bool(answerability)
         self.uses_pooled_output = self.answerability
         init = self.config.initializer_range
-        self.span_head = ClassificationHead(2, 0.0, init, name="span_classifier",
+        self.span_head = ClassificationHead(2, 0.0, init, name=self.head_layers["span_head"],
                                             dtype=self.dtype_policy)
         self.span_head.build((None, None, self.config.hidden_size))
         self.answerable_head = None
         if answerability:
             self.answerable_head = ClassificationHead(1, HEAD_DROPOUT, init,
-                                                      name="answerable_classifier",
+                                                      name=self.head_layers["answerable_head"],
                                                       dtype=self.dtype_policy)
             self.answerable_head.build((None, self.config.hidden_size))
         self._built()
@@ -286,11 +294,12 @@ class AlbertMultipleChoice(AlbertTaskModel):
     """
 
     task = "multiple_choice"
+    head_layers = types.MappingProxyType({"head": "choice_classifier"})
 
     def __init__(self, config, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
         self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
-                                       name="choice_classifier", dtype=self.dtype_policy)
+                                       name=self.head_layers["head"], dtype=self.dtype_policy)
         self.head.build((None, self.config.hidden_size))
         self._built()
 
@@ -318,6 +327,7 @@ class AlbertMaskedLM(AlbertTaskModel):
     """
 
     task = "masked_lm"
+    head_layers = types.MappingProxyType({"mlm_head": "mlm_head"})
     uses_pooled_output = False
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
@@ -327,7 +337,7 @@ class AlbertMaskedLM(AlbertTaskModel):
         self.mlm_layer_norm_epsilon = float(mlm_layer_norm_epsilon)
         self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
                                      cfg.initializer_range, self.mlm_layer_norm_epsilon,
-                                     name="mlm_head", dtype=self.dtype_policy)
+                                     name=self.head_layers["mlm_head"], dtype=self.dtype_policy)
         self.mlm_head.build((None, None, cfg.hidden_size))
         self._built()
 
@@ -357,6 +367,7 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
     """
 
     task = "span_beam"
+    head_layers = types.MappingProxyType({"beam_head": "beam_span_head"})
     uses_pooled_output = False
 
     def __init__(self, config, start_n_top: int, end_n_top: int, encoder=None, **kwargs):
@@ -367,7 +378,7 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
         self.end_n_top = end_n_top
         cfg = self.config
         self.beam_head = BeamSpanHead(cfg.hidden_size, start_n_top, end_n_top, HEAD_DROPOUT,
-                                      cfg.initializer_range, name="beam_span_head",
+                                      cfg.initializer_range, name=self.head_layers["beam_head"],
                                       dtype=self.dtype_policy)
         self.beam_head.build()
         self._built()
@@ -379,5 +390,9 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
 
 
 
-# Each recorded task's model class, as its entry in albert_tf.tasks names it.
-TASK_MODELS = {name: globals()[spec.model_class] for name, spec in tasks.TASKS.items()}
+# The one table of the task models: each recorded task's class, by its entry's name
+# (`AlbertTaskModel.task_spec`). A model is found here, never by its name as a string;
+# each class is its entry's `model_class` (tests/model/test_tasks.py).
+TASK_MODELS = {cls.task_spec.name: cls for cls in (
+    AlbertPretrainer, AlbertMaskedLM, AlbertSequenceClassifier, AlbertSequenceRegressor,
+    AlbertTokenClassifier, AlbertSpanExtractor, AlbertSpanBeamExtractor, AlbertMultipleChoice)}

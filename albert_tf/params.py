@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from albert_tf import arguments, cli
 from albert_tf.config import PAPER_PARAMETERS, AlbertConfig
+from albert_tf.infra import arguments, cli
 
 
 def encoder_parameters(config: AlbertConfig) -> int:

@@ -11,37 +11,22 @@ its own import finishes (a one-shot import hook).
 
 from __future__ import annotations
 
-import importlib
 import importlib.abc
-import importlib.util
 import logging
 import sys
+from collections.abc import Callable
 
-__all__ = ["SERIALIZABLE_MODULES", "register_when_keras_loads", "registered"]
+__all__ = ["register_when_keras_loads"]
 
 logger = logging.getLogger(__name__)
 
-# The modules whose import registers every serializable class: the task models import the
-# encoder, its layers and the heads; the preprocessor registers itself when a model's
-# config holds one (`AlbertTaskModel.from_config`), as it needs TensorFlow.
-SERIALIZABLE_MODULES = ("albert_tf.models",)
 KERAS = "keras"
 
 
-def registered() -> bool:
-    """Whether the serializable classes are registered (their modules imported)."""
-    return all(name in sys.modules for name in SERIALIZABLE_MODULES)
-
-
-def _register() -> None:
-    for name in SERIALIZABLE_MODULES:
-        importlib.import_module(name)
-
-
-def _register_quietly() -> None:
+def _register_quietly(register: Callable[[], None]) -> None:
     # Runs inside the user's `import keras`: a failure here must not break that import.
     try:
-        _register()
+        register()
     except Exception as e:  # noqa: BLE001 - reported, the user's import goes on
         logger.warning("albert_tf could not register its Keras classes: %s", e)
 
@@ -50,6 +35,9 @@ class _AfterKerasImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: it hands out the real finders' spec for keras with a loader
     that registers the classes once keras's own module has run, then steps aside. (A
     spec only looked up, as TensorFlow's lazy loaders do, loads nothing: it stays.)"""
+
+    def __init__(self, register: Callable[[], None]):
+        self._register = register
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != KERAS:
@@ -71,15 +59,17 @@ class _AfterKerasImport(importlib.abc.MetaPathFinder):
             run_module(module)
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
-            _register_quietly()
+            _register_quietly(self._register)
 
         spec.loader.exec_module = exec_module  # this spec's loader instance only
         return spec
 
 
-def register_when_keras_loads() -> None:
-    """Registers the serializable classes now if Keras is imported, else on its import."""
+def register_when_keras_loads(register: Callable[[], None]) -> None:
+    """Calls `register` (which imports the modules whose classes Keras must find: the
+    package names them, `albert_tf._register_classes`) now if Keras is imported, else
+    once its import has finished."""
     if KERAS in sys.modules:
-        _register_quietly()
+        _register_quietly(register)
     elif not any(isinstance(finder, _AfterKerasImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterKerasImport())
+        sys.meta_path.insert(0, _AfterKerasImport(register))

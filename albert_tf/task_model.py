@@ -5,7 +5,8 @@ vocabulary) a `preprocessor` and the `task_record` it is served by. Its class's
 entry in `albert_tf.tasks` (`task_spec`) decides the rest:
 
 * `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint`
-  reads (`albert_tf.presets`);
+  reads (`albert_tf.checkpoint.presets`, reached through `albert_tf.loader`: the
+  layers import no checkpoint I/O);
 * it comes compiled: `compile()`'s defaults (AdamW, the task's loss and metrics) are
   applied on construction (`compile=False` skips it), so `fit` works at once;
 * a single-output task (classifier, regressor, token classifier, multiple choice)
@@ -20,16 +21,16 @@ entry in `albert_tf.tasks` (`task_spec`) decides the rest:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
+import types
+from collections.abc import Mapping
 
 import keras
 
-from albert_tf import api_inputs, presets, tasks
+import albert_tf  # the task record, from_preset's loader, on first use: albert_tf.loader
+from albert_tf import api_inputs, tasks
 from albert_tf.api_inputs import strict_bool
-from albert_tf.checkpoint import TaskRecord
-from albert_tf.checkpoint.task_record import TASK_FILE
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config, input_specs
 from albert_tf.errors import UserError
@@ -86,7 +87,15 @@ def default_optimizer() -> keras.optimizers.Optimizer:
 def _text_inputs():
     # Deferred on purpose: raw text goes through the in-graph preprocessor (TensorFlow);
     # token ids need neither, so the models run on any backend.
-    return importlib.import_module("albert_tf.tokenizer.text_inputs")
+    from albert_tf.tokenizer import text_inputs
+
+    return text_inputs
+
+
+def _records():
+    """`albert_tf.checkpoint.task_record` (TaskRecord, TASK_FILE), which reads and
+    writes albert_task.json: the layers import no file I/O."""
+    return albert_tf.loader("task_record")
 
 
 def _may_be_text(x) -> bool:
@@ -122,6 +131,10 @@ class AlbertTaskModel(ExportMixin, keras.Model):
     # Whether the model reads the encoder's pooled output; checkpoints of models that
     # do not (Hugging Face's QA, token-classification and masked-LM models) have no pooler.
     uses_pooled_output = True
+    # The head layers: attribute -> layer name, declared here once, read by the
+    # constructor. `from_preset` takes a head from a checkpoint of another task only
+    # under the same attribute and name (the pretrainer's masked-LM head for AlbertMaskedLM).
+    head_layers: Mapping[str, str] = types.MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -138,7 +151,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
                                                 dtype=self.dtype_policy)
         self.preprocessor = preprocessor
-        self._task_record: TaskRecord | None = None
+        self._task_record = None  # a TaskRecord given by from_preset, a .keras file or the user
 
     def _built(self) -> None:
         """Marks the model built (each subclass calls it once its heads exist) and
@@ -155,7 +168,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
 
     # ------------------------------------------------------------ what it knows
     @property
-    def task_record(self) -> TaskRecord:
+    def task_record(self):
         """The settings it is served by: the checkpoint's (label names, thresholds, ...),
         else the task's defaults with the preprocessor's tokenizer settings."""
         if self._task_record is not None:
@@ -166,10 +179,10 @@ class AlbertTaskModel(ExportMixin, keras.Model):
             fields.update(do_lower_case=pre.do_lower_case, keep_accents=pre.keep_accents,
                           tokenizer=pre.kind, tokenize_chinese_chars=pre.tokenize_chinese_chars,
                           seq_length=pre.seq_length)
-        return TaskRecord.create(self.task, **fields)
+        return _records().TaskRecord.create(self.task, **fields)
 
     @task_record.setter
-    def task_record(self, record: TaskRecord | None) -> None:
+    def task_record(self, record) -> None:
         if record is not None and record.spec is not self.task_spec:
             raise ValueError(f"a {record.task} record for a {self.task} model")
         self._task_record = record
@@ -197,7 +210,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
             >>> model.compile()
             >>> model.fit(["a gripping film", "dull"], [1, 0], epochs=1)
         """
-        return presets.task_model_from_preset(cls, path, **overrides)
+        return albert_tf.loader("presets").task_model_from_preset(cls, path, **overrides)
 
     # ------------------------------------------------------------ (de)serialisation
     def get_config(self):
@@ -225,12 +238,13 @@ class AlbertTaskModel(ExportMixin, keras.Model):
     def load_assets(self, dir_path: str) -> None:
         """Reads the task record a `.keras` file carries, refused (naming the asset, not
         Keras' temporary directory) when it disagrees with the model loaded."""
-        path = os.path.join(dir_path, TASK_FILE)
+        records = _records()
+        path = os.path.join(dir_path, records.TASK_FILE)
         if not os.path.isfile(path):
             return
-        where = f"the .keras file's {TASK_FILE}"
+        where = f"the .keras file's {records.TASK_FILE}"
         try:
-            record = TaskRecord.read(path)
+            record = records.TaskRecord.read(path)
         except UserError as e:
             raise RecordAssetError(str(e).replace(path, where)) from None
         for name, value in self.task_spec.model_kwargs(record).items():

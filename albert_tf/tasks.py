@@ -31,7 +31,6 @@ aliases declared on their entries (`Task.aliases`, `ALIASES`, `canonical_name`).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -79,8 +78,9 @@ class Task:
 
     Attributes:
       name: the task's name, as albert_task.json and `--task` write it.
-      model_class: the Keras class that holds it (in `albert_tf.models`, or
-        `albert_tf.encoder` for the encoder).
+      model_class: the name of the Keras class that holds it (the class itself:
+        `albert_tf.models.TASK_MODELS`, or `albert_tf.encoder.AlbertEncoder`; this
+        table imports no Keras).
       head_args: the model's constructor arguments the task record holds, under
         the same names (`model_kwargs(record)`; `record_fields_of(model)` reads
         them back).
@@ -152,15 +152,6 @@ class Task:
     def classes(self) -> bool:
         """Whether the task has classes (num_classes, label_names)."""
         return "num_classes" in self.fields
-
-    def model_type(self) -> type:
-        """The Keras class of `model_class`.
-
-        Entries name their class, and this imports it when a model is built, so that
-        the table and the checkpoint readers need no Keras, and the models, whose
-        `from_preset` opens checkpoints, are not imported by what they import."""
-        module = "albert_tf.encoder" if not self.recorded else "albert_tf.models"
-        return getattr(importlib.import_module(module), self.model_class)
 
     def model_kwargs(self, record) -> dict[str, Any]:
         """The constructor arguments `record` (a TaskRecord) gives `model_class`."""

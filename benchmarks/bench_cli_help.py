@@ -33,7 +33,7 @@ def _entry_point() -> list[str]:
 
 
 def _commands() -> list[str]:
-    from albert_tf.cli import COMMANDS
+    from albert_tf.infra.cli import COMMANDS
 
     return list(COMMANDS)
 
@@ -56,7 +56,7 @@ def wall_seconds(command: str) -> tuple[float, float]:
 
 def heavy_imports(command: str) -> list[str]:
     """The HEAVY top-level packages `albert-tf COMMAND --help` imports (-X importtime)."""
-    code = "import sys; from albert_tf.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from albert_tf.infra.cli import main; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run([sys.executable, "-X", "importtime", "-c", code, command, "--help"],
                             capture_output=True, text=True)
     names = set()

@@ -31,11 +31,12 @@ import keras
 import tensorflow as tf
 
 import albert_tf
-from albert_tf import atomic, cli, precisions
+from albert_tf import precisions
 from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
 from albert_tf.config import check_sequence_length
+from albert_tf.infra import atomic, cli
 
 from . import export_command, layout, provenance, server_releases, warmup
 from .litert import convert as litert

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from albert_tf import arguments, precisions, tasks
+from albert_tf import precisions, tasks
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.config import DEFAULT_SEQ_LENGTH
+from albert_tf.infra import arguments
 
 from .options import FORMATS, QUANTIZE, Batching
 

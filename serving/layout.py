@@ -18,9 +18,9 @@ import logging
 import os
 from collections.abc import Iterator
 
-from albert_tf import atomic
 from albert_tf.checkpoint import readers
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_tf import atomic
+from albert_tf.infra import atomic
 
 from . import server_releases
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import atomic, errors
+from albert_tf import errors
+from albert_tf.infra import atomic
 
 from .requests import predict_request
 

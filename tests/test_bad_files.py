@@ -33,9 +33,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from albert_tf import errors, textio
+from albert_tf import errors
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.checkpoint.model_garden import read_object_graph
+from albert_tf.infra import textio
 from albert_tf.inputs import INPUT_NAMES
 from tests.checkpoint.test_model_garden import assert_encoder_matches
 from tests.helpers.foreign import write_armed_saved_model

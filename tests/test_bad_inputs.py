@@ -1,7 +1,7 @@
 """The bad-input matrix: every command, fed what a user gets wrong, answers with one
 line naming what and where, exits non-zero (2 for bad input), and loses nothing.
 
-Each case drives the real command line (`albert_tf.cli.main`, in this
+Each case drives the real command line (`albert_tf.infra.cli.main`, in this
 process unless a fresh one is the point) and checks three things: the exit status,
 that the last stderr line names the problem and its place, and that every input
 and pre-existing output is byte-for-byte unchanged with no partial or hidden
@@ -28,7 +28,8 @@ import time
 
 import pytest
 
-from albert_tf import atomic, cli, errors
+from albert_tf import errors
+from albert_tf.infra import atomic, cli
 from tests.helpers.paths import FIXTURES
 
 TINY = ["albert.embedding_size=16", "albert.hidden_size=32", "albert.num_hidden_layers=1",
@@ -170,7 +171,7 @@ def test_killing_create_data_kills_its_workers(tmp_path, corpus_documents, spm_m
     text = tmp_path / "corpus.txt"
     write_corpus_file(str(text), iter(corpus_documents[:40]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.cli", "create-data", "--input", str(text),
+        [sys.executable, "-m", "albert_tf.infra.cli", "create-data", "--input", str(text),
          "--output-dir", str(tmp_path / "out"), "--spm-model", spm_model_path,
          "--processes", "2", "--documents-per-shard", "1", "--dupe-factor", "5"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -554,7 +555,7 @@ def test_export_refuses_seq_length_zero(capsys, tmp_path, tiny_checkpoint):
 def test_export_without_tensorflow_serving_api_is_one_line_and_writes_nothing(
         tmp_path, tiny_checkpoint):
     script = ("import sys; sys.modules['tensorflow_serving'] = None\n"
-              "from albert_tf import cli\n"
+              "from albert_tf.infra import cli\n"
               f"sys.exit(cli.main(['export', '--checkpoint', {str(tiny_checkpoint)!r}, "
               f"'--output', {str(tmp_path / 'models' / 'm')!r}]))")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

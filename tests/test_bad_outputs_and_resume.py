@@ -30,8 +30,9 @@ import time
 
 import pytest
 
-from albert_tf import atomic, cli, errors
+from albert_tf import errors
 from albert_tf.checkpoint import CheckpointError, convert, open_checkpoint, save_checkpoint
+from albert_tf.infra import atomic, cli
 from tests.helpers.paths import FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
 
@@ -57,7 +58,7 @@ def _dead_pid() -> int:
 
 def _cli_process(*argv) -> subprocess.Popen:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.Popen([sys.executable, "-m", "albert_tf.cli", *map(str, argv)],
+    return subprocess.Popen([sys.executable, "-m", "albert_tf.infra.cli", *map(str, argv)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env)
 
@@ -669,7 +670,7 @@ def _limited_process(limit_bytes: int, *argv) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, "-m", "albert_tf.cli", *map(str, argv)],
+    return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *map(str, argv)],
                           capture_output=True, text=True, env=env, preexec_fn=limit,
                           timeout=600)
 

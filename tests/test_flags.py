@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from albert_tf.cli import COMMANDS
+from albert_tf.infra.cli import COMMANDS
 
 # The shared name of each idea and the names commands used before.
 SHARED = {"--output": ("--output-dir",), "--seq-length": ("--max-seq-length",),
@@ -40,8 +40,8 @@ def test_every_command_names_an_idea_by_its_shared_flag(command):
 
 
 def test_an_old_name_still_parses():
-    from albert_tf import arguments
     from albert_tf.checkpoint import convert
+    from albert_tf.infra import arguments
     from albert_tf.training.data import create_data, vocab
 
     parser = arguments.ArgumentParser()

@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from albert_tf import textio
+from albert_tf.infra import textio
 from tests.test_bad_inputs import assert_one_line_error, run_cli, snapshot
 
 DEADLINE_S = 120  # a safety net: each case takes seconds; blocking on a FIFO never ends

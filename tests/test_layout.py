@@ -11,7 +11,13 @@ arrow from its file to the file it names. The rules (docs/ARCHITECTURE.md):
     `wordpiece_graph.py`, and `text_inputs.py`, which
     feeds raw text through it to a task model's fit / predict; the models import it
     only when given text);
-  * a module past 400 lines says why in its docstring ("Long because ...").
+  * a module past 400 lines says why in its docstring ("Long because ...");
+  * the layers (the model itself) import nothing of `albert_tf/checkpoint/` (presets
+    among it) or `albert_tf/infra/` (CLI, arguments, atomic writes, text I/O, ...):
+    they reach what they need of them on first use through `albert_tf.loader`;
+  * no module is imported by string (`importlib.import_module`, `__import__`) and no
+    name looked up in `globals()` outside the package's lazy attribute loaders and the
+    CLI's command table, so the arrows above are every arrow there is.
 """
 
 from __future__ import annotations
@@ -26,6 +32,18 @@ from tests.helpers.paths import REPO
 ROOMS = {"albert_tf": "albert_tf", "training": "albert_tf.training", "serving": "albert_tf.serving"}
 MAX_LINES = 400
 TENSORFLOW = ("tensorflow", "tensorflow_text")
+# The model: its layers, models, configuration and task table.
+LAYERS = {f"albert_tf.{name}" for name in (
+    "embedding", "transformer", "encoder", "heads", "models", "activations", "numerics", "inputs",
+    "tasks", "task_model", "config", "api_inputs", "span_decoding", "tagging", "ranges")}
+NOT_FOR_THE_LAYERS = ("albert_tf.checkpoint", "albert_tf.infra")
+# (file, function) where a module may be named by string: the package's lazy attribute
+# loaders (`albert_tf.__getattr__`, `albert_tf.loader` and the Keras registration, which
+# import the modules of its tables) and the CLI's command table.
+STRING_IMPORTS_ALLOWED = {("albert_tf/__init__.py", "__getattr__"), ("albert_tf/__init__.py", "loader"),
+                          ("albert_tf/__init__.py", "_register_classes"),
+                          ("albert_tf/tokenizer/__init__.py", "__getattr__"),
+                          ("albert_tf/infra/cli.py", "_run")}
 TF_AT_MODULE_LEVEL_ALLOWED = {"albert_tf/tokenizer/preprocessor.py",
                               "albert_tf/tokenizer/normalize_graph.py",
                               "albert_tf/tokenizer/wordpiece_graph.py",
@@ -176,3 +194,77 @@ def test_long_modules_say_why():
         if lines > MAX_LINES and "Long because" not in docstring:
             wrong.append(f"{path}: {lines} lines")
     assert not wrong, "\n".join(wrong)
+
+
+def _layer_violations(arrows: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{src} -> {dst}" for src, dsts in arrows.items() if src in LAYERS
+                  for dst in dsts if dst.startswith(NOT_FOR_THE_LAYERS))
+
+
+def test_the_layers_import_no_checkpoint_io_and_no_infrastructure():
+    assert LAYERS <= set(MODULES), sorted(LAYERS - set(MODULES))
+    wrong = _layer_violations(ARROWS)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_rule_sees_a_violation():
+    probe = {"albert_tf.encoder": {"albert_tf.tasks", "albert_tf.checkpoint.presets"},
+             "albert_tf.config": {"albert_tf.infra.textio"},
+             "albert_tf.checkpoint.opened": {"albert_tf.infra.atomic"}}  # not a layer: allowed
+    assert _layer_violations(probe) == ["albert_tf.config -> albert_tf.infra.textio",
+                                        "albert_tf.encoder -> albert_tf.checkpoint.presets"]
+
+
+def _string_lookups(tree: ast.AST) -> list[tuple[int, str | None]]:
+    """(line, enclosing function) of every `import_module(...)`, `__import__(...)` and
+    `globals()[...]` read in `tree`."""
+    found = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else \
+                called.id if isinstance(called, ast.Name) else None
+            if name in ("import_module", "__import__"):
+                found.append((node.lineno, function))
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+                isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and \
+                node.value.func.id == "globals":
+            found.append((node.lineno, function))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(tree, None)
+    return found
+
+
+def test_no_module_or_class_is_looked_up_by_string():
+    wrong = []
+    for path in MODULES.values():
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        wrong += [f"{path}:{line} (in {function or 'the module'})"
+                  for line, function in _string_lookups(tree)
+                  if (path, function) not in STRING_IMPORTS_ALLOWED]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_string_lookup_rule_sees_each_form():
+    probe = ast.parse("import importlib\n"
+                      "def model_type():\n"
+                      "    return importlib.import_module('albert_tf.models')\n"
+                      "x = __import__('albert_tf.encoder')\n"
+                      "y = globals()['AlbertEncoder']\n"
+                      "globals()['cached'] = 1\n")  # a store caches; it looks nothing up
+    assert _string_lookups(probe) == [(3, "model_type"), (4, None), (5, None)]
+
+
+def test_the_loaders_name_modules_that_exist():
+    # A module renamed under a lazy table would fail only when first used.
+    import albert_tf
+
+    tables = {**albert_tf.LOADERS, **albert_tf._LAZY}
+    missing = sorted(f"{name}: {module}" for name, module in tables.items() if module not in MODULES)
+    assert not missing, "\n".join(missing)

@@ -27,8 +27,8 @@ import zipfile
 
 import pytest
 
-from albert_tf import atomic, exclusive
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic, exclusive
 from tests.helpers.paths import FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
 
@@ -159,7 +159,7 @@ def test_vocab_refuses_a_file_that_appears_meanwhile_and_writes_neither(
 
 
 def test_vocab_overwrite_that_fails_keeps_the_old_pair_whole(capsys, tmp_path, monkeypatch):
-    from albert_tf import atomic as atomic_module
+    from albert_tf.infra import atomic as atomic_module
     argv = _vocab_argv(tmp_path)
     assert run_cli(capsys, *argv)[0] == 0
     before = snapshot(tmp_path / "v.model", tmp_path / "v.vocab")

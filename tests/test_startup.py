@@ -1,6 +1,6 @@
 """What a command pays for before it runs: `albert-tf COMMAND --help` imports no heavy
 framework, importing the packages registers nothing, and TensorFlow's start-up notices
-stay off stderr (`albert_tf.tf_startup`).
+stay off stderr (`albert_tf.infra.tf_startup`).
 
 The import checks run in a fresh interpreter (this one has TensorFlow loaded already) and
 assert on the modules it imported, not on time.
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from albert_tf.cli import COMMANDS
+from albert_tf.infra.cli import COMMANDS
 
 # What `--help` must not import: the frameworks whose start-up takes seconds.
 HEAVY = ("tensorflow", "tensorflow_text", "jax", "keras", "apache_beam", "torch")
@@ -23,7 +23,7 @@ HEAVY = ("tensorflow", "tensorflow_text", "jax", "keras", "apache_beam", "torch"
 # Runs the CLI as the `albert-tf` entry point does, then reports the HEAVY packages loaded.
 HELP = f"""
 import json, sys
-from albert_tf.cli import main
+from albert_tf.infra.cli import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as e:
@@ -57,7 +57,7 @@ def test_a_usage_error_is_reported_before_tensorflow_loads():
 def test_importing_the_packages_registers_no_file_system_and_imports_no_tensorflow():
     script = ("import json, sys\n"
               "import albert_tf, albert_tf.training, albert_tf.serving\n"
-              "from albert_tf import atomic\n"
+              "from albert_tf.infra import atomic\n"
               "print(json.dumps({'registered': atomic._remote_filesystem is not None,\n"
               "                  'tensorflow': 'tensorflow' in sys.modules}))\n")
     outcome, _ = _fresh(script)
@@ -87,14 +87,14 @@ KEPT_LINES = [
 
 
 def test_the_startup_notices_are_told_from_other_lines():
-    from albert_tf.tf_startup import is_noise
+    from albert_tf.infra.tf_startup import is_noise
 
     assert all(is_noise(line + b"\n") for line in STARTUP_LINES)
     assert not any(is_noise(line + b"\n") for line in KEPT_LINES)
 
 
 def test_what_tensorflow_writes_at_import_passes_without_its_notices(capfd):
-    from albert_tf.tf_startup import _filtered_stderr
+    from albert_tf.infra.tf_startup import _filtered_stderr
 
     with _filtered_stderr():  # the file descriptor, as C++ writes it
         os.write(2, b"".join(line + b"\n" for line in STARTUP_LINES + KEPT_LINES))
@@ -112,7 +112,7 @@ def test_a_command_that_imports_tensorflow_prints_only_its_own_line(tmp_path):
     holds its one-line error and nothing of TensorFlow's start-up."""
     (tmp_path / "in.txt").write_text("a text\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CPP", "ALBERT_TF"))}
-    script = ("import sys; from albert_tf.cli import main; sys.exit(main(sys.argv[1:]))")
+    script = ("import sys; from albert_tf.infra.cli import main; sys.exit(main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", script, "predict", "--saved-model",
                              str(tmp_path / "missing"), "--input", str(tmp_path / "in.txt")],
                             capture_output=True, text=True, timeout=600, env=env)

@@ -28,11 +28,12 @@ import argparse
 import logging
 import os
 
-from albert_tf import arguments, atomic, cli, errors
+from albert_tf import errors
 from albert_tf.checkpoint.formats import open_checkpoint
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.checkpoint.ours import check_replaceable, save_checkpoint
 from albert_tf.checkpoint.writers import TARGETS, WRITERS, check_destination, check_target
+from albert_tf.infra import arguments, atomic, cli
 
 __all__ = ["convert", "main"]
 

@@ -14,7 +14,7 @@ import abc
 import os
 
 from albert_tf.checkpoint.heads import hf_task_record, tf1_task_record
-from albert_tf.checkpoint.names import place
+from albert_tf.checkpoint.names import format_rows
 from albert_tf.checkpoint.opened import OpenedCheckpoint, TensorIndexCheckpoint
 from albert_tf.checkpoint.readers import (
     CONFIG_FILE,
@@ -62,8 +62,8 @@ class _ForeignCheckpoint(TensorIndexCheckpoint):
     def _read_task_record(self) -> TaskRecord:
         return TaskRecord.from_dict(self._derive_record(self._tensors()), source=self.path)
 
-    def _place(self, model, source: TensorSource) -> list[str]:
-        return place(model, source, self.config_path)
+    def _table(self, source: TensorSource):
+        return format_rows(source.kind)  # NAME_TABLE's TF1 or Hugging Face column
 
 
 class HfCheckpoint(_ForeignCheckpoint):

@@ -29,8 +29,8 @@ from typing import Any
 from albert_tf import tasks
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, hf_tokenizer_options
+from albert_tf.infra.textio import json_type, read_json_object
 from albert_tf.tasks import BEAM_DEFAULTS, NULL_SCORE_DIFF_THRESHOLD
-from albert_tf.textio import json_type, read_json_object
 
 # Hugging Face architectures -> our task, each task's entry naming its class (a class
 # several tasks share, AlbertForSequenceClassification, is refined by problem_type);

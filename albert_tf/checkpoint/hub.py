@@ -24,7 +24,6 @@ with nothing cached, the error names the handle and what to do.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
@@ -93,12 +92,28 @@ def not_found_hint(path: str) -> str:
     return ""
 
 
-def _client(module: str, handle: str):
+def _missing_client(module: str, handle: str) -> CheckpointError:
+    return CheckpointError(f"{handle}: reading this handle needs {module}, which is not "
+                           f"installed: {_HINT}")
+
+
+# The hub clients are optional extras, imported only when a handle needs one.
+def _huggingface_hub(handle: str):
     try:
-        return importlib.import_module(module)
+        import huggingface_hub
+        import huggingface_hub.errors
     except ImportError:
-        raise CheckpointError(f"{handle}: reading this handle needs {module}, which is not "
-                              f"installed: {_HINT}") from None
+        raise _missing_client("huggingface_hub", handle) from None
+    return huggingface_hub
+
+
+def _kagglehub(handle: str):
+    try:
+        import kagglehub
+        import kagglehub.config
+    except ImportError:
+        raise _missing_client("kagglehub", handle) from None
+    return kagglehub
 
 
 def _from_hugging_face(handle: str) -> str:
@@ -107,8 +122,8 @@ def _from_hugging_face(handle: str) -> str:
         raise CheckpointError(f"{handle}: not a Hugging Face handle: expected "
                               "hf://ORG/NAME or hf://ORG/NAME@REVISION")
     repo_id, revision = match.groups()
-    hub = _client("huggingface_hub", handle)
-    errors = importlib.import_module("huggingface_hub.errors")
+    hub = _huggingface_hub(handle)
+    errors = hub.errors
     try:
         directory = hub.snapshot_download(repo_id, revision=revision, allow_patterns=list(HF_FILES))
         if not _holds_weights(directory):
@@ -140,7 +155,7 @@ def _from_kaggle(handle: str) -> str:
         raise CheckpointError(f"{handle}: not a Kaggle Models handle: expected "
                               "kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]")
     name, version = match.groups()
-    kagglehub = _client("kagglehub", handle)
+    kagglehub = _kagglehub(handle)
     try:
         return kagglehub.model_download(name if version is None else f"{name}/{version}")
     except Exception as e:  # kagglehub raises requests', its own and OS errors alike
@@ -157,7 +172,9 @@ def _from_kaggle(handle: str) -> str:
 
 
 def _kaggle_cache() -> str:
-    return importlib.import_module("kagglehub.config").get_cache_folder()
+    import kagglehub.config  # imported by _kagglehub before any download
+
+    return kagglehub.config.get_cache_folder()
 
 
 def _newest_cached_kaggle(name: str) -> str | None:

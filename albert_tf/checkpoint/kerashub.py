@@ -40,14 +40,14 @@ import os
 from typing import Any
 
 from albert_tf import tasks
-from albert_tf.checkpoint.names import place, table_rows
+from albert_tf.checkpoint.names import table_rows
 from albert_tf.checkpoint.opened import TensorIndexCheckpoint
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, CheckpointError, TensorSource, read_keras_h5
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
+from albert_tf.infra.textio import json_type, read_json_object, read_text
 from albert_tf.precisions import POLICIES
-from albert_tf.textio import json_type, read_json_object, read_text
 
 __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_name",
            "block_fields", "BACKBONE", "CLASSIFIER", "MASKED_LM", "TOKENIZER",
@@ -330,6 +330,8 @@ class KerasHubCheckpoint(TensorIndexCheckpoint):
             files["task"] = self._file(TASK_WEIGHTS)
         return read_keras_h5(files, self.format, self.path)
 
-    def _place(self, model, source: TensorSource) -> list[str]:
-        rows = table_rows(model, KERAS_HUB_TABLE, block_fields(model.config))
-        return place(model, source, self.config_path, rows)
+    def _table(self, source: TensorSource):
+        return KERAS_HUB_TABLE
+
+    def _rows(self, model, source: TensorSource) -> list:
+        return list(table_rows(model, KERAS_HUB_TABLE, block_fields(model.config)))

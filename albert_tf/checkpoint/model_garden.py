@@ -226,12 +226,13 @@ def model_garden_task(names) -> str:
     return "masked_lm" if mlm and not sop else "pretraining"
 
 
-def place_model_garden(model, source: TensorSource, where: str) -> list[str]:
-    """`names.place` through MODEL_GARDEN_TABLE; a classification head with a pooler
-    of its own is named in the error (albert-tf has one pooler, the encoder's)."""
-    rows = table_rows(model, MODEL_GARDEN_TABLE)
+def place_model_garden(model, source: TensorSource, where: str, rows=None, **kwargs) -> list[str]:
+    """`names.place` through MODEL_GARDEN_TABLE (`rows`: its rows for `model`, by
+    default all; `kwargs`: place's); a classification head with a pooler of its own is
+    named in the error (albert-tf has one pooler, the encoder's)."""
+    rows = table_rows(model, MODEL_GARDEN_TABLE) if rows is None else rows
     try:
-        return place(model, source, where, rows)
+        return place(model, source, where, rows, **kwargs)
     except CheckpointError as e:
         heads = sorted({n.rsplit("/pooler_dense/", 1)[0] for n in source.shapes
                         if _OWN_POOLER.search(n)})
@@ -284,5 +285,8 @@ class ModelGardenCheckpoint(PrefixCheckpoint, TensorIndexCheckpoint):
         return TaskRecord.create(model_garden_task(self._tensors().shapes), source=self.path,
                                  **DEFAULT_OPTIONS)
 
-    def _place(self, model, source: TensorSource) -> list[str]:
-        return place_model_garden(model, source, self.config_path)
+    def _table(self, source: TensorSource):
+        return MODEL_GARDEN_TABLE
+
+    def _place(self, model, source: TensorSource, rows: list, **kwargs) -> list[str]:
+        return place_model_garden(model, source, self.config_path, rows, **kwargs)

@@ -10,7 +10,7 @@ Other formats bring their own column (`kerashub.KERAS_HUB_TABLE`) through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from albert_tf.checkpoint.readers import (
 
 __all__ = ["NAME_TABLE", "POOLER", "HF_TIED_COPIES", "PROJECTION", "place",
            "table_rows", "format_rows", "stored_shape", "to_stored", "from_stored",
-           "stored_tensors", "check_covered", "encoder_rows"]
+           "stored_tensors", "check_covered", "encoder_rows", "row_attribute", "held_shapes"]
 
 
 # ----------------------------------------------------------------------------------
@@ -246,12 +246,16 @@ def _optional_parts(model) -> tuple[str, ...]:
     return parts if model.uses_pooled_output else (*parts, POOLER)
 
 
-def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]:
+def place(model, source: TensorSource, config_path: str, rows=None, *,
+          optional: tuple[str, ...] = (), ignored: Collection[str] = ()) -> list[str]:
     """Assigns every tensor of `source` to `model`; returns the optional parts
     (pretraining heads, an unused pooler) left initialised.
 
     `rows` (from `table_rows`) defaults to NAME_TABLE's column for `source.kind`.
     When E == H a stored projection is accepted only if it is the identity.
+    `optional`: more parts the source may lack as a whole; `ignored`: stored names the
+    source may hold that no row takes (`from_preset` into a model of another task: the
+    checkpoint's own heads).
 
     Raises CheckpointError listing every missing, unexpected and mis-shaped tensor;
     then, as the values are read, one listing every tensor that is not floating point
@@ -259,7 +263,8 @@ def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]
     """
     rows = list(_table_rows(model, source.kind) if rows is None else rows)
     heads = model.config.num_attention_heads
-    optional = _optional_parts(model)
+    own = _optional_parts(model)
+    optional = own + tuple(p for p in optional if p not in own)
 
     def part(ours: str) -> str | None:
         return next((p for p in optional if ours == p or ours.startswith(p + ".")), None)
@@ -290,7 +295,7 @@ def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]
             continue
         assignments.append((variable, name, layout))
     tied = set(HF_TIED_COPIES) if source.kind == "hf" else set()
-    problems += [f"unexpected: {n}" for n in sorted(set(source.shapes) - used - tied)]
+    problems += [f"unexpected: {n}" for n in sorted(set(source.shapes) - used - tied - set(ignored))]
     if source.kind == "hf" and not problems:
         problems += _check_tied_copies(source)
     if problems:
@@ -308,6 +313,21 @@ def place(model, source: TensorSource, config_path: str, rows=None) -> list[str]
         variable.assign(np.asarray(value, variable.dtype))
     refuse_weight_problems(bad, source.path)
     return [p for p in optional if p not in present]
+
+
+def row_attribute(ours: str) -> str:
+    """The model attribute a row's path starts from ("head", "encoder", "block", ...)."""
+    return ours.split(".")[0]
+
+
+def held_shapes(rows: list, source: TensorSource, heads: int) -> str | None:
+    """None when `source` lacks a head's tensors (any of `rows`); else "" when it holds
+    each in the shape the row's variable needs, or the stored names and shapes."""
+    if any(name is None or name not in source.shapes for _, _, name, _ in rows):
+        return None
+    return ", ".join(f"{name} {tuple(source.shapes[name])}" for _, variable, name, layout in rows
+                     if tuple(source.shapes[name]) != stored_shape(tuple(variable.shape), layout,
+                                                                   heads))
 
 
 def _is_identity(value: np.ndarray, ours: str) -> bool:

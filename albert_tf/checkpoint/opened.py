@@ -16,9 +16,10 @@ Everything it gives is read when first asked for and kept:
                    vocab_size (`check_vocab_size`, the one rule where a model and a
                    vocabulary meet)
   .load()          the task model, its weights read now
+  .load_into(m)    `from_preset`'s load: the weights into a model of any task, built once
 
-A reader implements `detect` (file names only), `_read_config`, `_read_task_record`
-and `_load`; `formats.FORMATS` is the table of readers.
+A reader implements `detect` (file names only), `_read_config`, `_read_task_record` and
+`_load` (a tensor index: `_read_tensors` and `_table`); `formats.FORMATS` lists them.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from albert_tf import tasks
-from albert_tf.checkpoint.names import POOLER
+from albert_tf.checkpoint.names import POOLER, held_shapes, place, row_attribute, table_rows
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_vocabulary
@@ -151,8 +152,7 @@ class OpenedCheckpoint(abc.ABC):
     def __init__(self, path: str | os.PathLike, task: str | None = None):
         self._path = os.fspath(path)
         self._task = task
-        # The optional parts (names.POOLER, a pretrainer's heads) the last `load()` found
-        # no weights for, left at their initialisation.
+        # The optional parts (names.POOLER, a pretrainer's heads) `load()` left initialised.
         self.left_initialised: tuple[str, ...] = ()
 
     @classmethod
@@ -270,6 +270,33 @@ class OpenedCheckpoint(abc.ABC):
     def _load(self):
         ...
 
+    def load_into(self, model, same_head: bool = False) -> list[str]:
+        """`from_preset`'s load into `model` (any task, this config): the encoder always;
+        each head layer the checkpoint's own model has under the same name, in the shapes
+        needed; the others keep their initialisation. `same_head`: `model`'s head is the
+        checkpoint's (task and arguments), so one that does not fit is refused. Returns
+        what was left initialised, one phrase each. Here: the checkpoint's model is built
+        (`load`) and copied from; a tensor index places into `model` itself."""
+        source = self.load()
+        model.encoder.set_weights(source.encoder.get_weights())
+        notes = []
+        if model.uses_pooled_output and POOLER in self.left_initialised:
+            notes.append(f"has no {POOLER} weights; the pooler keeps its random initialisation")
+        held = {layer.name: layer for layer in source.layers if layer is not source.encoder}
+        for layer in model.layers:
+            if layer is model.encoder or layer is model.preprocessor:
+                continue
+            found, keeps = held.get(layer.name), "that head keeps its random initialisation"
+            if found is None or layer.name in self.left_initialised:
+                notes.append(f"has no {layer.name} weights; {keeps}")
+            elif type(found) is not type(layer) or [w.shape for w in found.weights] != [
+                    w.shape for w in layer.weights]:
+                shapes = ", ".join(str(tuple(w.shape)) for w in found.weights)
+                notes.append(f"has {layer.name} weights of other shapes ({shapes}); {keeps}")
+            else:
+                layer.set_weights(found.get_weights())
+        return notes
+
 
 def task_model_kwargs(record: TaskRecord) -> dict[str, Any]:
     """The constructor arguments a task record gives its `TASK_MODELS` class (the
@@ -281,7 +308,10 @@ def build_task_model(config: AlbertConfig, record: TaskRecord):
     """The (randomly initialised) model of `albert_tf.models.TASK_MODELS` for `record`,
     uncompiled: its weights are loaded first (an optimizer would be read from the file
     too), then `OpenedCheckpoint.load` compiles it."""
-    return record.spec.model_type()(config, compile=False, **task_model_kwargs(record))
+    from albert_tf import models  # deferred: Keras only once a model is built
+
+    return models.TASK_MODELS[record.spec.name](config, compile=False,
+                                                **task_model_kwargs(record))
 
 
 class TensorIndexCheckpoint(OpenedCheckpoint):
@@ -298,9 +328,16 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         """The checkpoint's tensor index (names, shapes, a lazy reader)."""
 
     @abc.abstractmethod
-    def _place(self, model, source: TensorSource) -> list[str]:
-        """Assigns `source` to `model` (`names.place` with the format's table); returns
-        the optional parts left initialised."""
+    def _table(self, source: TensorSource) -> Sequence[tuple[str, str | None, str | None]]:
+        """The format's column of a name table: (our path, stored name, layout) rows."""
+
+    def _rows(self, model, source: TensorSource) -> list:
+        """(our path, variable, stored name, layout) of every tensor `model` takes."""
+        return list(table_rows(model, self._table(source)))
+
+    def _place(self, model, source: TensorSource, rows: list, **kwargs) -> list[str]:
+        """`names.place` by `rows`: the optional parts left initialised."""
+        return place(model, source, self.config_path, rows, **kwargs)
 
     def _check_loaded(self, model) -> None:
         """Refuses a loaded model the checkpoint's own evidence contradicts (default: none)."""
@@ -316,7 +353,7 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         source = self._tensors()
         check_weights_fit(config, record, source.shapes, self.config_path, source.path)
         model = build_task_model(config, record)
-        self.left_initialised = tuple(self._place(model, source))
+        self.left_initialised = tuple(self._place(model, source, self._rows(model, source)))
         for part in self.left_initialised:
             logger.warning("%s has no %s weights; %s keeps its random initialisation",
                            source.path, part, "the pooler (unused by this model)"
@@ -326,3 +363,38 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
                     self.format, record.task)
         self._source = None  # placed: let the arrays go
         return model
+
+    def load_into(self, model, same_head: bool = False) -> list[str]:
+        """`OpenedCheckpoint.load_into`, placed into `model` itself by its own rows."""
+        from albert_tf import models  # deferred: Keras only once a model is built
+
+        record, source = self.task_record, self._tensors()
+        check_weights_fit(self.config, record, source.shapes, self.config_path, source.path)
+        own = models.TASK_MODELS[record.task].head_layers  # the checkpoint's model's heads
+        rows, notes, skipped = self._rows(model, source), [], set()
+        keeps = "that head keeps its random initialisation"
+        for attribute, name in model.head_layers.items():
+            if getattr(model, attribute, None) is None:
+                continue  # built without it (a span model without answerability)
+            head = [row for row in rows if row_attribute(row[0]) == attribute]
+            held = held_shapes(head, source, model.config.num_attention_heads)
+            if own.get(attribute) != name or (held is None and not same_head):
+                notes.append(f"has no {name} weights; {keeps}")
+            elif held and not same_head:
+                notes.append(f"has {name} weights of other shapes ({held}); {keeps}")
+            else:  # placed: the checkpoint's own head refused as `load` refuses it
+                continue
+            skipped.add(attribute)
+        ignored = {name for ours, name, _ in self._table(source) if row_attribute(ours) in own}
+        left = self._place(model, source, [r for r in rows if row_attribute(r[0]) not in skipped],
+                           optional=(POOLER,), ignored=ignored)
+        for part in left:
+            if part == POOLER:
+                notes.append(f"has no {POOLER} weights; the pooler " + (
+                    "" if model.uses_pooled_output else "(unused by this model) ") +
+                    "keeps its random initialisation")
+            elif part not in skipped:
+                notes.append(f"has no {part} weights; {keeps}")
+        self._source = None  # placed: let the arrays go
+        return notes
+

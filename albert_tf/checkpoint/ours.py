@@ -2,7 +2,7 @@
 
 A directory of albert_config.json + model.weights.h5 (Keras' layout) + albert_task.json
 (the `TaskRecord`; absent: pretraining) + spiece.model when one was given. Written
-as a whole (`albert_tf.atomic.claimed_directory`: a hidden sibling directory, renamed
+as a whole (`albert_tf.infra.atomic.claimed_directory`: a hidden sibling directory, renamed
 into place when complete; an existing checkpoint directory is swapped for the new
 one, so no file of the old checkpoint, e.g. another model's spiece.model, survives
 beside the new weights). A directory that also holds files a checkpoint does not
@@ -19,7 +19,6 @@ import tempfile
 
 import numpy as np
 
-from albert_tf import atomic
 from albert_tf.checkpoint.opened import (
     OpenedCheckpoint,
     build_task_model,
@@ -37,6 +36,7 @@ from albert_tf.checkpoint.readers import (
 from albert_tf.checkpoint.task_record import TASK_FILE, TaskRecord, TaskRecordError
 from albert_tf.checkpoint.tokenizer_files import SPM_FILE, VOCAB_FILE, VOCABULARY_FILES
 from albert_tf.config import AlbertConfig
+from albert_tf.infra import atomic
 from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
 from albert_tf.tokenizer.kinds import kind_of_file
 
@@ -92,6 +92,11 @@ class AlbertTfCheckpoint(OpenedCheckpoint):
         refuse_weight_problems([f"{w.path} ({problem})" for w in model.weights
                                 if (problem := weight_problem(w.numpy())) is not None], weights)
         return model
+
+    # load_into: OpenedCheckpoint's build and copy. Our weights file is keyed by Keras'
+    # own walk of the model (attribute paths and generated names, e.g.
+    # layers/classification_head/dense/vars/0), not by the layer names a name table places
+    # by: loading part of it into a model of another class would restate Keras' loader.
 
 
 def _ensure_built(model) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from albert_tf.errors import UserError
-from albert_tf.textio import json_type, read_json_object, read_text
+from albert_tf.infra.textio import json_type, read_json_object, read_text
 
 
 class CheckpointError(UserError):

@@ -21,8 +21,8 @@ import dataclasses
 import difflib
 import json
 
-from albert_tf import arguments, cli
 from albert_tf.config import AlbertConfig
+from albert_tf.infra import arguments, cli
 from albert_tf.tokenizer.kinds import SENTENCEPIECE, WORDPIECE  # the tokenizer kinds' one home
 
 __all__ = ["Released", "RELEASED", "find_released", "suggest", "main"]

@@ -46,7 +46,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from albert_tf.atomic import atomic_write_json
 from albert_tf.config import (
     MAX_SEQ_LENGTH,
     MAX_WINDOWS,
@@ -57,6 +56,8 @@ from albert_tf.config import (
     check_size,
 )
 from albert_tf.errors import UserError
+from albert_tf.infra.atomic import atomic_write_json
+from albert_tf.infra.textio import EncodingError, FileSizeError, read_text
 from albert_tf.precisions import POLICIES
 from albert_tf.tagging import SCHEMES
 from albert_tf.tasks import (
@@ -68,7 +69,6 @@ from albert_tf.tasks import (
     Task,
 )
 from albert_tf.tasks import TASKS as _TASK_TABLE
-from albert_tf.textio import EncodingError, FileSizeError, read_text
 from albert_tf.tokenizer.kinds import TOKENIZER_KINDS
 
 __all__ = ["TaskRecord", "TaskRecordError", "TASK_FILE", "TASKS", "SPAN_DEFAULTS",

@@ -46,6 +46,7 @@ import logging
 import os
 
 from albert_tf.checkpoint.model_garden import (
+    MODEL_GARDEN_TABLE,
     model_garden_task,
     place_model_garden,
     read_object_graph,
@@ -56,7 +57,7 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import DEFAULT_OPTIONS, find_spm_model
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.errors import UserError
-from albert_tf.textio import read_bytes
+from albert_tf.infra.textio import read_bytes
 
 __all__ = ["ASSETS", "ENCODER_FIXED", "SAVED_MODEL", "VARIABLES", "TfHubCheckpoint"]
 
@@ -123,8 +124,11 @@ class TfHubCheckpoint(TensorIndexCheckpoint):
         return TaskRecord.create(model_garden_task(self._tensors().shapes), source=self.path,
                                  **DEFAULT_OPTIONS)
 
-    def _place(self, model, source: TensorSource) -> list[str]:
-        return place_model_garden(model, source, self.path)
+    def _table(self, source: TensorSource):
+        return MODEL_GARDEN_TABLE
+
+    def _place(self, model, source: TensorSource, rows: list, **kwargs) -> list[str]:
+        return place_model_garden(model, source, self.path, rows, **kwargs)
 
 
 def _sizes(source: TensorSource, path: str) -> dict[str, int]:

@@ -27,7 +27,7 @@ import logging
 import os
 
 from albert_tf.checkpoint.readers import CheckpointError
-from albert_tf.textio import json_type, read_json_object
+from albert_tf.infra.textio import json_type, read_json_object
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,
     SPM_FILE,

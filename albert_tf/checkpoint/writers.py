@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 
 import albert_tf.checkpoint.kerashub as kh
-from albert_tf import atomic
 from albert_tf.checkpoint.names import (
     POOLER,
     check_covered,
@@ -55,6 +54,7 @@ from albert_tf.checkpoint.readers import HF_CONFIG_FILE, HF_SAFETENSORS, Checkpo
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import HF_TOKENIZER_CONFIG, SPM_FILE, TokenizerFiles
 from albert_tf.config import AlbertConfig
+from albert_tf.infra import atomic
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.tasks import TASKS
 from albert_tf.tokenizer.kinds import VOCAB_FILE, VOCABULARY_FILES, WORDPIECE

@@ -32,9 +32,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf import textio
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
+from albert_tf.infra import textio
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 
 import sentencepiece as spm
 
-from albert_tf import textio
 from albert_tf.errors import UserError
+from albert_tf.infra import textio
 from albert_tf.tokenizer.packing import Packing, cut_text, text_byte_cap, truncate_seq_pair
 
 __all__ = ["AlbertTokenizer", "normalize_text", "truncate_seq_pair", "choice_qa_length",

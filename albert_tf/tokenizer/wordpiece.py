@@ -32,8 +32,8 @@ import os
 import unicodedata
 from collections.abc import Sequence
 
-from albert_tf import textio
 from albert_tf.errors import UserError
+from albert_tf.infra import textio
 from albert_tf.tokenizer.packing import Packing
 
 __all__ = ["WordPieceTokenizer", "BasicTokenizer", "VocabFileError", "read_vocab", "SPECIAL_TOKENS",

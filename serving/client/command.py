@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from albert_tf import arguments
+from albert_tf import ranges
+from albert_tf.infra import arguments
 
 from ..requests import DEFAULT_SIGNATURE, REST_FORMATS
 
@@ -58,8 +59,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     here; a bad option is a UsageError)."""
     args = parser().parse_args(list(argv))
     arguments.require_positive("--batch-size", args.batch_size)
-    arguments.check_number("--concurrency", args.concurrency, int,
-                           {arguments.MINIMUM: 1, arguments.MAXIMUM: MAX_CONCURRENCY})
-    arguments.check_number("--retries", args.retries, int,
-                           {arguments.MINIMUM: 0, arguments.MAXIMUM: MAX_RETRIES})
+    ranges.check_number("--concurrency", args.concurrency, int,
+                        {ranges.MINIMUM: 1, ranges.MAXIMUM: MAX_CONCURRENCY})
+    ranges.check_number("--retries", args.retries, int,
+                        {ranges.MINIMUM: 0, ranges.MAXIMUM: MAX_RETRIES})
     return args

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_tf import arguments
+from albert_tf import ranges
 from albert_tf.errors import UsageError
 
 from ..layout import MAX_VERSION
@@ -38,12 +38,12 @@ def check_route(server: str | None, grpc: str | None, timeout: float,
     Raises:
       UsageError: one line naming the option and the value.
     """
-    arguments.check_number("--timeout", timeout, float,
-                           {arguments.EXCLUSIVE_MINIMUM: 0.0, arguments.MAXIMUM: MAX_TIMEOUT_S},
-                           " (seconds per request)")
+    ranges.check_number("--timeout", timeout, float,
+                        {ranges.EXCLUSIVE_MINIMUM: 0.0, ranges.MAXIMUM: MAX_TIMEOUT_S},
+                        " (seconds per request)")
     if version is not None:
-        arguments.check_number("--version", version, int,
-                               {arguments.MINIMUM: 0, arguments.MAXIMUM: MAX_VERSION})
+        ranges.check_number("--version", version, int,
+                            {ranges.MINIMUM: 0, ranges.MAXIMUM: MAX_VERSION})
     if server is not None:
         parsed = urllib.parse.urlsplit(server)
         if parsed.scheme not in REST_SCHEMES or not parsed.netloc:

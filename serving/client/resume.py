@@ -25,9 +25,9 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from albert_tf import atomic
 from albert_tf.errors import UserError
-from albert_tf.exclusive import open_exclusive, publish
+from albert_tf.infra import atomic
+from albert_tf.infra.exclusive import open_exclusive, publish
 
 PARTIAL_SUFFIX = ".partial"
 RECORD_SUFFIX = ".partial.json"

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from albert_tf import atomic, cli, textio
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic, cli, textio
 
 from ..layout import SAVED_MODEL_FILE, existing_versions
 from ..requests import (
@@ -78,7 +78,7 @@ def read_rows(path: str, inputs: Mapping[str, Any], jsonl: bool) -> Iterator[dic
 def text_lines(stream, path: str) -> Iterator[tuple[int, str]]:
     """(line number, text without its line end) of a binary stream, decoded as UTF-8.
 
-    The one way `predict` reads its input (`albert_tf.textio.decode`: a byte-order
+    The one way `predict` reads its input (`albert_tf.infra.textio.decode`: a byte-order
     mark at the start is dropped); bytes that are not UTF-8 (a UTF-16 or Latin-1
     file) raise EncodingError naming the file, line and byte rather than reaching
     the model as other text.

@@ -26,8 +26,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import atomic
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic
 
 from ..options import QUANTIZE
 from . import runtime

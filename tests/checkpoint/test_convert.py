@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 
-from albert_tf import AlbertPretrainer, cli, load_checkpoint
+from albert_tf import AlbertPretrainer, load_checkpoint
 from albert_tf.checkpoint import convert, detect_format, open_checkpoint
+from albert_tf.infra import cli
 from tests.checkpoint.test_checkpoint import FIXTURES, assert_matches_reference
 
 

@@ -107,7 +107,7 @@ def predictions(result: subprocess.CompletedProcess) -> dict:
 
 
 def albert_tf_cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "albert_tf.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *args], capture_output=True,
                           text=True, env=env, timeout=600)
 
 

@@ -16,7 +16,6 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from albert_tf import cli
 from albert_tf.checkpoint import (
     FORMATS,
     CheckpointError,
@@ -27,6 +26,7 @@ from albert_tf.checkpoint import (
 )
 from albert_tf.checkpoint.model_garden import OBJECT_GRAPH
 from albert_tf.config import AlbertConfig
+from albert_tf.infra import cli
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from tests.helpers.foreign import assert_lists_problems, assert_tokenizer_matches
 from tests.helpers.fresh_process import call_signatures

@@ -13,11 +13,12 @@ import sys
 import keras
 import pytest
 
-from albert_tf import AlbertConfig, ConfigError, arguments, numerics
+from albert_tf import AlbertConfig, ConfigError, numerics
 from albert_tf.activations import get_activation
 from albert_tf.checkpoint.task_record import TASKS
 from albert_tf.config import MIN_SEQ_LENGTH, check_sequence_length
 from albert_tf.errors import UsageError
+from albert_tf.infra import arguments
 from albert_tf.models import TASK_MODELS, AlbertSpanBeamExtractor, AlbertSpanExtractor
 from tests.helpers.model_harness import tiny_config
 
@@ -113,7 +114,7 @@ def test_the_beam_sizes_have_no_default_in_the_model():
 
 
 def test_the_config_and_the_grammar_import_no_keras():
-    script = ("import sys, albert_tf.config, albert_tf.numerics, albert_tf.arguments; "
+    script = ("import sys, albert_tf.config, albert_tf.numerics, albert_tf.infra.arguments; "
               "print(sorted({m.split('.')[0] for m in sys.modules} & {'keras', 'tensorflow'}))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout

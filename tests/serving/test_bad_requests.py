@@ -251,7 +251,7 @@ def test_predict_saved_model_names_a_rank_2_row_in_a_fresh_process(exports, tmp_
     out = tmp_path / "out.jsonl"
     before = snapshot(source)
     proc = subprocess.run(
-        [sys.executable, "-m", "albert_tf.cli", "predict", "--saved-model",
+        [sys.executable, "-m", "albert_tf.infra.cli", "predict", "--saved-model",
          exports["classification"], "--input", str(source), "--output", str(out)],
         capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     line = proc.stderr.strip().splitlines()[-1]

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf import cli
+from albert_tf.infra import cli
 from albert_tf.serving import export
 from albert_tf.serving.provenance import PROVENANCE_FILE
 from albert_tf.serving.signatures.base import Batching

@@ -1,13 +1,13 @@
 """Bad numbers and malformed training data (issue 22): refused before any work, in one line
 naming what and where, with nothing written and every input unchanged.
 
-Four groups, each through the real command line (`albert_tf.cli.main`, in this process):
-  1. numeric hyperparameters: one check (`albert_tf.arguments.check_numbers`, ranges
+Four groups, each through the real command line (`albert_tf.infra.cli.main`, in this process):
+  1. numeric hyperparameters: one check (`albert_tf.infra.arguments.check_numbers`, ranges
      declared beside the dataclass fields) for finetune, pretrain and create-data, run
      before any data is read; regression labels must be finite;
   2. task data: RACE answers are exactly one of A-D, SQuAD 1.1 has no unanswerable
      questions, and `--data DIR` never downloads;
-  3. encodings: every reader decodes through `albert_tf.textio` (file, line, byte offset);
+  3. encodings: every reader decodes through `albert_tf.infra.textio` (file, line, byte offset);
      a corpus skips and counts what is not UTF-8 and names it on stderr;
   4. checks in the parent: create-data validates the vocabulary before any worker starts,
      a worker failure is one line; label names and SQuAD answers are checked when read.
@@ -24,8 +24,9 @@ import shutil
 
 import pytest
 
-from albert_tf import AlbertConfig, arguments, textio
+from albert_tf import AlbertConfig
 from albert_tf.errors import UserError
+from albert_tf.infra import arguments, textio
 from albert_tf.training.data import create_data, vocab, workers
 from albert_tf.training.data.corpus import write_corpus_file
 from albert_tf.training.finetune import glue, squad_data

@@ -32,8 +32,8 @@ import apache_beam as beam
 import tensorflow as tf
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf import atomic
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic
 from albert_tf.tokenizer import kinds
 
 from . import corpus as corpus_lib

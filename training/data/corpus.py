@@ -8,7 +8,7 @@
   * `tfds:NAME[:SPLIT[:FIELD]]`, a tensorflow-datasets dataset, its text cut
     into paragraphs at line breaks and into sentences by `split_sentences`.
 Bad input inside a corpus never stops a reader: unreadable and binary files,
-lines that are not UTF-8 (decoded by `albert_tf.textio`, the one decoder; the
+lines that are not UTF-8 (decoded by `albert_tf.infra.textio`, the one decoder; the
 detail names the line and the byte offset) or longer than `MAX_LINE_BYTES` (the
 document holding one is dropped), empty and one-sentence documents are counted
 per reason and per file in a `CorpusReport`. A file named explicitly (not through a glob) that
@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import tensorflow as tf
 
-from albert_tf import atomic, errors, textio
+from albert_tf import errors
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic, textio
 
 from .embedded import MIN_SENTENCES, embedded_documents, split_sentences
 

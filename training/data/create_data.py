@@ -43,7 +43,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from albert_tf import arguments, atomic, cli, errors
+from albert_tf import errors
+from albert_tf.infra import arguments, atomic, cli
 from albert_tf.tokenizer import kinds
 
 from . import create_data_command, workers

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from albert_tf import arguments, errors
+from albert_tf import errors
+from albert_tf.infra import arguments
 
 from . import pairs as sop
 

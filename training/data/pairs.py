@@ -36,10 +36,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from albert_tf import arguments
-from albert_tf.arguments import number_field
 from albert_tf.config import DEFAULT_SEQ_LENGTH, MIN_SEQ_LENGTH, check_sequence_length
 from albert_tf.errors import UserError
+from albert_tf.infra import arguments
+from albert_tf.infra.arguments import number_field
 
 from . import masking
 

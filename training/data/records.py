@@ -24,7 +24,8 @@ from collections.abc import Iterable
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import atomic, errors
+from albert_tf import errors
+from albert_tf.infra import atomic
 
 from .pairs import Instance
 

@@ -39,7 +39,7 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 
-from albert_tf import atomic, textio
+from albert_tf.infra import atomic, textio
 
 from . import corpus, embedded
 

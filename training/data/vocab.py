@@ -25,8 +25,8 @@ from collections.abc import Iterator, Sequence
 
 import sentencepiece as spm
 
-from albert_tf import arguments, atomic, cli
 from albert_tf.errors import UserError
+from albert_tf.infra import arguments, atomic, cli
 from albert_tf.tokenizer.spm import (
     CONTROL_SYMBOLS,
     PAD_PIECE,

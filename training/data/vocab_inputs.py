@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from tqdm import tqdm
 
-from albert_tf import textio
 from albert_tf.errors import UserError
+from albert_tf.infra import textio
 from albert_tf.tokenizer.spm import normalize_text
 
 logger = logging.getLogger("albert_tf.training.data.vocab")
@@ -55,7 +55,7 @@ def _open_lines(path: str) -> tuple[io.BufferedReader, io.BufferedIOBase]:
 
 
 def _decoded(path: str, lines, stats: dict) -> Iterator[tuple[int, str]]:
-    """(number, text) of each line that is UTF-8 (`albert_tf.textio`, the one decoder);
+    """(number, text) of each line that is UTF-8 (`albert_tf.infra.textio`, the one decoder);
     the others are skipped, counted in stats["skipped_lines"] and named on stderr."""
     position, skipped, first = 0, 0, None
     for number, raw in enumerate(lines, 1):

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from albert_tf import atomic
+from albert_tf.infra import atomic
 from albert_tf.tokenizer.wordpiece import SPECIAL_TOKENS, SUFFIX, BasicTokenizer, WordPieceTokenizer
 
 from .vocab_inputs import VocabError, expand_inputs, read_sentences

@@ -2,7 +2,7 @@
 
 `executor(processes, initializer, initargs)` is a spawn process pool (or, for one
 process, an executor that runs each task at once in this process). Its workers die
-with the parent, even on `kill -9`, from their first import (`albert_tf.lifetime`). A
+with the parent, even on `kill -9`, from their first import (`albert_tf.infra.lifetime`). A
 worker whose set-up fails keeps the error and raises it from each of its tasks
 (`raise_if_failed`), so the parent gets that one exception through the task's future,
 instead of a traceback printed by every worker and a broken pool. A worker that dies
@@ -19,9 +19,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from albert_tf import lifetime
 from albert_tf.errors import UserError
-from albert_tf.lifetime import die_with_parent
+from albert_tf.infra import lifetime
+from albert_tf.infra.lifetime import die_with_parent
 
 _FAILED: list[BaseException] = []  # this process's set-up error, if any
 

@@ -29,7 +29,7 @@ default: powers of two), jit_compile (true, false or auto), spm_model, do_lower_
 keep_accents; SQuAD: doc_stride, max_query_length, n_best, max_answer_length,
 no_answer_threshold (2.0; default: tuned on the dev set); RACE: max_qa_length; NER:
 tag_scheme. Values
-are read by each setting's type (albert_tf.arguments; "none" unsets an optional one,
+are read by each setting's type (albert_tf.infra.arguments; "none" unsets an optional one,
 NaN and infinities are refused); every number, flag or --set, is checked against its
 range (TrainConfig) before any data is read. The settings used are saved in OUTPUT/albert_task.json
 (the task record), which `albert-tf export` reads.
@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import argparse
 
-from albert_tf import arguments, precisions
+from albert_tf import precisions
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
+from albert_tf.infra import arguments
 
 TASK_HELP = ("glue/<task>, squad/v1.1, squad/v2.0, race, classification, regression or ner "
              "(classify and regress: older names of classification and regression)")

@@ -26,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from albert_tf import tagging, textio
+from albert_tf import tagging
+from albert_tf.infra import textio
 
 from .examples import DataError
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from albert_tf.atomic import atomic_write
 from albert_tf.errors import UserError
+from albert_tf.infra.atomic import atomic_write
 from albert_tf.inputs import INPUT_NAMES
 
 from .bucketing import Encoded

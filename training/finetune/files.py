@@ -3,7 +3,7 @@
 The format follows the extension: `.csv` (comma, standard quoting), `.tsv` / `.tab`
 / `.txt` (tab, no quoting, as the GLUE and MSR paraphrase files), `.jsonl` / `.json`
 (one JSON object per line). Files are UTF-8, with or without a byte-order mark
-(`albert_tf.textio`: other bytes are an error naming the file, line and byte offset).
+(`albert_tf.infra.textio`: other bytes are an error naming the file, line and byte offset).
 Columns are named by a header row, or, in files without one, given as positions
 (0 = first cell). Every row must have as many cells as the header (or as the
 first row): an unquoted comma in a CSV text would otherwise shift the label.
@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from albert_tf import textio
+from albert_tf.infra import textio
 
 from .examples import DataError, TextExamples, check_label_name, label_ids, regression_target
 

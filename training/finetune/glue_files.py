@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from albert_tf import textio
+from albert_tf.infra import textio
 
 from .examples import DataError, TextExamples, regression_target
 from .glue import GlueTask

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertTokenClassifier, tagging
-from albert_tf.atomic import atomic_write
+from albert_tf.infra.atomic import atomic_write
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tasks import IGNORED_LABEL
 

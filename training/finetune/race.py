@@ -20,9 +20,10 @@ import os
 import keras
 import numpy as np
 
-from albert_tf import AlbertMultipleChoice, atomic, textio
+from albert_tf import AlbertMultipleChoice
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import DEFAULT_SEQ_LENGTH
+from albert_tf.infra import atomic, textio
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tokenizer.spm import cut_choice
 

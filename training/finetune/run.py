@@ -14,10 +14,11 @@ import os
 import sys
 import tempfile
 
-from albert_tf import arguments, atomic, cli, errors, precisions, tasks
+from albert_tf import errors, precisions, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import resolve_checkpoint
 from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
+from albert_tf.infra import arguments, atomic, cli
 
 from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
@@ -65,7 +66,7 @@ class FinetuneOptions:
 
 def parse_overrides(items: list[str]) -> tuple[dict, dict, dict]:
     """--set KEY=VALUE items -> (TrainConfig fields, task options, run options), each value
-    converted by its field's type (`albert_tf.arguments`: the one KEY=VALUE grammar)."""
+    converted by its field's type (`albert_tf.infra.arguments`: the one KEY=VALUE grammar)."""
 
     texts = arguments.parse_overrides(items, "--set")
     task_texts = {key: texts.pop(key) for key in list(texts) if key in TASK_KEYS}

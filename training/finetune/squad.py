@@ -21,8 +21,9 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-from albert_tf import AlbertSpanExtractor, atomic
+from albert_tf import AlbertSpanExtractor
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.infra import atomic
 from albert_tf.span_decoding import (  # noqa: F401 (is_ignorable re-exported)
     is_ignorable,
     no_answer_probability,

@@ -19,7 +19,7 @@ import logging
 
 import numpy as np
 
-from albert_tf import textio
+from albert_tf.infra import textio
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.span_decoding import (  # noqa: F401 (ContextPieces, Window re-exported)
     ContextPieces,

@@ -23,12 +23,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, arguments, atomic, save_checkpoint
-from albert_tf.arguments import number_field
+from albert_tf import AlbertConfig, save_checkpoint
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.ours import CHECKPOINT_FILES
 from albert_tf.config import SHORT_SEQ_LENGTH
 from albert_tf.errors import UserError
+from albert_tf.infra import arguments, atomic
+from albert_tf.infra.arguments import number_field
 from albert_tf.inputs import INPUT_NAMES
 
 from ..runtime import layout as run_layout

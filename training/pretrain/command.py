@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from albert_tf import arguments, precisions
+from albert_tf import precisions
 from albert_tf.checkpoint.hub import CHECKPOINT_HELP
+from albert_tf.infra import arguments
 
 
 def parser() -> argparse.ArgumentParser:

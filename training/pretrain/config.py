@@ -12,10 +12,11 @@ import json
 import typing
 from typing import Any
 
-from albert_tf import AlbertConfig, arguments, precisions, textio
-from albert_tf.arguments import number_field
+from albert_tf import AlbertConfig, precisions
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
+from albert_tf.infra import arguments, textio
+from albert_tf.infra.arguments import number_field
 
 from ..runtime.fit_steps import check_accumulation
 
@@ -119,7 +120,7 @@ def load_config(path: str | None = None, overrides: list[str] = (),
                 **options: Any) -> PretrainConfig:
     """Defaults <- JSON file `path` <- `options` (non-None) <- `key=value` overrides.
 
-    Override values are read by the field's type (`albert_tf.arguments`, the one
+    Override values are read by the field's type (`albert_tf.infra.arguments`, the one
     KEY=VALUE grammar); `albert.FIELD=VALUE` sets an AlbertConfig field, read by its type.
     """
     values: dict[str, Any] = {}

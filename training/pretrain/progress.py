@@ -28,8 +28,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, textio
+from albert_tf import AlbertConfig
 from albert_tf.errors import UsageError, UserError
+from albert_tf.infra import textio
 
 from ..runtime import layout as run_layout
 from ..runtime.tensorboard import write_scalars

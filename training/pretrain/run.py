@@ -48,17 +48,11 @@ from collections.abc import Callable, Iterable
 import keras
 import tensorflow as tf
 
-from albert_tf import (
-    AlbertConfig,
-    AlbertPretrainer,
-    atomic,
-    cli,
-    precisions,
-    save_checkpoint,
-)
+from albert_tf import AlbertConfig, AlbertPretrainer, precisions, save_checkpoint
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.checkpoint.opened import check_vocab_size
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic, cli
 from albert_tf.tokenizer.kinds import python_tokenizer
 
 from ..data import pairs

@@ -312,7 +312,7 @@ def test_resume_after_kill(corpus_documents, spm_model_path, tmp_path):
     args = ["create-data", "--input", corpus, "--output-dir", str(out), "--spm-model", spm_model_path,
             "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "10",
             "--documents-per-shard", "1", "--processes", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "albert_tf.cli", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "albert_tf.infra.cli", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while len(glob.glob(f"{out}/pretrain-*.tfrecord")) < 3 and time.time() < deadline:

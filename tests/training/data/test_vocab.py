@@ -9,7 +9,7 @@ import os
 import pytest
 import sentencepiece as spm
 
-from albert_tf import cli
+from albert_tf.infra import cli
 from albert_tf.tokenizer.spm import (
     CONTROL_SYMBOLS,
     USER_DEFINED_SYMBOLS,

@@ -24,7 +24,7 @@ from tests.helpers.paths import REPO
 
 def run_cli(*args, timeout=1500, input_text=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "albert_tf.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           input=input_text)
 

@@ -1,4 +1,4 @@
-"""Fine-tuning's outputs go through albert_tf.atomic: whole or not at all, no temporaries left.
+"""Fine-tuning's outputs go through albert_tf.infra.atomic: whole or not at all, no temporaries left.
 
 eval_results.json, SQuAD's predictions.json / nbest_predictions.json / null_odds.json and
 RACE's race_test.json are written with `atomic.atomic_write_json`; `--overwrite` puts
@@ -12,7 +12,8 @@ import pathlib
 
 import pytest
 
-from albert_tf import atomic, errors
+from albert_tf import errors
+from albert_tf.infra import atomic
 from albert_tf.training.finetune import run as finetune_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -82,7 +83,7 @@ def test_overwrite_replaces_the_output_only_when_the_new_run_is_complete(tmp_pat
 
 
 def test_no_module_renames_or_dumps_outputs_itself():
-    # Every writer in training/ and serving/ goes through albert_tf.atomic.
+    # Every writer in training/ and serving/ goes through albert_tf.infra.atomic.
     offenders = []
     for folder in ("training", "serving"):
         for path in sorted((ROOT / folder).rglob("*.py")):

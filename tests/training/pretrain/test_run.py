@@ -45,7 +45,7 @@ def records(tmp_path_factory, corpus_documents, spm_model_path):
 
 
 def _command(records, output_dir, *extra):
-    return [sys.executable, "-m", "albert_tf.cli", "pretrain",
+    return [sys.executable, "-m", "albert_tf.infra.cli", "pretrain",
             "--train-data", records["train"], "--spm-model", records["spm"],
             "--output-dir", str(output_dir), *TINY, *extra]
 

@@ -11,9 +11,10 @@ import dataclasses
 import os
 from typing import Any
 
-from albert_tf import AlbertConfig, arguments
-from albert_tf.arguments import number_field
+from albert_tf import AlbertConfig
 from albert_tf.errors import UsageError
+from albert_tf.infra import arguments
+from albert_tf.infra.arguments import number_field
 
 from ...data import pairs as sop
 from . import grid as ablate_grid

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from albert_tf import arguments
+from albert_tf import ranges
 from albert_tf.config import SHARING_MODES
 from albert_tf.errors import UsageError
 
@@ -118,10 +118,10 @@ def check_embedding_sizes(sizes: tuple[int, ...], hidden_size: int) -> None:
     if not sizes:
         raise UsageError("--embedding-sizes: give at least one size")
     for size in sizes:
-        arguments.check_number("--embedding-sizes", size, int,
-                               {arguments.MINIMUM: 1, arguments.MAXIMUM: hidden_size},
-                               f" (E of the embedding table, at most the base model's "
-                               f"hidden_size={hidden_size})")
+        ranges.check_number("--embedding-sizes", size, int,
+                            {ranges.MINIMUM: 1, ranges.MAXIMUM: hidden_size},
+                            f" (E of the embedding table, at most the base model's "
+                            f"hidden_size={hidden_size})")
     twice = sorted({size for size in sizes if sizes.count(size) > 1})
     if twice:
         raise UsageError(f"--embedding-sizes names {', '.join(map(str, twice))} twice")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_tf import atomic
+from albert_tf.infra import atomic
 
 from . import grid as ablate_grid
 from .grid import Setting

@@ -40,8 +40,9 @@ from typing import Any
 
 import keras
 
-from albert_tf import AlbertConfig, atomic
+from albert_tf import AlbertConfig
 from albert_tf.checkpoint import open_checkpoint
+from albert_tf.infra import atomic
 from albert_tf.params import encoder_parameters
 from albert_tf.tokenizer.spm import AlbertTokenizer
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from albert_tf import arguments, precisions
+from albert_tf import precisions
+from albert_tf.infra import arguments
 
 from . import budget as demo_budget
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from albert_tf import atomic
+from albert_tf.infra import atomic
 
 REPORT_FILE = "demo_report.json"
 PLOT_FILE = "training_curves.png"

@@ -33,9 +33,10 @@ import time
 
 import numpy as np
 
-from albert_tf import AlbertConfig, arguments, atomic, cli, precisions
+from albert_tf import AlbertConfig, precisions, ranges
 from albert_tf.checkpoint import TASK_FILE
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic, cli
 from albert_tf.serving import export, layout
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
@@ -419,10 +420,10 @@ def options_from_args(args) -> DemoOptions:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
     try:  # the budget's rule, before any stage runs
-        arguments.check_number("--minutes", args.minutes, float,
-                               {arguments.EXCLUSIVE_MINIMUM: 0.0,
-                                arguments.MAXIMUM: demo_budget.MAX_MINUTES},
-                               " (the time budget in minutes; --steps for a fixed count)")
+        ranges.check_number("--minutes", args.minutes, float,
+                            {ranges.EXCLUSIVE_MINIMUM: 0.0,
+                            ranges.MAXIMUM: demo_budget.MAX_MINUTES},
+                            " (the time budget in minutes; --steps for a fixed count)")
     except UserError as e:
         raise DemoError(str(e)) from None
     # Before any stage runs: the sequences must fit the position table of the preset

@@ -23,8 +23,8 @@ import threading
 import traceback
 from collections.abc import Callable
 
-from albert_tf import tf_startup
 from albert_tf.errors import UserError
+from albert_tf.infra import tf_startup
 
 DEBUG_ENV = "ALBERT_TF_DEBUG"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,5 +1,5 @@
 """Files created only by us and final names taken only when free: the primitives under
-`albert_tf.atomic`.
+`albert_tf.infra.atomic`.
 
 `create_exclusive(path)` makes a new regular file with O_CREAT|O_EXCL|O_NOFOLLOW: a
 name that exists already (a planted symbolic link, a FIFO, someone's file) is never

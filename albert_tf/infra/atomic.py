@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from albert_tf.errors import UserError
-from albert_tf.exclusive import create_exclusive, open_exclusive, open_existing_lock, publish
+from albert_tf.infra.exclusive import create_exclusive, open_exclusive, open_existing_lock, publish
 
 try:  # POSIX; elsewhere a claim takes no lock (the staged rename still refuses a race)
     import fcntl

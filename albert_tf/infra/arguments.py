@@ -33,20 +33,15 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from albert_tf.errors import UsageError, UserError
+from albert_tf.errors import UsageError
+from albert_tf.ranges import BOUNDS, MINIMUM, check_number
 
 # Field metadata key: the word that spells None for that field (instead of none / null).
 NONE_WORD = "none_word"
 _NONE_WORDS = ("none", "null")
 _TRUE_WORDS = ("true", "yes", "1")
 _FALSE_WORDS = ("false", "no", "0")
-# Field metadata keys: the range of a numeric field (`number_field`, `check_numbers`).
-MINIMUM, EXCLUSIVE_MINIMUM = "minimum", "exclusive_minimum"
-MAXIMUM, EXCLUSIVE_MAXIMUM = "maximum", "exclusive_maximum"
-BOUNDS = (MINIMUM, EXCLUSIVE_MINIMUM, MAXIMUM, EXCLUSIVE_MAXIMUM)
 HINT = "hint"  # field metadata: what to do instead of a refused value
-_WITHIN = {MINIMUM: lambda v, limit: v >= limit, EXCLUSIVE_MINIMUM: lambda v, limit: v > limit,
-           MAXIMUM: lambda v, limit: v <= limit, EXCLUSIVE_MAXIMUM: lambda v, limit: v < limit}
 
 
 class _StoreOnce(argparse._StoreAction):
@@ -264,19 +259,6 @@ def check_numbers(fields_of: Any, values: Mapping[str, Any] | None = None, where
                      hint + where)
 
 
-def check_number(name: str, value: Any, kind: type = float,
-                 bounds: Mapping[str, float] | None = None, where: str = "") -> None:
-    """Raises UserError "NAME=VALUE must be ..." unless `value` is a `kind` (int: an
-    integer, not a bool; float: a finite int or float) within `bounds` (`BOUNDS` keys)."""
-    bounds = bounds or {}
-    accepted = (int, float) if kind is float else int
-    number = not isinstance(value, bool) and isinstance(value, accepted)
-    ok = number and math.isfinite(value) and all(
-        _WITHIN[key](value, limit) for key, limit in bounds.items())
-    if not ok:
-        raise UserError(f"{name}={value!r} must be {_need(kind, bounds)}{where}")
-
-
 def _numeric(kind: Any) -> tuple[type, bool] | None:
     """(int or float, whether None is allowed) for int, float and their `| None`; else None."""
     if kind in (int, float):
@@ -287,17 +269,3 @@ def _numeric(kind: Any) -> tuple[type, bool] | None:
         if len(args) == 2 and len(others) == 1 and others[0] in (int, float):
             return others[0], True
     return None
-
-
-def _need(kind: type, bounds: Mapping[str, float]) -> str:
-    """"a positive integer", "a finite number > 0", "a finite number in [0, 1)", ..."""
-    if kind is int and bounds == {MINIMUM: 1}:
-        return "a positive integer"
-    what = "an integer" if kind is int else "a finite number"
-    low = next(((k, v) for k, v in bounds.items() if k in (MINIMUM, EXCLUSIVE_MINIMUM)), None)
-    high = next(((k, v) for k, v in bounds.items() if k in (MAXIMUM, EXCLUSIVE_MAXIMUM)), None)
-    if low and high:
-        return (f"{what} in {'[' if low[0] == MINIMUM else '('}{low[1]:g}, "
-                f"{high[1]:g}{']' if high[0] == MAXIMUM else ')'}")
-    symbols = {MINIMUM: ">=", EXCLUSIVE_MINIMUM: ">", MAXIMUM: "<=", EXCLUSIVE_MAXIMUM: "<"}
-    return " ".join([what, *(f"{symbols[k]} {v:g}" for k, v in filter(None, (low, high)))])

@@ -16,8 +16,9 @@ import stat
 import zipfile
 from collections.abc import Callable
 
-from albert_tf import atomic, keras_compat
+from albert_tf import keras_compat
 from albert_tf.errors import UserError
+from albert_tf.infra import atomic
 
 KERAS_SUFFIX = ".keras"
 # What every Keras 3 archive holds (Keras' own names for its entries).

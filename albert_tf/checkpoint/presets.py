@@ -2,8 +2,9 @@
 
 `AlbertEncoder.from_preset(path)` takes the checkpoint's encoder.
 `AlbertSequenceClassifier.from_preset(path, num_classes=3)` (and every task model)
-builds the class's model on the checkpoint's config, loads the encoder, and the
-head when the checkpoint holds it (a layer of the same name and shapes: the same
+builds the class's model on the checkpoint's config, once, and loads into it
+(`OpenedCheckpoint.load_into`: a tensor index is placed into it directly) the encoder,
+and the head when the checkpoint holds it (a layer of the same name and shapes: the same
 task's head, or the pretrainer's masked-LM head for `AlbertMaskedLM`); a head the
 checkpoint lacks keeps its random initialisation, with the warning loading gives
 it. The head's arguments default to the checkpoint's when it holds the same task.
@@ -16,8 +17,9 @@ import inspect
 import logging
 import os
 
-from albert_tf.checkpoint import TaskRecord, open_checkpoint, task_record_of
-from albert_tf.checkpoint.names import POOLER
+from albert_tf.checkpoint.formats import open_checkpoint
+from albert_tf.checkpoint.ours import task_record_of
+from albert_tf.checkpoint.task_record import TaskRecord
 
 __all__ = ["encoder_from_preset", "task_model_from_preset"]
 
@@ -27,12 +29,27 @@ logger = logging.getLogger(__name__)
 _PRESET_ARGUMENTS = ("load_weights", "seq_length", "spm_model", "label_names")
 
 
+class _EncoderAlone:
+    """An encoder seen as a model without heads: what `load_into` places into (the
+    name tables' rows start at the model's `encoder`)."""
+
+    head_layers: dict[str, str] = {}
+    layers = ()
+    preprocessor = None
+    uses_pooled_output = True
+
+    def __init__(self, encoder):
+        self.encoder, self.config, self.task_spec = encoder, encoder.config, encoder.task_spec
+
+
 def encoder_from_preset(cls, path: str | os.PathLike, load_weights: bool = True, **kwargs):
-    """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights."""
+    """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights
+    (the only model built, unless the format is albert-tf's own: `load_into`)."""
+    path = os.fspath(path)
     opened = open_checkpoint(path)
     encoder = cls(opened.config, **kwargs)
     if load_weights:
-        encoder.set_weights(opened.load().encoder.get_weights())
+        _load_weights(_EncoderAlone(encoder), opened, path, same_head=False)
     return encoder
 
 
@@ -69,7 +86,7 @@ def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = Tr
     same_head = bool(record.spec is spec and all(
         arguments[name] == value for name, value in checkpoint_head.items()))
     if load_weights:
-        _load_weights(model, opened, path)
+        _load_weights(model, opened, path, same_head)
     tokenizer = opened.tokenizer_files(spm_model)
     # seq_length=0 is a length to check, not "the default" (only None is)
     length = seq_length if seq_length is not None else \
@@ -81,30 +98,12 @@ def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = Tr
     return model
 
 
-def _load_weights(model, opened, path: str) -> None:
-    """The encoder's weights, and each head layer the checkpoint holds (same name and
-    shapes); the others keep their initialisation, with a warning."""
-    source = opened.load()
-    model.encoder.set_weights(source.encoder.get_weights())
-    lacking = set(opened.left_initialised)
-    if model.uses_pooled_output and POOLER in lacking:
-        logger.warning("%s has no %s weights; the pooler keeps its random initialisation",
-                       path, POOLER)
-    held = {layer.name: layer for layer in source.layers if layer is not source.encoder}
-    for layer in model.layers:
-        if layer is model.encoder or layer is model.preprocessor:
-            continue
-        found = held.get(layer.name)
-        if found is None or layer.name in lacking:
-            logger.warning("%s has no %s weights; that head keeps its random initialisation",
-                           path, layer.name)
-        elif type(found) is not type(layer) or [w.shape for w in found.weights] != [
-                w.shape for w in layer.weights]:
-            logger.warning("%s has %s weights of other shapes (%s); that head keeps its "
-                           "random initialisation", path, layer.name,
-                           ", ".join(str(tuple(w.shape)) for w in found.weights))
-        else:
-            layer.set_weights(found.get_weights())
+def _load_weights(model, opened, path: str, same_head: bool) -> None:
+    """The checkpoint's weights into `model` (`OpenedCheckpoint.load_into`): the
+    encoder's, and each head layer the checkpoint holds (same name and shapes); the
+    others keep their initialisation, with a warning."""
+    for note in opened.load_into(model, same_head):
+        logger.warning("%s %s", path, note)
 
 
 def _preprocessor(tokenizer, seq_length: int):
