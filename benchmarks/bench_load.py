@@ -45,8 +45,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_serving import cpu_flags, sentences, spm_model, widen_head  # noqa: E402
 
 ONNX, SAVED, BATCHED, LITE = "onnxruntime", "savedmodel", "batched", "litert"
+SAVED_ONE_THREAD = "savedmodel_1t"
 LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
+          SAVED_ONE_THREAD: "SavedModel, 1 thread per request",
           LITE: ".tflite float32", ONNX: "ONNX Runtime float32"}
+STACKS = (SAVED, SAVED_ONE_THREAD, BATCHED, LITE, ONNX)
 
 
 def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str, str]:
@@ -75,11 +78,18 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
 
 def load_stack(name: str, paths: dict, seq_length: int):
     """texts -> probabilities, for one stack; safe to call from several threads."""
-    if name in (SAVED, BATCHED):
+    if name in (SAVED, SAVED_ONE_THREAD, BATCHED):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-        signature = tf.saved_model.load(paths[name]).signatures["serving_default"]
+        if name == SAVED_ONE_THREAD:
+            # What TF Serving's --tensorflow_intra_op_parallelism=1 and
+            # --tensorflow_inter_op_parallelism=<cores> give: each request's ops on one
+            # thread, concurrent requests on the other cores.
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count() or 1)
+        signature = tf.saved_model.load(paths[SAVED if name == SAVED_ONE_THREAD else name]
+                                        ).signatures["serving_default"]
         return lambda text: signature(text=tf.constant([text]))["probabilities"].numpy()
     if name == LITE:
         from albert_tf.serving.litert import runtime
@@ -216,6 +226,8 @@ def main() -> int:
     parser.add_argument("--open-loop", action="store_true")
     parser.add_argument("--pool", type=int, default=8, help="open loop: server threads")
     parser.add_argument("--spm-model", help="SentencePiece model (default: train one)")
+    parser.add_argument("--stacks", nargs="+", choices=STACKS, default=list(STACKS),
+                        help="the stacks to measure (default: all; ONNX Runtime where installed)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--stack", help=argparse.SUPPRESS)
     parser.add_argument("--rates", type=float, nargs="*", help=argparse.SUPPRESS)
@@ -241,7 +253,8 @@ def main() -> int:
         print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
               f"model={args.model}, seq_length {args.seq_length}; {args.seconds:.0f} s per load, "
               f"{args.repeats} repeats; load before {os.getloadavg()[0]:.2f}", flush=True)
-        stacks = [s for s in (SAVED, BATCHED, LITE, ONNX) if s in paths]
+        paths[SAVED_ONE_THREAD] = paths[SAVED]
+        stacks = [s for s in args.stacks if s in paths]
         runs = {s: [] for s in stacks}
         for repeat in range(args.repeats):
             for stack in (stacks if repeat % 2 == 0 else stacks[::-1]):
