@@ -210,8 +210,7 @@ def print_table(figures: dict, loads: list[str], title: str) -> None:
         cells = [f"{figures[s][key]['rps']:.1f} ({figures[s][key]['p50']:.1f} / "
                  f"{figures[s][key]['p99']:.1f} / {figures[s][key]['max']:.1f})" for s in stacks]
         if ONNX in stacks:
-            cells.append(", ".join(f"{LABELS[s].split(' ')[0]} "
-                                   f"{figures[s][key]['rps'] / figures[ONNX][key]['rps']:.2f}x"
+            cells.append(", ".join(f"{s} {figures[s][key]['rps'] / figures[ONNX][key]['rps']:.2f}x"
                                    for s in stacks if s != ONNX))
         print(f"| {key.replace('|', ' ')} | " + " | ".join(cells) + " |")
 
