@@ -10,6 +10,7 @@ import os
 import sys
 
 from albert_tf.infra import atomic
+from albert_tf.serving import server_releases
 
 REPORT_FILE = "demo_report.json"
 PLOT_FILE = "training_curves.png"
@@ -143,7 +144,7 @@ def _serving_lines(saved: dict) -> list[str]:
     encoder = os.path.dirname(os.path.abspath(saved["albert_demo"]))
     lines = ["", "Serve it with TF Serving (REST on 8501, gRPC on 8500):",
              f"  docker run --rm -p 8501:8501 -p 8500:8500 -v {encoder}:/models/albert_demo "
-             f"-e MODEL_NAME=albert_demo tensorflow/serving",
+             f"-e MODEL_NAME=albert_demo {server_releases.image(server_releases.NEWEST_RELEASE)}",
              "  echo 'the [MASK] statement is used to define a function.' | albert-tf predict "
              "--server http://localhost:8501 --model albert_demo --signature fill_mask --input -",
              "or without a server:",
