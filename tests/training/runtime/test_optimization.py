@@ -184,3 +184,11 @@ def test_pretrainer_exclusions():
     assert "encoder/embeddings/word_embeddings/embeddings" in included
     # gamma + beta of 4 LayerNorms: embeddings, attention, FFN (one shared block), MLM head.
     assert sum("layer_norm" in p for p in excluded) == 2 * 4
+
+
+def test_the_pretrain_command_offers_exactly_the_optimizers_built():
+    # The command line restates the names (it must not import TensorFlow); this holds them equal.
+    from albert_tf.training.pretrain import command
+
+    option = next(a for a in command.parser()._actions if "--optimizer" in a.option_strings)
+    assert tuple(option.choices) == optimization.OPTIMIZERS
