@@ -19,11 +19,10 @@ from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
 from albert_tf.errors import UserError
 
 # The kernels tensorflow-text ships for LiteRT (tflite_registrar's Add* functions): most
-# register as "TFText>" + the function's name; the WordPiece pair under their TensorFlow
-# ops' names (the kernel templates' OpName), which the converter writes.
+# register as "TFText>" + the function's name; the WordPiece tokenizer's two under their
+# TensorFlow ops' names (the kernel templates' OpName), which the converter writes.
 _OWN_NAMES = {"AddFastBertNormalize": "FastBertNormalize",
-              "AddFastWordpieceTokenize": "FastWordpieceTokenizeWithOffsets",
-              "AddFastWordpieceDetokenize": "FastWordpieceDetokenize"}
+              "AddFastWordpieceTokenize": "FastWordpieceTokenizeWithOffsets"}
 TFTEXT_KERNELS = tuple(sorted(
     _OWN_NAMES.get(name, "TFText>" + name[len("Add"):]) for name in dir(tf_text.tflite_registrar)
     if name.startswith("Add")))
