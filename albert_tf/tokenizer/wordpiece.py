@@ -176,13 +176,18 @@ class BasicTokenizer:
         """Words before WordPiece: cleaned, cased, accents and punctuation split off."""
         words = []
         for word in self.clean(text).split():
-            if self.do_lower_case:
-                word = word.lower()
-            if self.strips_accents:
-                word = "".join(c for c in unicodedata.normalize("NFD", word)
-                               if unicodedata.category(c) != "Mn")
-            words.extend(_split_punctuation(word))
+            words.extend(_split_punctuation(self.fold(word)))
         return words
+
+    def fold(self, word: str) -> str:
+        """Step 3 on a cleaned word: lower-cased, then NFD without marks (Mn), as the
+        options say."""
+        if self.do_lower_case:
+            word = word.lower()
+        if self.strips_accents:
+            word = "".join(c for c in unicodedata.normalize("NFD", word)
+                           if unicodedata.category(c) != "Mn")
+        return word
 
     def normalize(self, text: str | bytes) -> str:
         """The words WordPiece sees, joined by single spaces."""

@@ -30,12 +30,10 @@ value is 0x40000000 | offset << 6 | length of its image in the pool.
 
 from __future__ import annotations
 
-import unicodedata
-
 import flatbuffers
 
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.wordpiece import WordPieceTokenizer
+from albert_tf.tokenizer.wordpiece import WordPieceTokenizer, is_cjk
 
 # The value bits the kernel reads (fast_bert_normalizer.h): "the image differs", then a
 # 24-bit offset into the string pool and a 6-bit length.
@@ -59,16 +57,9 @@ class LiteWordPieceError(UserError):
 
 
 def character_image(tokenizer: WordPieceTokenizer, char: str) -> str:
-    """What BERT's basic tokenizer makes of one code point alone (before splitting)."""
-    image = tokenizer.clean(char)
-    if image.strip() == char:  # a CJK ideograph, spaced by clean: the kernel splits it
-        image = char
-    if tokenizer.do_lower_case:
-        image = image.lower()
-    if tokenizer.strips_accents:
-        image = "".join(c for c in unicodedata.normalize("NFD", image)
-                        if unicodedata.category(c) != "Mn")
-    return image
+    """What BERT's basic tokenizer makes of one code point alone (before splitting); a
+    CJK ideograph keeps itself, unspaced: the tokenizer kernel splits it."""
+    return tokenizer.fold(char if is_cjk(char) else tokenizer.clean(char))
 
 
 def character_map(tokenizer: WordPieceTokenizer) -> dict[int, str]:
