@@ -88,8 +88,7 @@ def load_stack(name: str, paths: dict, seq_length: int):
             # thread, concurrent requests on the other cores.
             tf.config.threading.set_intra_op_parallelism_threads(1)
             tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count() or 1)
-        signature = tf.saved_model.load(paths[SAVED if name == SAVED_ONE_THREAD else name]
-                                        ).signatures["serving_default"]
+        signature = tf.saved_model.load(paths[name]).signatures["serving_default"]
         return lambda text: signature(text=tf.constant([text]))["probabilities"].numpy()
     if name == LITE:
         from albert_tf.serving.litert import runtime
@@ -252,7 +251,7 @@ def main() -> int:
         print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
               f"model={args.model}, seq_length {args.seq_length}; {args.seconds:.0f} s per load, "
               f"{args.repeats} repeats; load before {os.getloadavg()[0]:.2f}", flush=True)
-        paths[SAVED_ONE_THREAD] = paths[SAVED]
+        paths[SAVED_ONE_THREAD] = paths[SAVED]  # the same files, loaded with other threads
         stacks = [s for s in args.stacks if s in paths]
         runs = {s: [] for s in stacks}
         for repeat in range(args.repeats):

@@ -1,4 +1,4 @@
-"""Raw text -> ALBERT's inputs in a LiteRT graph: TF-Text's tokenizer kernels, the rest LiteRT builtins.
+"""Raw text -> ALBERT's inputs in a LiteRT graph: TF-Text's tokenizer kernels, then builtins.
 
 `LiteText` tokenizes a SentencePiece model with tensorflow-text's
 `FastSentencepieceTokenizer` on the model of `spm_model.lite_model_proto` (ALBERT's
@@ -8,7 +8,8 @@ with `FastBertTokenizer` (`FastBertNormalize` on the character map of
 `wordpiece_model.normalizer_model`, then `FastWordpieceTokenize`). It packs
 `[CLS] A [SEP] (B [SEP])` with plain tensor ops, to the longest row of the request (at
 most `seq_length`). Ragged values travel as (values [N], row_splits [B+1]) pairs of
-int32: LiteRT has no ragged type, and these ops all lower to builtins (GATHER, WHERE, CUMSUM, SELECT_V2, ...).
+int32: LiteRT has no ragged type, and these ops all lower to builtins (GATHER, WHERE,
+CUMSUM, SELECT_V2, ...).
 """
 
 from __future__ import annotations

@@ -41,9 +41,7 @@ def test_litert_tokenizer_equals_bert_tokenizer_but_two_known_departures(form):
     differ = []
     for i, line in enumerate(lines):
         # BertTokenizer (the legacy one) composes its input first: compare on NFC there.
-        ids, want = (got[i], entry["legacy"][i]) if nfc[i] == line else (got_nfc[i],
-                                                                          entry["legacy"][i])
-        if ids != want:
+        if (got[i] if nfc[i] == line else got_nfc[i]) != entry["legacy"][i]:
             differ.append(line)
     # The two departures (wordpiece_model's docstring): str.lower's final sigma, and a
     # word of at most 100 characters but over 100 UTF-8 bytes.
