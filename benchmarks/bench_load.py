@@ -2,10 +2,14 @@
 
 One albert-base-shape classifier (random weights, vocab_size 30,000 as released; texts
 tokenized by a 5,000-piece vocabulary trained from the embedded corpus) is written as
-each stack a server could load: the SavedModel as `albert-tf export` writes it and with
-`--batching` (concurrent calls joined in the graph), the LiteRT float32 file, and, when
-onnxruntime, torch and transformers are installed (`pip install -e .[bench]`), the same
-weights exported to ONNX and run by ONNX Runtime's CPU provider from Hugging Face's tokenizer (`serving_peers`).
+each stack a server could load: the SavedModel as `albert-tf export` writes it, the same
+loaded with one intra-op thread per request (TF Serving's
+--tensorflow_intra_op_parallelism=1), its `--precision bfloat16` export loaded so, the
+SavedModel with `--batching` (concurrent calls joined in the graph), the LiteRT float32
+file, and, when onnxruntime, torch and transformers are installed (`pip install -e .[bench]`),
+the same weights exported to ONNX and run by ONNX Runtime's CPU provider from Hugging Face's
+tokenizer (`serving_peers`): float32 with its default threads and with one thread per
+request, and its dynamic int8 quantization (`onnxruntime.quantization.quantize_dynamic`).
 
 Each stack is loaded in a process of its own (the order alternating between repeats), as
 a server holds it, and driven by C client threads that share it:
@@ -45,11 +49,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_serving import cpu_flags, sentences, spm_model, widen_head  # noqa: E402
 
 ONNX, SAVED, BATCHED, LITE = "onnxruntime", "savedmodel", "batched", "litert"
-SAVED_ONE_THREAD = "savedmodel_1t"
+SAVED_ONE_THREAD, BF16_ONE_THREAD = "savedmodel_1t", "bf16_1t"
+ONNX_ONE_THREAD, ONNX_INT8 = "onnxruntime_1t", "onnxruntime_int8"
 LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
           SAVED_ONE_THREAD: "SavedModel, 1 thread per request",
-          LITE: ".tflite float32", ONNX: "ONNX Runtime float32"}
-STACKS = (SAVED, SAVED_ONE_THREAD, BATCHED, LITE, ONNX)
+          BF16_ONE_THREAD: "SavedModel bfloat16, 1 thread per request",
+          LITE: ".tflite float32", ONNX: "ONNX Runtime float32",
+          ONNX_ONE_THREAD: "ONNX Runtime float32, 1 thread per request",
+          ONNX_INT8: "ONNX Runtime int8 (dynamic)"}
+STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BATCHED, LITE, ONNX, ONNX_ONE_THREAD, ONNX_INT8)
+# Loaded with one intra-op thread and as many inter-op threads as cores.
+ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD)
 
 
 def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str, str]:
@@ -62,8 +72,12 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
     from albert_tf.tokenizer import AlbertPreprocessor
 
     preprocessor = AlbertPreprocessor(spm_path, seq_length)
-    paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched")}
+    paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched"),
+             BF16_ONE_THREAD: os.path.join(folder, "bfloat16")}
+    paths[SAVED_ONE_THREAD] = paths[SAVED]  # the same files, loaded with other threads
     export.save_module(export.build_module(model, preprocessor), paths[SAVED], "bench")
+    export.save_module(export.build_module(export.cast_model(model, "bfloat16"), preprocessor),
+                       paths[BF16_ONE_THREAD], "bench")
     export.save_module(export.build_module(model, preprocessor, batching=Batching()),
                        paths[BATCHED], "bench")
     paths[LITE] = os.path.join(folder, "model.tflite")
@@ -73,16 +87,22 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
         paths.update(onnx_peer(model, spm_path, seq_length, folder))
     except ImportError as e:
         print(f"ONNX Runtime peer left out: {e} (pip install -e .[bench])", flush=True)
+        return paths
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    paths[ONNX_ONE_THREAD] = paths[ONNX]
+    paths[ONNX_INT8] = os.path.join(folder, "albert_int8.onnx")
+    quantize_dynamic(paths[ONNX], paths[ONNX_INT8], weight_type=QuantType.QInt8)
     return paths
 
 
 def load_stack(name: str, paths: dict, seq_length: int):
     """texts -> probabilities, for one stack; safe to call from several threads."""
-    if name in (SAVED, SAVED_ONE_THREAD, BATCHED):
+    if name in (SAVED, BATCHED, *ONE_THREAD):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-        if name == SAVED_ONE_THREAD:
+        if name in ONE_THREAD:
             # What TF Serving's --tensorflow_intra_op_parallelism=1 and
             # --tensorflow_inter_op_parallelism=<cores> give: each request's ops on one
             # thread, concurrent requests on the other cores.
@@ -103,7 +123,8 @@ def load_stack(name: str, paths: dict, seq_length: int):
         return run
     import serving_peers
 
-    session = serving_peers.onnx_session_stack(paths["hf"], paths[ONNX], seq_length)
+    session = serving_peers.onnx_session_stack(paths["hf"], paths[name], seq_length,
+                                               threads=1 if name == ONNX_ONE_THREAD else None)
     return lambda text: session([text])
 
 
@@ -251,7 +272,6 @@ def main() -> int:
         print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
               f"model={args.model}, seq_length {args.seq_length}; {args.seconds:.0f} s per load, "
               f"{args.repeats} repeats; load before {os.getloadavg()[0]:.2f}", flush=True)
-        paths[SAVED_ONE_THREAD] = paths[SAVED]  # the same files, loaded with other threads
         stacks = [s for s in args.stacks if s in paths]
         runs = {s: [] for s in stacks}
         for repeat in range(args.repeats):
