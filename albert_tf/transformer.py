@@ -3,6 +3,11 @@
 The sublayers are separate layers so that the encoder can hand the same
 sublayer to several blocks: that is how attention-only and FFN-only sharing are
 expressed. The block itself knows nothing of sharing.
+
+For inference a sublayer can run as independent branches (`Branches`): its heads in
+groups, its feed-forward in column blocks, each branch's matmuls apart from the others'
+until their outputs are summed, so that a graph executor runs one request on several
+cores while each op keeps one thread (docs/serving.md, `export --branches`).
 """
 
 from __future__ import annotations
@@ -50,6 +55,75 @@ def einsum_attention(q, k, v, attention_bias, scale: float, dropout=None):
     return ops.einsum("bnts,bsnd->btnd", probs, v)
 
 
+class Branches:
+    """One sublayer's weights cut into `count` independent branches, for inference.
+
+    Attention: the query, key and value kernels [H,H] by columns (branch b holds heads
+    b*N/count to (b+1)*N/count, whose columns are contiguous) with their biases; the
+    output kernel by rows (the rows those heads' context feeds). Feed-forward: the
+    intermediate kernel [H,I] by columns with its bias, the output kernel [I,H] by rows.
+    Each branch computes its part of the output projection; the parts are summed and
+    the output bias added once, which equals the whole matmul up to float rounding.
+
+    The copies are variables of their own (`keras.Variable`, not trainable), kept
+    outside the layer's weights: the layer saves, loads and trains as before, and a
+    graph that calls the layer reads only the copies. `split(layer, count)` makes them.
+    """
+
+    # Kernels cut by columns (their outputs stay apart); the others (output_dense) by rows.
+    COLUMNS = ("query", "key", "value", "intermediate")
+
+    def __init__(self, count: int, kernels: dict[str, list], biases: dict[str, list]):
+        self.count = count
+        self.kernels = kernels
+        self.biases = biases
+
+    @classmethod
+    def split(cls, layer, count: int) -> Branches:
+        """`layer`'s (an `AttentionSublayer` or `FeedForwardSublayer`) weights in `count`
+        branches; ValueError unless `count` divides its heads and intermediate size."""
+        if isinstance(layer, AttentionSublayer):
+            names, units = ("query", "key", "value", "output_dense"), layer.num_attention_heads
+            what = "num_attention_heads"
+        else:
+            names, units = ("intermediate", "output_dense"), layer.intermediate_size
+            what = "intermediate_size"
+        if count < 1 or units % count:
+            raise ValueError(f"cannot cut {what}={units} into {count} branches (expected a "
+                             f"number from 1 that divides {units})")
+        kernels, biases = {}, {}
+
+        def copy(value, what):  # in the dtype the layer computes in
+            return keras.Variable(ops.cast(value, layer.compute_dtype), trainable=False,
+                                  name=what)
+
+        def parts(value, axis, what):
+            return [copy(part, f"{what}_{b}")
+                    for b, part in enumerate(ops.split(value, count, axis=axis))]
+
+        for name in names:
+            dense = getattr(layer, name)
+            if name in cls.COLUMNS:  # outputs kept apart: kernel and bias by columns
+                kernels[name] = parts(dense.kernel, 1, f"{name}_kernel")
+                biases[name] = parts(dense.bias, 0, f"{name}_bias")
+            else:  # outputs summed: the kernel by rows, the bias added once
+                kernels[name] = parts(dense.kernel, 0, f"{name}_kernel")
+                biases[name] = [copy(dense.bias, f"{name}_bias")]
+        return cls(count, kernels, biases)
+
+    def project(self, name: str, branch: int, rows):
+        """`rows` times branch `branch`'s columns of kernel `name`, plus its bias."""
+        return ops.add(ops.matmul(rows, self.kernels[name][branch]), self.biases[name][branch])
+
+    def summed(self, name: str, parts: list):
+        """The row blocks of kernel `name` applied to `parts` (one per branch), summed,
+        plus the kernel's bias."""
+        total = ops.matmul(parts[0], self.kernels[name][0])
+        for part, kernel in zip(parts[1:], self.kernels[name][1:]):
+            total = ops.add(total, ops.matmul(part, kernel))
+        return ops.add(total, self.biases[name][0])
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AttentionSublayer(keras.layers.Layer):
     """Multi-head self-attention, output projection, dropout, residual and LayerNorm.
@@ -63,6 +137,9 @@ class AttentionSublayer(keras.layers.Layer):
 
     Call: `(x [B,T,H], attention_bias [B,1,1,T]) -> [B,T,H]`.
     """
+
+    # Inference: its weights in independent branches (`Branches`), or None (one branch).
+    branches: Branches | None = None
 
     def __init__(self, hidden_size: int, num_attention_heads: int, initializer_range: float,
                  attention_dropout_rate: float, hidden_dropout_rate: float, **kwargs):
@@ -97,8 +174,23 @@ class AttentionSublayer(keras.layers.Layer):
         self.layer_norm.build((None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, x, batch, seq):
-        return ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))  # [B,T,N,D]
+    def _context(self, q, k, v, attention_bias, shape, training):
+        """Projected `q` [B*T',n*D], `k`, `v` [B*T,n*D] of n heads -> context [B*T',n*D];
+        `shape` = (B, T, T')."""
+        batch, seq, q_seq = shape
+        width = ops.shape(q)[-1]
+        heads = width // self.head_size
+
+        def split_heads(x, length):
+            return ops.reshape(x, (batch, length, heads, self.head_size))  # [B,T,n,D]
+
+        q, k, v = split_heads(q, q_seq), split_heads(k, seq), split_heads(v, seq)
+        scale = 1.0 / math.sqrt(self.head_size)
+        if training and self.attention_dropout_rate > 0:  # the fused op has no dropout
+            context = einsum_attention(q, k, v, attention_bias, scale, self.attention_dropout)
+        else:
+            context = fused_attention(q, k, v, attention_bias, scale)
+        return ops.reshape(context, (-1, width))
 
     def call(self, x, attention_bias, training=None, first_token_only=False):
         """`first_token_only`: attend from the first position alone (-> [B,1,H]): keys
@@ -108,20 +200,22 @@ class AttentionSublayer(keras.layers.Layer):
         # Rows as a matrix: a Dense on [B*T,H] is one MatMul + BiasAdd that TensorFlow
         # fuses into one kernel call (on [B,T,H] it is a tensordot of ~10 ops).
         rows = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H]
-        k = self._split_heads(self.key(rows), batch, seq)
-        v = self._split_heads(self.value(rows), batch, seq)
+        q_rows, q_seq = rows, seq
         if first_token_only:
-            seq = 1
-            rows = ops.reshape(x[:, :1, :], (-1, self.hidden_size))  # [B,H]
-        q = self._split_heads(self.query(rows), batch, seq)  # [B,T',N,D]
-        scale = 1.0 / math.sqrt(self.head_size)
-        if training and self.attention_dropout_rate > 0:  # the fused op has no dropout
-            context = einsum_attention(q, k, v, attention_bias, scale, self.attention_dropout)
-        else:
-            context = fused_attention(q, k, v, attention_bias, scale)
-        context = ops.reshape(context, (-1, self.hidden_size))  # [B*T',H]
-        out = self.output_dropout(self.output_dense(context), training=training)
-        return ops.reshape(self.layer_norm(out + rows), (batch, seq, self.hidden_size))
+            q_rows, q_seq = ops.reshape(x[:, :1, :], (-1, self.hidden_size)), 1  # [B,H]
+        shape = (batch, seq, q_seq)
+        if self.branches is None:
+            out = self.output_dense(self._context(self.query(q_rows), self.key(rows),
+                                                  self.value(rows), attention_bias, shape,
+                                                  training))
+        else:  # each branch: its heads' projections, attention and share of the output
+            b = self.branches
+            out = b.summed("output_dense", [self._context(
+                b.project("query", i, q_rows), b.project("key", i, rows),
+                b.project("value", i, rows), attention_bias, shape, training)
+                for i in range(b.count)])
+        out = self.output_dropout(out, training=training)
+        return ops.reshape(self.layer_norm(out + q_rows), (batch, q_seq, self.hidden_size))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -148,6 +242,9 @@ class FeedForwardSublayer(keras.layers.Layer):
 
     Call: `x [B,T,H] -> [B,T,H]`.
     """
+
+    # Inference: its weights in independent branches (`Branches`), or None (one branch).
+    branches: Branches | None = None
 
     def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str,
                  initializer_range: float, hidden_dropout_rate: float, **kwargs):
@@ -182,8 +279,13 @@ class FeedForwardSublayer(keras.layers.Layer):
     def call(self, x, training=None):
         shape = ops.shape(x)
         x = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H], as in AttentionSublayer
-        h = self.intermediate(x)  # [B*T,I]
-        out = self.dropout(self.output_dense(h), training=training)
+        if self.branches is None:
+            out = self.output_dense(self.intermediate(x))  # through [B*T,I]
+        else:  # each branch: a column block of the intermediate, its rows of the output
+            b = self.branches
+            out = b.summed("output_dense", [self.activation(b.project("intermediate", i, x))
+                                            for i in range(b.count)])
+        out = self.dropout(out, training=training)
         return ops.reshape(self.layer_norm(out + x), shape)
 
     def compute_output_shape(self, input_shape):

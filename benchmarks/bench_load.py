@@ -4,8 +4,10 @@ One albert-base-shape classifier (random weights, vocab_size 30,000 as released;
 tokenized by a 5,000-piece vocabulary trained from the embedded corpus) is written as
 each stack a server could load: the SavedModel as `albert-tf export` writes it, the same
 loaded with one intra-op thread per request (TF Serving's
---tensorflow_intra_op_parallelism=1), its `--precision bfloat16` export loaded so, the
-SavedModel with `--batching` (concurrent calls joined in the graph), the LiteRT float32
+--tensorflow_intra_op_parallelism=1), its `--branches 2` export (each sublayer in two
+branches that the inter-op threads run side by side) loaded so, the `--precision bfloat16`
+export and its `--branches 2` loaded so, the SavedModel with `--batching` (concurrent calls
+joined in the graph), the LiteRT float32
 file, and, when onnxruntime, torch and transformers are installed (`pip install -e .[bench]`),
 the same weights exported to ONNX and run by ONNX Runtime's CPU provider from Hugging Face's
 tokenizer (`serving_peers`): float32 with its default threads and with one thread per
@@ -50,16 +52,20 @@ from bench_serving import cpu_flags, sentences, spm_model, widen_head  # noqa: E
 
 ONNX, SAVED, BATCHED, LITE = "onnxruntime", "savedmodel", "batched", "litert"
 SAVED_ONE_THREAD, BF16_ONE_THREAD = "savedmodel_1t", "bf16_1t"
+BRANCHED, BF16_BRANCHED = "branches2_1t", "bf16_branches2_1t"
 ONNX_ONE_THREAD, ONNX_INT8 = "onnxruntime_1t", "onnxruntime_int8"
 LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
           SAVED_ONE_THREAD: "SavedModel, 1 thread per request",
           BF16_ONE_THREAD: "SavedModel bfloat16, 1 thread per request",
+          BRANCHED: "SavedModel --branches 2, 1 thread per op",
+          BF16_BRANCHED: "SavedModel bfloat16 --branches 2, 1 thread per op",
           LITE: ".tflite float32", ONNX: "ONNX Runtime float32",
           ONNX_ONE_THREAD: "ONNX Runtime float32, 1 thread per request",
           ONNX_INT8: "ONNX Runtime int8 (dynamic)"}
-STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BATCHED, LITE, ONNX, ONNX_ONE_THREAD, ONNX_INT8)
+STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED, BATCHED, LITE,
+          ONNX, ONNX_ONE_THREAD, ONNX_INT8)
 # Loaded with one intra-op thread and as many inter-op threads as cores.
-ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD)
+ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED)
 
 
 def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str, str]:
@@ -72,12 +78,14 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
     from albert_tf.tokenizer import AlbertPreprocessor
 
     preprocessor = AlbertPreprocessor(spm_path, seq_length)
-    paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched"),
-             BF16_ONE_THREAD: os.path.join(folder, "bfloat16")}
+    paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched")}
     paths[SAVED_ONE_THREAD] = paths[SAVED]  # the same files, loaded with other threads
     export.save_module(export.build_module(model, preprocessor), paths[SAVED], "bench")
-    export.save_module(export.build_module(export.cast_model(model, "bfloat16"), preprocessor),
-                       paths[BF16_ONE_THREAD], "bench")
+    bf16 = export.cast_model(model, "bfloat16")
+    for stack, served in ((BF16_ONE_THREAD, bf16), (BRANCHED, export.branched_model(model, 2)),
+                          (BF16_BRANCHED, export.branched_model(bf16, 2))):
+        paths[stack] = os.path.join(folder, stack)
+        export.save_module(export.build_module(served, preprocessor), paths[stack], "bench")
     export.save_module(export.build_module(model, preprocessor, batching=Batching()),
                        paths[BATCHED], "bench")
     paths[LITE] = os.path.join(folder, "model.tflite")

@@ -44,6 +44,7 @@ from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's pu
     SERVING_MODULES,
     TASKS,
     ExportError,
+    branched_model,
     build_module,
     cast_model,
     custom_ops,
@@ -78,7 +79,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
            precision: str = precisions.AS_TRAINED, format: str = "savedmodel",
            quantize: str = "none",
            batching: Batching | None = None, doc_stride: int | None = None,
-           max_windows: int | None = None, source_name: str | None = None) -> str:
+           max_windows: int | None = None, source_name: str | None = None,
+           branches: int = 1) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -110,6 +112,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         SavedModel records the settings it serves with in assets.extra/albert_task.json.
       source_name: what the provenance record names as the source (default: the
         checkpoint's absolute path).
+      branches: each encoder sublayer as this many independent branches
+        (`modules.branched_model`; savedmodel only), for a server that runs one
+        request on several cores with one thread per op (docs/serving.md).
 
     Every SavedModel carries VERSION/assets/albert_tf_export.json (`provenance`): its task
     record and label names, tokenizer, versions, source and weights hash, custom ops and
@@ -125,7 +130,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             return export(directory, output, version, task, seq_length, spm_model,
                           pad_multiple, token_ids_only, precision, format, quantize, batching,
                           doc_stride, max_windows,
-                          source_name or f"{type(checkpoint).__name__} in memory")
+                          source_name or f"{type(checkpoint).__name__} in memory", branches)
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
@@ -134,6 +139,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         if batching is not None:
             raise ExportError("--batching is for SavedModels; a .tflite file answers one "
                               "caller at a time")
+        if branches != 1:
+            raise ExportError("--branches is for SavedModels; LiteRT runs a .tflite file's "
+                              "ops one at a time")
     else:
         # Then the target, before anything is loaded: an existing version is refused, an
         # unwritable BASE/NAME named as the user wrote it (not its hidden staging name).
@@ -166,8 +174,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         litert.write_litert(model, preprocessor.tokenizer, record, output, task or model.task,
                             seq_length, quantize)
         return output
-    module = build_module(cast_model(model, dtype), preprocessor, task, record, pad_multiple,
-                          batching)
+    module = build_module(branched_model(cast_model(model, dtype), branches), preprocessor,
+                          task, record, pad_multiple, batching)
     staging = ""
     try:
         with layout.staged_directory(path) as staging:
@@ -180,7 +188,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             record_of_export = provenance.provenance(
                 record, source_name or os.path.abspath(checkpoint), model, needed,
                 _versions(), task or model.task, seq_length, dtype, files.kind,
-                batching.as_record() if batching is not None else None)
+                batching.as_record() if batching is not None else None, branches)
             provenance.write_provenance(staging, record_of_export)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging
@@ -264,7 +272,8 @@ def run_command(args: argparse.Namespace) -> int:
     path = export(checkpoint, args.output, args.version, args.task, args.seq_length,
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
                   format=args.format, quantize=args.quantize, batching=_batching(args),
-                  doc_stride=args.doc_stride, max_windows=args.max_windows)
+                  doc_stride=args.doc_stride, max_windows=args.max_windows,
+                  branches=args.branches)
     print(path)
     return 0
 

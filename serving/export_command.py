@@ -62,6 +62,11 @@ def parser() -> argparse.ArgumentParser:
                    "%(default)s)")
     p.add_argument("--batching-max-size", type=int, default=Batching.max_batch_size,
                    help="with --batching: most rows in one joined batch (default %(default)s)")
+    p.add_argument("--branches", type=int, default=1,
+                   help="run each encoder sublayer as N independent branches (heads in groups, "
+                   "the feed-forward in column blocks), so that one request uses N cores: "
+                   "serve with --tensorflow_intra_op_parallelism=1 and "
+                   "--tensorflow_inter_op_parallelism=<cores> (docs/serving.md; default 1)")
     p.add_argument("--quantize", choices=QUANTIZE, default="none",
                    help="litert only: float16 halves the weights, int8 (dynamic range) "
                    "quarters them")

@@ -17,7 +17,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import tasks
 from albert_tf.checkpoint import task_record_of
+from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
+from albert_tf.transformer import Branches
 
 from . import layout, warmup
 from .signatures import tasks as signatures
@@ -126,8 +128,35 @@ def cast_model(model, dtype: str):
     """
     if dtype == "float32":
         return model
+    return _copy(model, dtype)
+
+
+def branched_model(model, count: int):
+    """A copy of `model` whose encoder sublayers run as `count` independent branches
+    (`albert_tf.transformer.Branches`: heads in groups, the feed-forward in column
+    blocks; 1 returns `model`). A server with one intra-op thread per op and several
+    inter-op threads then runs one request's branches on several cores at once; the
+    outputs equal the model's up to float rounding. ExportError unless `count` divides
+    the heads and the intermediate size."""
+    if count == 1:
+        return model
+    clone = _copy(model, None)
+    encoder = clone if isinstance(clone, AlbertEncoder) else clone.encoder
+    try:
+        for block in encoder.distinct_blocks():
+            for sublayer in (block.attention, block.ffn):
+                if sublayer.branches is None:  # a shared sublayer is cut once
+                    sublayer.branches = Branches.split(sublayer, count)
+    except ValueError as e:
+        raise ExportError(f"--branches {count}: {e}") from None
+    return clone
+
+
+def _copy(model, dtype: str | None):
+    """`model` rebuilt from its config (in `dtype`; None: its own) with its weights."""
     config = model.get_config()
-    config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
+    if dtype is not None:
+        config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
     clone = type(model).from_config(config)
     clone.set_weights(model.get_weights())  # same construction order; cast on assignment
     return clone

@@ -37,10 +37,11 @@ def weights_sha256(model) -> str:
 
 def provenance(record, checkpoint: str, model, custom_ops, versions: dict[str, str],
                task: str, seq_length: int, precision: str, tokenizer_kind: str,
-               batching: dict[str, Any] | None = None) -> dict[str, Any]:
+               batching: dict[str, Any] | None = None, branches: int = 1) -> dict[str, Any]:
     """The record written beside the graph (see the module docstring); `checkpoint` is
     the source as it is to be named (an absolute path), `tokenizer_kind` the vocabulary's
-    as the graph reads it, `batching` the in-graph batching's parameters (None: off)."""
+    as the graph reads it, `batching` the in-graph batching's parameters (None: off),
+    `branches` the branches each encoder sublayer runs as (`export --branches`)."""
     oldest = server_releases.oldest_release(custom_ops)
     return {
         "task": task,
@@ -52,6 +53,7 @@ def provenance(record, checkpoint: str, model, custom_ops, versions: dict[str, s
                       "seq_length": seq_length},
         "precision": precision,
         "batching": batching,
+        "branches": branches,
         "versions": dict(versions),
         "source_checkpoint": checkpoint,
         "weights_sha256": weights_sha256(model),
