@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
                    "%(default)s)")
     p.add_argument("--batching-max-size", type=int, default=Batching.max_batch_size,
                    help="with --batching: most rows in one joined batch (default %(default)s)")
-    p.add_argument("--branches", type=int, default=1,
+    p.add_argument("--branches", type=int, default=1, metavar="N",
                    help="run each encoder sublayer as N independent branches (heads in groups, "
                    "the feed-forward in column blocks), so that one request uses N cores: "
                    "serve with --tensorflow_intra_op_parallelism=1 and "
