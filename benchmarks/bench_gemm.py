@@ -58,6 +58,20 @@ def weights():
             [np.zeros(s[1], np.float32) for s in SHAPES])
 
 
+def layers_chain(dense):
+    """The 12 layers' matmuls as one tf.function, through `dense(x, i)` (kernel i of SHAPES)."""
+    import tensorflow as tf
+
+    @tf.function
+    def chain(x):
+        for _ in range(LAYERS):
+            x = x + dense(dense(x, 0) + dense(x, 1) + dense(x, 2), 3)
+            x = x + dense(tf.nn.gelu(dense(x, 4)), 5)
+        return x
+
+    return chain
+
+
 def tensorflow_chain(dtype: str, threads: int):
     import tensorflow as tf
 
@@ -70,13 +84,7 @@ def tensorflow_chain(dtype: str, threads: int):
     def dense(x, i):
         return tf.matmul(x, kernels[i]) + biases[i]
 
-    @tf.function
-    def chain(x):
-        for _ in range(LAYERS):
-            x = x + dense(dense(x, 0) + dense(x, 1) + dense(x, 2), 3)
-            x = x + dense(tf.nn.gelu(dense(x, 4)), 5)
-        return x
-
+    chain = layers_chain(dense)
     return lambda x: chain(tf.cast(x, dtype))
 
 
@@ -128,13 +136,7 @@ def tensorflow_ksplit_chain(threads: int):
                                    kernels[i][b * step:(b + 1) * step])
                          for b in range(threads)]) + biases[i]
 
-    @tf.function
-    def chain(x):
-        for _ in range(LAYERS):
-            x = x + dense(dense(x, 0) + dense(x, 1) + dense(x, 2), 3)
-            x = x + dense(tf.nn.gelu(dense(x, 4)), 5)
-        return x
-
+    chain = layers_chain(dense)
     return lambda x: chain(tf.constant(x))
 
 
