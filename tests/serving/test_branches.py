@@ -153,3 +153,22 @@ def test_branch_options_are_refused_in_one_line(tmp_path, capsys, args, message)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("albert-tf export: ") and message in last, last
     assert not os.path.exists(tmp_path / "m" / "1") and not os.path.exists(tmp_path / "m.tflite")
+
+
+def test_branches_combine_with_in_graph_batching(tmp_path, spm_model_path):
+    # The batched call runs the branched model inside TensorFlow's BatchFunction op.
+    from albert_tf.serving.signatures.base import Batching
+    from albert_tf.tokenizer import AlbertPreprocessor
+
+    keras.utils.set_random_seed(4)
+    preprocessor = AlbertPreprocessor(spm_model_path, 24)
+    model = AlbertSequenceClassifier(_config(vocab_size=preprocessor.tokenizer.vocab_size), 2)
+    answers = {}
+    for name, served, batching in (("plain", model, None),
+                                   ("branched", branched_model(model, 2), Batching())):
+        path = str(tmp_path / name)
+        export.save_module(export.build_module(served, preprocessor, batching=batching), path,
+                           name)
+        answers[name] = tf.saved_model.load(path).signatures["serving_default"](
+            text=tf.constant(TEXTS))["probabilities"].numpy()
+    np.testing.assert_allclose(answers["branched"], answers["plain"], atol=1e-5)
