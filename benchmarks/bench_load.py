@@ -81,11 +81,11 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
     paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched")}
     paths[SAVED_ONE_THREAD] = paths[SAVED]  # the same files, loaded with other threads
     export.save_module(export.build_module(model, preprocessor), paths[SAVED], "bench")
-    bf16 = export.cast_model(model, "bfloat16")
-    for stack, served in ((BF16_ONE_THREAD, bf16), (BRANCHED, export.branched_model(model, 2)),
-                          (BF16_BRANCHED, export.branched_model(bf16, 2))):
+    for stack, dtype, branches in ((BF16_ONE_THREAD, "bfloat16", 1), (BRANCHED, "float32", 2),
+                                   (BF16_BRANCHED, "bfloat16", 2)):
         paths[stack] = os.path.join(folder, stack)
-        export.save_module(export.build_module(served, preprocessor), paths[stack], "bench")
+        export.save_module(export.build_module(export.served_model(model, dtype, branches),
+                                               preprocessor), paths[stack], "bench")
     export.save_module(export.build_module(model, preprocessor, batching=Batching()),
                        paths[BATCHED], "bench")
     paths[LITE] = os.path.join(folder, "model.tflite")

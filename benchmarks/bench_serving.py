@@ -151,7 +151,7 @@ def export_both(model, spm_path: str, seq_length: int, folder: str) -> dict:
     served = {}
     for dtype in ("float32", "bfloat16"):
         path = os.path.join(folder, f"speed_{dtype}")
-        module = export.build_module(export.cast_model(model, dtype),
+        module = export.build_module(export.served_model(model, dtype),
                                      AlbertPreprocessor(spm_path, seq_length), pad_multiple=None)
         export.save_module(module, path, dtype)
         served[dtype] = tf.saved_model.load(path).signatures["serving_default"]

@@ -44,11 +44,10 @@ from .modules import (  # noqa: F401 - SERVING_MODULES, save_module: export's pu
     SERVING_MODULES,
     TASKS,
     ExportError,
-    branched_model,
     build_module,
-    cast_model,
     custom_ops,
     save_module,
+    served_model,
 )
 from .options import FORMATS, QUANTIZE, Batching
 from .signatures import span_windows
@@ -113,7 +112,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       source_name: what the provenance record names as the source (default: the
         checkpoint's absolute path).
       branches: each encoder sublayer as this many independent branches
-        (`modules.branched_model`; savedmodel only), for a server that runs one
+        (`modules.served_model`; savedmodel only), for a server that runs one
         request on several cores with one thread per op (docs/serving.md).
 
     Every SavedModel carries VERSION/assets/albert_tf_export.json (`provenance`): its task
@@ -174,8 +173,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         litert.write_litert(model, preprocessor.tokenizer, record, output, task or model.task,
                             seq_length, quantize)
         return output
-    module = build_module(branched_model(cast_model(model, dtype), branches), preprocessor,
-                          task, record, pad_multiple, batching)
+    module = build_module(served_model(model, dtype, branches), preprocessor, task, record,
+                          pad_multiple, batching)
     staging = ""
     try:
         with layout.staged_directory(path) as staging:

@@ -2,7 +2,8 @@
 
 `build_module(model, preprocessor, task, record)` picks the task's module (`Task.serving`
 names it in `SERVING_MODULES`); `save_module` writes its signatures and warmup requests
-with Keras' ExportArchive; `cast_model` gives a bfloat16 copy; `custom_ops` lists the
+with Keras' ExportArchive; `served_model` gives the bfloat16 / branched copy the
+export serves; `custom_ops` lists the
 ops of a written SavedModel that core TensorFlow lacks. `albert-tf export`
 (`export.py`) is their command.
 """
@@ -120,45 +121,37 @@ def save_module(module, directory: str, model_name: str, token_ids_only: bool = 
     warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
 
 
-def cast_model(model, dtype: str):
-    """A copy of `model` whose variables and compute are `dtype` ("float32" returns `model`).
+def served_model(model, dtype: str = "float32", branches: int = 1):
+    """`model` as the export serves it: its variables and compute in `dtype`, its encoder
+    sublayers as `branches` independent branches. `model` itself when neither changes
+    anything ("float32", 1), else one copy: `model` is never changed.
 
-    Heads return float32 logits and LayerNorm and the attention softmax compute in
-    float32 whatever the policy, so the signatures' outputs keep their dtypes.
+    bfloat16: heads return float32 logits and LayerNorm and the attention softmax compute
+    in float32 whatever the policy, so the signatures' outputs keep their dtypes.
+
+    branches (`albert_tf.transformer.Branches`): heads in groups, the feed-forward in
+    column blocks. A server with one intra-op thread per op and several inter-op threads
+    then runs one request's branches on several cores at once; the outputs equal the
+    model's up to float rounding. ExportError unless `branches` divides the heads and the
+    intermediate size.
     """
-    if dtype == "float32":
+    if dtype == "float32" and branches == 1:
         return model
-    return _copy(model, dtype)
-
-
-def branched_model(model, count: int):
-    """A copy of `model` whose encoder sublayers run as `count` independent branches
-    (`albert_tf.transformer.Branches`: heads in groups, the feed-forward in column
-    blocks; 1 returns `model`). A server with one intra-op thread per op and several
-    inter-op threads then runs one request's branches on several cores at once; the
-    outputs equal the model's up to float rounding. ExportError unless `count` divides
-    the heads and the intermediate size."""
-    if count == 1:
-        return model
-    clone = _copy(model, None)
+    config = model.get_config()
+    if dtype != "float32":
+        config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
+    clone = type(model).from_config(config)
+    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
+    if branches == 1:
+        return clone
     encoder = clone if isinstance(clone, AlbertEncoder) else clone.encoder
     try:
         for block in encoder.distinct_blocks():
             for sublayer in (block.attention, block.ffn):
                 if sublayer.branches is None:  # a shared sublayer is cut once
-                    sublayer.branches = Branches.split(sublayer, count)
+                    sublayer.branches = Branches.split(sublayer, branches)
     except ValueError as e:
-        raise ExportError(f"--branches {count}: {e}") from None
-    return clone
-
-
-def _copy(model, dtype: str | None):
-    """`model` rebuilt from its config (in `dtype`; None: its own) with its weights."""
-    config = model.get_config()
-    if dtype is not None:
-        config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
-    clone = type(model).from_config(config)
-    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
+        raise ExportError(f"--branches {branches}: {e}") from None
     return clone
 
 

@@ -19,7 +19,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertSequenceClassifier
 from albert_tf.infra import cli
 from albert_tf.serving import export
-from albert_tf.serving.modules import ExportError, branched_model, cast_model
+from albert_tf.serving.modules import ExportError, served_model
 from albert_tf.serving.provenance import PROVENANCE_FILE
 from albert_tf.transformer import AttentionSublayer, Branches, FeedForwardSublayer
 from tests.helpers.paths import TASK_FIXTURES
@@ -52,7 +52,7 @@ def test_branched_encoder_equals_the_model(overrides, count):
     inputs = _inputs()
     expected = encoder(inputs)["sequence_output"]
     before = [w.copy() for w in encoder.get_weights()]
-    branched = branched_model(encoder, count)
+    branched = served_model(encoder, branches=count)
     got = branched(inputs)["sequence_output"]
     np.testing.assert_allclose(got, expected, atol=1e-5)
     # The copy runs in branches; the model it came from does not, and its weights stand.
@@ -86,9 +86,9 @@ def test_branched_classifier_equals_the_model_in_float32_and_bfloat16():
     keras.utils.set_random_seed(3)
     model = AlbertSequenceClassifier(_config(), 3)
     inputs = _inputs()
-    np.testing.assert_allclose(branched_model(model, 2)(inputs), model(inputs), atol=1e-5)
-    bf16 = cast_model(model, "bfloat16")
-    np.testing.assert_allclose(np.asarray(branched_model(bf16, 2)(inputs), "float32"),
+    np.testing.assert_allclose(served_model(model, branches=2)(inputs), model(inputs), atol=1e-5)
+    bf16 = served_model(model, "bfloat16")
+    np.testing.assert_allclose(np.asarray(served_model(model, "bfloat16", 2)(inputs), "float32"),
                                np.asarray(bf16(inputs), "float32"), atol=2e-2)
 
 
@@ -99,15 +99,15 @@ def test_branched_classifier_equals_the_model_in_float32_and_bfloat16():
 ])
 def test_a_count_that_does_not_divide_is_refused(count, message):
     with pytest.raises(ExportError, match=f"--branches {count}: {message}"):
-        branched_model(AlbertEncoder(_config()), count)
+        served_model(AlbertEncoder(_config()), branches=count)
     with pytest.raises(ExportError, match="cannot cut intermediate_size=48 into 5 branches"):
-        branched_model(AlbertEncoder(_config(num_attention_heads=5, hidden_size=40)), 5)
+        served_model(AlbertEncoder(_config(num_attention_heads=5, hidden_size=40)), branches=5)
 
 
-def test_the_model_without_branches_keeps_its_fused_path():
-    # One branch is the model itself: nothing is copied, no variable is added.
+def test_one_branch_in_float32_is_the_model_itself():
+    # Nothing to change: nothing is copied, no variable is added.
     encoder = AlbertEncoder(_config())
-    assert branched_model(encoder, 1) is encoder
+    assert served_model(encoder, "float32", 1) is encoder
     assert isinstance(encoder.blocks[0].attention, AttentionSublayer)
     assert isinstance(encoder.blocks[0].ffn, FeedForwardSublayer)
     assert encoder.blocks[0].attention.branches is None
@@ -165,7 +165,7 @@ def test_branches_combine_with_in_graph_batching(tmp_path, spm_model_path):
     model = AlbertSequenceClassifier(_config(vocab_size=preprocessor.tokenizer.vocab_size), 2)
     answers = {}
     for name, served, batching in (("plain", model, None),
-                                   ("branched", branched_model(model, 2), Batching())):
+                                   ("branched", served_model(model, branches=2), Batching())):
         path = str(tmp_path / name)
         export.save_module(export.build_module(served, preprocessor, batching=batching), path,
                            name)

@@ -519,7 +519,7 @@ def test_bfloat16_export_serves_the_bfloat16_model(exported, tmp_path, spm_model
     got = served.signatures["token_ids"](**{k: tf.constant(v) for k, v in features.items()})
     assert got["probabilities"].dtype == tf.float32 and got["label"].dtype == tf.string
     model = load_checkpoint(checkpoint)
-    cast = export.cast_model(model, "bfloat16")
+    cast = export.served_model(model, "bfloat16")
     assert {w.dtype for w in cast.weights} == {"bfloat16"}
     want = tf.nn.softmax(cast(features)).numpy()
     np.testing.assert_allclose(got["probabilities"], want, atol=2e-3, rtol=0)
