@@ -93,12 +93,12 @@ class Branches:
                              f"number from 1 that divides {units})")
         kernels, biases = {}, {}
 
-        def copy(value, what):  # in the dtype the layer computes in
+        def copy(value, label):  # in the dtype the layer computes in
             return keras.Variable(ops.cast(value, layer.compute_dtype), trainable=False,
-                                  name=what)
+                                  name=label)
 
-        def parts(value, axis, what):
-            return [copy(part, f"{what}_{b}")
+        def parts(value, axis, label):
+            return [copy(part, f"{label}_{b}")
                     for b, part in enumerate(ops.split(value, count, axis=axis))]
 
         for name in names:
