@@ -53,17 +53,19 @@ from bench_serving import cpu_flags, sentences, spm_model, widen_head  # noqa: E
 ONNX, SAVED, BATCHED, LITE = "onnxruntime", "savedmodel", "batched", "litert"
 SAVED_ONE_THREAD, BF16_ONE_THREAD = "savedmodel_1t", "bf16_1t"
 BRANCHED, BF16_BRANCHED = "branches2_1t", "bf16_branches2_1t"
+BRANCHED_DEFAULT = "branches2"  # the --branches 2 files with the default threads
 ONNX_ONE_THREAD, ONNX_INT8 = "onnxruntime_1t", "onnxruntime_int8"
 LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
           SAVED_ONE_THREAD: "SavedModel, 1 thread per request",
           BF16_ONE_THREAD: "SavedModel bfloat16, 1 thread per request",
           BRANCHED: "SavedModel --branches 2, 1 thread per op",
+          BRANCHED_DEFAULT: "SavedModel --branches 2, default threads",
           BF16_BRANCHED: "SavedModel bfloat16 --branches 2, 1 thread per op",
           LITE: ".tflite float32", ONNX: "ONNX Runtime float32",
           ONNX_ONE_THREAD: "ONNX Runtime float32, 1 thread per request",
           ONNX_INT8: "ONNX Runtime int8 (dynamic)"}
-STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED, BATCHED, LITE,
-          ONNX, ONNX_ONE_THREAD, ONNX_INT8)
+STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED, BRANCHED_DEFAULT,
+          BATCHED, LITE, ONNX, ONNX_ONE_THREAD, ONNX_INT8)
 # Loaded with one intra-op thread and as many inter-op threads as cores.
 ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED)
 
@@ -86,6 +88,7 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
         paths[stack] = os.path.join(folder, stack)
         export.save_module(export.build_module(export.served_model(model, dtype, branches),
                                                preprocessor), paths[stack], "bench")
+    paths[BRANCHED_DEFAULT] = paths[BRANCHED]
     export.save_module(export.build_module(model, preprocessor, batching=Batching()),
                        paths[BATCHED], "bench")
     paths[LITE] = os.path.join(folder, "model.tflite")
@@ -106,7 +109,7 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
 
 def load_stack(name: str, paths: dict, seq_length: int):
     """texts -> probabilities, for one stack; safe to call from several threads."""
-    if name in (SAVED, BATCHED, *ONE_THREAD):
+    if name in (SAVED, BATCHED, BRANCHED_DEFAULT, *ONE_THREAD):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
