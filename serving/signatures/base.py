@@ -26,6 +26,8 @@ GROUP_ROWS = 8  # rows per length group of `run_by_length`
 # The most rows one request may hold when the export batches in the graph (`Batching`):
 # the batching op's input limit; larger requests are refused by the op.
 MAX_REQUEST_ROWS = 4096
+# The function attribute that keeps a call op from being inlined into its caller.
+NO_INLINE = "_noinline"
 
 
 
@@ -211,6 +213,14 @@ class ServingModule:
             batch_timeout_micros=int(options.timeout_ms * 1000),
             max_enqueued_batches=options.max_enqueued_batches, enable_large_batch_splitting=True)
         def batched(*values):
+            return optimized(*values)
+
+        # The function BatchFunction runs is not passed through grappler, so its matmuls
+        # would run without the oneDNN fusions the plain export gets (bias, GELU: 24% more
+        # time per call, and GELU's Pow alone a tenth of it). A call op that is never
+        # inlined is optimized when it is first run, as a plain signature is.
+        @tf.function(experimental_attributes={NO_INLINE: True})
+        def optimized(*values):
             return run_by_length(run, dict(zip(names, values)), self.pad_multiple, element_shape)
 
         # Each call's rows padded to the export's length, so that calls can be joined.

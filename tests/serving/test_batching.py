@@ -1,6 +1,6 @@
 """`export --batching`: concurrent requests joined by TensorFlow's BatchFunction op inside the
 SavedModel answer exactly what the plain export answers, call by call and from many threads
-at once; the options are refused where they cannot apply."""
+at once, with the same fused kernels; the options are refused where they cannot apply."""
 
 from __future__ import annotations
 
@@ -15,19 +15,22 @@ from albert_tf.serving import export
 from albert_tf.serving.provenance import PROVENANCE_FILE
 from albert_tf.serving.signatures.base import Batching
 from tests.helpers.fresh_process import run_fresh
-from tests.helpers.paths import TASK_FIXTURES
+from tests.helpers.paths import REPO, TASK_FIXTURES
 
 TEXTS = [b"", b"a gripping, funny film", b"dull.", "Caf\u00e9 \U0001F600 ".encode() * 30,
          b"bad \xff bytes", b"one more text of medium length for the queue"]
 
 # In a fresh process: each export's outputs for the whole batch, then each text sent alone
-# from its own thread, all threads at once (16 calls in flight), for each signature.
+# from its own thread, all threads at once (16 calls in flight), for each signature; and
+# the op types one call runs (TensorFlow's profiler, `benchmarks/serving_profile.py`).
 CONCURRENT = r"""
 import pickle, sys, threading
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401
 payload = pickle.load(open(sys.argv[1], "rb"))
+sys.path.insert(0, payload.pop("benchmarks"))
+from serving_profile import op_split
 results = {}
 for key, (path, signature, inputs, output) in payload.items():
     model = tf.saved_model.load(path)
@@ -43,7 +46,10 @@ for key, (path, signature, inputs, output) in payload.items():
     [t.join() for t in threads]
     graph = fn.graph.as_graph_def()
     ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
-    results[key] = {"whole": whole, "alone": np.stack(alone), "batch_op": "BatchFunction" in ops}
+    first = {k: tf.constant(v[:1]) for k, v in inputs.items()}
+    ran = set(op_split(lambda: fn(**first), calls=2))
+    results[key] = {"whole": whole, "alone": np.stack(alone), "batch_op": "BatchFunction" in ops,
+                    "ran": ran}
 results["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
 pickle.dump(results, open(sys.argv[2], "wb"))
 """
@@ -78,6 +84,7 @@ def test_batched_exports_answer_as_the_plain_ones_under_concurrent_calls(exports
                                             "options": options}, "probabilities")}
     payload = {(name, kind): (exports[name, kind], *cases[name])
                for name in cases for kind in ("plain", "batched")}
+    payload["benchmarks"] = os.path.join(REPO, "benchmarks")
     results = run_fresh(CONCURRENT, payload, tmp_path)
     for name in cases:
         plain, batched = results[name, "plain"], results[name, "batched"]
@@ -90,6 +97,12 @@ def test_batched_exports_answer_as_the_plain_ones_under_concurrent_calls(exports
         expected = np.concatenate([plain["whole"]] * 4)[:rows * 4]
         np.testing.assert_allclose(batched["alone"], expected, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(plain["alone"], expected, atol=1e-6, err_msg=name)
+        # The batched model call is optimized as the plain one: the same matmul kernels
+        # (bias and GELU fused into them), no GELU left to run op by op.
+        kernels = [{op for op in results[name, kind]["ran"] if "MatMul" in op}
+                   for kind in ("plain", "batched")]
+        assert kernels[0] == kernels[1] and any("Fused" in op for op in kernels[0]), kernels
+        assert "Pow" not in plain["ran"] and "Pow" not in batched["ran"], name
 
 
 @pytest.mark.parametrize("args, message", [
