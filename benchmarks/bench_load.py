@@ -70,7 +70,17 @@ STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED, BRA
 ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED)
 
 
-def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str, str]:
+# The SavedModel exports the stacks load: (dtype, branches, in-graph batching).
+EXPORTS = {SAVED: ("float32", 1, False), BF16_ONE_THREAD: ("bfloat16", 1, False),
+           BRANCHED: ("float32", 2, False), BF16_BRANCHED: ("bfloat16", 2, False),
+           BATCHED: ("float32", 1, True)}
+# Stacks that load another stack's files with other threads.
+SAME_FILES = {SAVED_ONE_THREAD: SAVED, BRANCHED_DEFAULT: BRANCHED, ONNX_ONE_THREAD: ONNX}
+
+
+def write_stacks(model, spm_path: str, seq_length: int, folder: str,
+                 stacks=STACKS) -> dict[str, str]:
+    """{stack: path} of the files `stacks` load, written into `folder` (only those)."""
     from bench_litert import onnx_peer
 
     from albert_tf.checkpoint import task_record_of
@@ -79,31 +89,31 @@ def write_stacks(model, spm_path: str, seq_length: int, folder: str) -> dict[str
     from albert_tf.serving.signatures.base import Batching
     from albert_tf.tokenizer import AlbertPreprocessor
 
+    wanted = {SAME_FILES.get(stack, stack) for stack in stacks}
     preprocessor = AlbertPreprocessor(spm_path, seq_length)
-    paths = {SAVED: os.path.join(folder, "saved"), BATCHED: os.path.join(folder, "batched")}
-    paths[SAVED_ONE_THREAD] = paths[SAVED]  # the same files, loaded with other threads
-    export.save_module(export.build_module(model, preprocessor), paths[SAVED], "bench")
-    for stack, dtype, branches in ((BF16_ONE_THREAD, "bfloat16", 1), (BRANCHED, "float32", 2),
-                                   (BF16_BRANCHED, "bfloat16", 2)):
-        paths[stack] = os.path.join(folder, stack)
-        export.save_module(export.build_module(export.served_model(model, dtype, branches),
-                                               preprocessor), paths[stack], "bench")
-    paths[BRANCHED_DEFAULT] = paths[BRANCHED]
-    export.save_module(export.build_module(model, preprocessor, batching=Batching()),
-                       paths[BATCHED], "bench")
-    paths[LITE] = os.path.join(folder, "model.tflite")
-    write_litert(model, preprocessor.tokenizer, task_record_of(model), paths[LITE],
-                 "classification", seq_length, "none")
-    try:
-        paths.update(onnx_peer(model, spm_path, seq_length, folder))
-    except ImportError as e:
-        print(f"ONNX Runtime peer left out: {e} (pip install -e .[bench])", flush=True)
-        return paths
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    paths = {}
+    for stack, (dtype, branches, batching) in EXPORTS.items():
+        if stack in wanted:
+            paths[stack] = os.path.join(folder, stack)
+            module = export.build_module(export.served_model(model, dtype, branches),
+                                         preprocessor, batching=Batching() if batching else None)
+            export.save_module(module, paths[stack], "bench")
+    if LITE in wanted:
+        paths[LITE] = os.path.join(folder, "model.tflite")
+        write_litert(model, preprocessor.tokenizer, task_record_of(model), paths[LITE],
+                     "classification", seq_length, "none")
+    if wanted & {ONNX, ONNX_INT8}:
+        try:
+            paths.update(onnx_peer(model, spm_path, seq_length, folder))
+        except ImportError as e:
+            print(f"ONNX Runtime peer left out: {e} (pip install -e .[bench])", flush=True)
+        else:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    paths[ONNX_ONE_THREAD] = paths[ONNX]
-    paths[ONNX_INT8] = os.path.join(folder, "albert_int8.onnx")
-    quantize_dynamic(paths[ONNX], paths[ONNX_INT8], weight_type=QuantType.QInt8)
+            if ONNX_INT8 in wanted:
+                paths[ONNX_INT8] = os.path.join(folder, "albert_int8.onnx")
+                quantize_dynamic(paths[ONNX], paths[ONNX_INT8], weight_type=QuantType.QInt8)
+    paths.update({stack: paths[same] for stack, same in SAME_FILES.items() if same in paths})
     return paths
 
 
@@ -278,7 +288,7 @@ def main() -> int:
                          num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
         model = AlbertSequenceClassifier(config, 2)
         widen_head(model)
-        paths = write_stacks(model, spm_path, args.seq_length, folder)
+        paths = write_stacks(model, spm_path, args.seq_length, folder, args.stacks)
         texts = sentences(200)
         print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
               f"model={args.model}, seq_length {args.seq_length}; {args.seconds:.0f} s per load, "
