@@ -26,6 +26,7 @@ a server holds it, and driven by C client threads that share it:
     python benchmarks/bench_load.py                          # 1, 2, 4, 8, 16 clients
     python benchmarks/bench_load.py --clients 1 4 --seconds 10 --repeats 2
     python benchmarks/bench_load.py --open-loop
+    python benchmarks/bench_load.py --profile   # and where each SavedModel's call goes, by op
     python benchmarks/bench_load.py --model tiny --seconds 2 # a smoke run
 
 Take the figures on a quiet machine: the table prints the load average before and after.
@@ -66,6 +67,7 @@ LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
           ONNX_INT8: "ONNX Runtime int8 (dynamic)"}
 STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED, BRANCHED_DEFAULT,
           BATCHED, LITE, ONNX, ONNX_ONE_THREAD, ONNX_INT8)
+PROFILE_CALLS, PROFILE_OPS = 10, 8  # --profile: calls timed and profiled, op types shown
 # Loaded with one intra-op thread and as many inter-op threads as cores.
 ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED)
 
@@ -199,6 +201,8 @@ def child(args) -> int:
     call = load_stack(args.stack, paths, args.seq_length)
     for text in texts[:5]:
         call(text)  # warm-up: every kernel's first call
+    if args.profile:
+        return profile_child(call, median_text(texts))
     figures = {}
     loads = ([("open", float(r)) for r in args.rates] if args.rates else
              [("closed", c) for c in args.clients])
@@ -216,18 +220,52 @@ def child(args) -> int:
     return 0
 
 
-def run_child(stack: str, paths: dict, texts: list[str], args, rates=None) -> dict:
+def median_text(texts: list[str]) -> str:
+    """The text --profile times: the corpus sentence of median length."""
+    return sorted(texts, key=len)[len(texts) // 2]
+
+
+def profile_child(call, text: str) -> int:
+    """One text's calls, timed, then profiled by op type; prints FIGURES json."""
+    import serving_profile
+
+    start = time.perf_counter()
+    for _ in range(PROFILE_CALLS):
+        call(text)
+    ms = (time.perf_counter() - start) / PROFILE_CALLS * 1e3
+    ops = serving_profile.op_split(lambda: call(text), PROFILE_CALLS)
+    print("FIGURES " + json.dumps({"ms": ms, "ops": ops}), flush=True)
+    return 0
+
+
+def run_child(stack: str, paths: dict, texts: list[str], args, rates=None,
+              profile: bool = False) -> dict:
     command = [sys.executable, __file__, "--child", json.dumps(paths), "--stack", stack,
                "--seconds", str(args.seconds), "--seq-length", str(args.seq_length),
                "--pool", str(args.pool), "--clients", *map(str, args.clients)]
     if rates:
         command += ["--rates", *map(str, rates)]
+    if profile:
+        command += ["--profile"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=3600,
                             env={**os.environ, "BENCH_LOAD_TEXTS": json.dumps(texts)})
     line = [s for s in result.stdout.splitlines() if s.startswith("FIGURES ")]
     if result.returncode or not line:
         raise RuntimeError(result.stderr[-3000:])
     return json.loads(line[0][len("FIGURES "):])
+
+
+def print_profiles(stacks: list[str], paths: dict, texts: list[str], args) -> None:
+    """Each SavedModel stack's ms per call on one sentence, and its op types by time."""
+    print(f"\nOne call on the median corpus sentence ({len(median_text(texts).split())} words), "
+          f"{PROFILE_CALLS} calls: ms per call; op types by ms per call (ops per call), "
+          "TensorFlow's profiler, summed over threads")
+    for stack in stacks:
+        if SAME_FILES.get(stack, stack) in EXPORTS:
+            figures = run_child(stack, paths, texts, args, profile=True)
+            ops = sorted(figures["ops"].items(), key=lambda kv: -kv[1][0])[:PROFILE_OPS]
+            print(f"- {LABELS[stack]}: {figures['ms']:.1f} ms; " + ", ".join(
+                f"{op} {ms:.2f} ({count:.0f})" for op, (ms, count) in ops), flush=True)
 
 
 def merged(runs: list[dict]) -> dict:
@@ -268,6 +306,8 @@ def main() -> int:
     parser.add_argument("--spm-model", help="SentencePiece model (default: train one)")
     parser.add_argument("--stacks", nargs="+", choices=STACKS, default=list(STACKS),
                         help="the stacks to measure (default: all; ONNX Runtime where installed)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile each SavedModel stack by op type (one sentence)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--stack", help=argparse.SUPPRESS)
     parser.add_argument("--rates", type=float, nargs="*", help=argparse.SUPPRESS)
@@ -308,6 +348,8 @@ def main() -> int:
             print_table(opened, [f"open|{r}" for r in rates],
                         f"Open loop: Poisson arrivals at 50% and 80% of {capacity:.1f} req/s, "
                         f"{args.pool} server threads")
+        if args.profile:
+            print_profiles(stacks, paths, texts, args)
         print(f"\nload after {os.getloadavg()[0]:.2f}")
     return 0
 
