@@ -206,9 +206,9 @@ class ServingModule:
         names = list(features)
 
         # The function BatchFunction runs is not passed through grappler, so its matmuls
-        # would run without the oneDNN fusions the plain export gets (bias, GELU: 24% more
-        # time per call, and GELU's Pow alone a tenth of it). A call op that is never
-        # inlined is optimized when it is first run, as a plain signature is.
+        # would run without the oneDNN fusions the plain export gets (bias and GELU op by
+        # op: `benchmarks/bench_load.py --profile`). A call op that is never inlined is
+        # optimized when it is first run, as a plain signature is.
         @tf.function(experimental_attributes={NO_INLINE: True})
         def optimized(*values):
             return run_by_length(run, dict(zip(names, values)), self.pad_multiple, element_shape)
