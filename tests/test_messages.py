@@ -153,6 +153,32 @@ def test_sigterm_turned_into_another_error_by_a_library_still_ends_as_terminated
     assert failing() == 1 and "unexpected error: ValueError: bad" in capsys.readouterr().err
 
 
+def test_sigterm_inside_a_deferred_block_waits_until_it_ends(capsys):
+    """Work that must finish whole (a checkpoint save) runs to its end; the command then
+    ends as terminated, and a block without SIGTERM changes nothing."""
+    done = []
+
+    @cli.command("pretrain")
+    def main():
+        with cli.termination_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # without the deferral the handler raises here
+            done.append("saved")
+        done.append("after the block")  # never: Terminated is raised as the block ends
+        return 0
+
+    assert main() == 128 + signal.SIGTERM and done == ["saved"]
+    assert capsys.readouterr().err.splitlines() == ["albert-tf pretrain: terminated (SIGTERM)"]
+
+    @cli.command("pretrain")
+    def quiet():
+        with cli.termination_deferred():
+            done.append("quiet")
+        return 0
+
+    assert quiet() == 0 and done[-1] == "quiet"
+
+
 def _stage_markers(base):
     """(name, test) of export's stages, in the order they appear in its staging directory."""
     def staged(*parts):

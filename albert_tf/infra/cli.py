@@ -185,9 +185,34 @@ class Terminated(KeyboardInterrupt):
 _terminated = threading.Event()
 
 
+# Depth of the `termination_deferred` blocks running in the main thread: while above 0,
+# SIGTERM only sets `_terminated`, and the outermost block raises `Terminated` as it ends.
+_deferring = 0
+
+
 def _terminate(signum, frame):
     _terminated.set()
-    raise Terminated()
+    if not _deferring:
+        raise Terminated()
+
+
+@contextlib.contextmanager
+def termination_deferred():
+    """SIGTERM waits until the block ends: for work that must finish whole, such as a
+    checkpoint save whose library leaves a half-written directory when interrupted.
+    A SIGTERM that came during the block raises `Terminated` once it ends."""
+    global _deferring
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = _terminated.is_set()
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if not _deferring and not before and _terminated.is_set():
+        raise Terminated()
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig
 from albert_tf.errors import UsageError, UserError
-from albert_tf.infra import textio
+from albert_tf.infra import cli, textio
 
 from ..runtime import layout as run_layout
 from ..runtime.tensorboard import write_scalars
@@ -38,6 +38,7 @@ from ..runtime.tensorboard import write_scalars
 logger = logging.getLogger(__name__)
 
 RUN_CONFIG_FILE = "run_config.json"
+CHECKPOINT_NAME = "ckpt"  # the pretraining checkpoints are ckpt-STEP.{index,data-*}
 # The run's directory: RUN_CONFIG_FILE marks it; these are what the run writes beside it.
 RUN_ENTRIES = (run_layout.CHECKPOINTS_DIR, run_layout.TENSORBOARD_DIR, run_layout.MODEL_DIR)
 # What a resumed run must share with the run it continues, by run_config.json's names:
@@ -171,8 +172,18 @@ class Checkpoints:
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer,
                                               step=self.step)
         self.scratch = None if chief else tempfile.mkdtemp(prefix="albert-ckpt-")
+        if chief:
+            self._remove_killed_saves()
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.scratch or directory, max_to_keep=keep if chief else 1)
+            self.checkpoint, self.scratch or directory, max_to_keep=keep if chief else 1,
+            checkpoint_name=CHECKPOINT_NAME)
+
+    def _remove_killed_saves(self) -> None:
+        """Removes the temporary directories (`ckpt-N_temp`) of saves a killed run
+        left; the output directory is claimed by this run, so none is being written."""
+        for path in tf.io.gfile.glob(os.path.join(self.directory, f"{CHECKPOINT_NAME}-*_temp")):
+            logger.info("removing %s, left by a run killed while saving", path)
+            tf.io.gfile.rmtree(path)
 
     def restore(self) -> int:
         """Restores the newest checkpoint in `directory`; returns its step (0: none).
@@ -194,9 +205,12 @@ class Checkpoints:
         return int(self.step)
 
     def save(self, step: int) -> None:
-        """Writes checkpoint `ckpt-STEP` (the manager writes it atomically)."""
+        """Writes checkpoint `ckpt-STEP` whole: the manager writes it under a temporary
+        name and renames it, and a SIGTERM meanwhile waits until it is done (an interrupt
+        inside TensorFlow's Python half-way leaves the temporary directory behind)."""
         self.step.assign(step)
-        path = self.manager.save(checkpoint_number=step)
+        with cli.termination_deferred():
+            path = self.manager.save(checkpoint_number=step)
         if not self.scratch:
             logger.info("saved %s", path)
 

@@ -401,3 +401,57 @@ if __name__ == "__main__":
     scenario, *scenario_args = sys.argv[1:]
     assert scenario == "mirrored"
     print("RESULT " + json.dumps(_run_mirrored_scenario(*scenario_args)), flush=True)
+
+
+# ---------------------------------------------------------------- whole checkpoints
+def _small_checkpoints(directory):
+    import keras
+
+    from albert_tf.training.pretrain.progress import Checkpoints
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    return Checkpoints(model, str(directory), keep=2, chief=True)
+
+
+def test_sigterm_during_a_checkpoint_save_lets_it_finish_whole(tmp_path, capsys):
+    """SIGTERM that lands inside TensorFlow's save (its Python, between the shard write and
+    the rename) used to leave ckpt-N_temp behind; the save now ends first."""
+    from albert_tf.infra import cli
+
+    checkpoints = _small_checkpoints(tmp_path)
+    real_save = checkpoints.manager.save
+
+    def save_with_sigterm_inside(**kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)  # the handler runs here, inside the manager's save
+        return real_save(**kwargs)
+
+    checkpoints.manager.save = save_with_sigterm_inside
+
+    @cli.command("pretrain")
+    def main():
+        checkpoints.save(7)
+        return 0
+
+    assert main() == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.strip().endswith("albert-tf pretrain: terminated (SIGTERM)")
+    names = sorted(os.listdir(tmp_path))
+    assert "ckpt-7.index" in names and not [n for n in names if "_temp" in n], names
+    restored = _small_checkpoints(tmp_path)
+    assert restored.restore() == 7
+
+
+def test_a_save_that_a_killed_run_left_half_written_is_removed(tmp_path):
+    """kill -9 mid-save leaves TensorFlow's ckpt-N_temp directory; the next run (which holds
+    the output directory) removes it and resumes from the last whole checkpoint."""
+    first = _small_checkpoints(tmp_path)
+    first.save(3)
+    half = tmp_path / "ckpt-6_temp"
+    half.mkdir()
+    (half / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 64)
+    (tmp_path / "notes_temp").mkdir()  # not a checkpoint's: left alone
+    again = _small_checkpoints(tmp_path)
+    assert not half.exists() and (tmp_path / "notes_temp").is_dir()
+    assert again.restore() == 3
