@@ -179,6 +179,35 @@ def test_sigterm_inside_a_deferred_block_waits_until_it_ends(capsys):
     assert quiet() == 0 and done[-1] == "quiet"
 
 
+_DEFERRED_UNDER_DASH_M = """
+import os, runpy, signal, sys, time, types
+from albert_tf.infra import cli
+
+def main(argv):
+    with cli.termination_deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        print("whole", flush=True)
+    return 0
+
+# `vocab` runs this job instead (both copies of cli.py import the job by its module name)
+sys.modules[cli.COMMANDS["vocab"][0]] = types.SimpleNamespace(main=main)
+sys.argv = ["albert-tf", "vocab"]
+runpy.run_module("albert_tf.infra.cli", run_name="__main__")
+"""
+
+
+def test_python_dash_m_defers_as_the_console_script_does():
+    """`python -m albert_tf.infra.cli` (how the tests and some launchers start commands)
+    runs cli.py a second time as `__main__`; a handler of that copy ignored the deferral
+    the commands ask of the imported module, and a checkpoint save was cut half-way."""
+    result = subprocess.run([sys.executable, "-c", _DEFERRED_UNDER_DASH_M], text=True,
+                            capture_output=True, timeout=120, cwd=REPO)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
+    assert result.stdout.split() == ["whole"]
+    assert result.stderr.strip().splitlines()[-1] == "albert-tf vocab: terminated (SIGTERM)"
+
+
 def _stage_markers(base):
     """(name, test) of export's stages, in the order they appear in its staging directory."""
     def staged(*parts):

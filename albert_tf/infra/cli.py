@@ -308,4 +308,8 @@ def _run(name: str, argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m albert_tf.infra.cli` runs this file as a second module, `__main__`; the
+    # commands import `albert_tf.infra.cli` and read its SIGTERM state
+    # (`termination_deferred`), so the handler must be that module's, not this copy's.
+    from albert_tf.infra import cli as _imported
+    sys.exit(_imported.main())
