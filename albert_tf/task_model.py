@@ -178,7 +178,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         if pre is not None:
             fields.update(do_lower_case=pre.do_lower_case, keep_accents=pre.keep_accents,
                           tokenizer=pre.kind, tokenize_chinese_chars=pre.tokenize_chinese_chars,
-                          seq_length=pre.seq_length)
+                          split_characters=pre.split_characters, seq_length=pre.seq_length)
         return _records().TaskRecord.create(self.task, **fields)
 
     @task_record.setter

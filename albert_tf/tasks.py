@@ -62,7 +62,7 @@ MASKED_LM_DEFAULTS = {"mlm_layer_norm_epsilon": LAYER_NORM_EPSILON}
 IGNORED_LABEL = -100
 # The fields every task's record holds.
 COMMON_FIELDS = ("task", "seq_length", "tokenizer", "do_lower_case", "keep_accents",
-                 "tokenize_chinese_chars", "precision")
+                 "tokenize_chinese_chars", "split_characters", "precision")
 _CLASSES = ("num_classes", "label_names")
 # SQuAD decisions of the foreign span heads: "" when the null score exceeds the best
 # answer's by more than this (Hugging Face's run_qa and the original run_squad_v2 both

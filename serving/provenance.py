@@ -50,6 +50,7 @@ def provenance(record, checkpoint: str, model, custom_ops, versions: dict[str, s
         "tokenizer": {"kind": tokenizer_kind, "do_lower_case": record.do_lower_case,
                       "keep_accents": record.keep_accents,
                       "tokenize_chinese_chars": record.tokenize_chinese_chars,
+                      "split_characters": record.split_characters,
                       "seq_length": seq_length},
         "precision": precision,
         "batching": batching,

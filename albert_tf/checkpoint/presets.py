@@ -119,7 +119,8 @@ def _record(model, held: TaskRecord | None, tokenizer, seq_length: int,
     with the preprocessor's tokenizer settings and length."""
     settings = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": tokenizer.keep_accents,
                 "tokenizer": tokenizer.kind,
-                "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars}
+                "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,
+                "split_characters": tokenizer.split_characters}
     if held is not None:
         if label_names is not None:
             settings["label_names"] = tuple(label_names)
@@ -128,4 +129,5 @@ def _record(model, held: TaskRecord | None, tokenizer, seq_length: int,
                           seq_length=seq_length,
                           extra_info={"keep_accents": tokenizer.keep_accents,
                                       "tokenizer": tokenizer.kind,
-                                      "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars})
+                                      "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,
+                                      "split_characters": tokenizer.split_characters})

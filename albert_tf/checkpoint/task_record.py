@@ -14,6 +14,7 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 | tokenizer | all | the tokenizer's kind: sentencepiece (spiece.model) or wordpiece (vocab.txt, BERT's rules) (sentencepiece) |
 | do_lower_case, keep_accents | all | the tokenizer's normalisation (True, False); for WordPiece, keep_accents False strips accents |
 | tokenize_chinese_chars | all | WordPiece: every CJK ideograph a word of its own (True; SentencePiece ignores it) |
+| split_characters | all | WordPiece: every character a word of its own, as in training files of one character a line (Chinese NER) (False; SentencePiece ignores it) |
 | num_classes, label_names | classification, token_classification | classes and their names |
 | problem_type | classification | single_label (softmax) or multi_label (sigmoid) |
 | tag_scheme | token_classification | the entity tags' scheme fine-tuning read: iob1, iob2 or bioes (None: not recorded, e.g. a foreign head) |
@@ -106,6 +107,7 @@ class TaskRecord:
     keep_accents: bool = False
     tokenizer: str = TOKENIZER_KINDS[0]
     tokenize_chinese_chars: bool = True
+    split_characters: bool = False
     num_classes: int | None = None
     label_names: tuple[str, ...] | None = None
     problem_type: str | None = None
@@ -257,6 +259,7 @@ class TaskRecord:
         _check_bool("do_lower_case", self.do_lower_case, where)
         _check_bool("keep_accents", self.keep_accents, where)
         _check_bool("tokenize_chinese_chars", self.tokenize_chinese_chars, where)
+        _check_bool("split_characters", self.split_characters, where)
         if self.tokenizer not in TOKENIZER_KINDS:
             raise TaskRecordError(f"tokenizer={self.tokenizer!r}{where} is not one of "
                                   f"{', '.join(TOKENIZER_KINDS)}")

@@ -69,13 +69,15 @@ class TokenizerFiles:
     keep_accents: bool = False
     kind: str = SENTENCEPIECE
     tokenize_chinese_chars: bool = True
+    split_characters: bool = False
 
     def load(self):
         """The Python tokenizer (`AlbertTokenizer` or `WordPieceTokenizer`)."""
         if self.spm_model is None:
             raise CheckpointError("no vocabulary: the checkpoint ships none; pass one")
         return python_tokenizer(self.spm_model, self.do_lower_case, self.keep_accents,
-                                self.tokenize_chinese_chars, kind=self.kind)
+                                self.tokenize_chinese_chars, kind=self.kind,
+                                split_characters=self.split_characters)
 
     def preprocessor(self, seq_length: int):
         """The in-graph `AlbertPreprocessor` of this vocabulary and these options."""
@@ -85,7 +87,8 @@ class TokenizerFiles:
         from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
         return AlbertPreprocessor(self.spm_model, seq_length, self.do_lower_case,
-                                  self.keep_accents, self.tokenize_chinese_chars)
+                                  self.keep_accents, self.tokenize_chinese_chars,
+                                  split_characters=self.split_characters)
 
 
 def find_spm_model(directory: str) -> str | None:

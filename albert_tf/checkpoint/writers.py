@@ -272,6 +272,12 @@ def hf_tokenizer_config(config: AlbertConfig, tokenizer: TokenizerFiles) -> dict
     """tokenizer_config.json for transformers' AlbertTokenizer on spiece.model, or its
     BertTokenizer on vocab.txt (the Chinese models' way)."""
     if tokenizer.kind == WORDPIECE:
+        if tokenizer.split_characters:
+            logger.warning("the model reads text character by character (split_characters, "
+                           "fine-tuned on one-character-a-line files); transformers' "
+                           "BertTokenizer has no such option: give it text with a space "
+                           "between characters, or pass is_split_into_words=True with one "
+                           "character a word")
         return {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.do_lower_case,
                 "strip_accents": not tokenizer.keep_accents,
                 "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,

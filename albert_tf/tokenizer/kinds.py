@@ -30,19 +30,21 @@ def kind_of_file(path: str | os.PathLike) -> str:
 
 def python_tokenizer(path: str | os.PathLike, do_lower_case: bool = True,
                      keep_accents: bool = False, tokenize_chinese_chars: bool = True,
-                     kind: str | None = None):
+                     kind: str | None = None, split_characters: bool = False):
     """The Python tokenizer of `path`: `AlbertTokenizer` or `WordPieceTokenizer`.
 
     Args:
       path: spiece.model / *.model, or vocab.txt.
       kind: one of TOKENIZER_KINDS; None: `kind_of_file(path)`.
       keep_accents: SentencePiece's option; for WordPiece, False strips accents.
-      tokenize_chinese_chars: WordPiece's option (SentencePiece has none).
+      tokenize_chinese_chars, split_characters: WordPiece's options (SentencePiece
+        has none).
     """
     kind = kind or kind_of_file(path)
     if kind == WORDPIECE:
         from albert_tf.tokenizer.wordpiece import WordPieceTokenizer
         return WordPieceTokenizer(path, do_lower_case, strip_accents=not keep_accents,
-                                  tokenize_chinese_chars=tokenize_chinese_chars)
+                                  tokenize_chinese_chars=tokenize_chinese_chars,
+                                  split_characters=split_characters)
     from albert_tf.tokenizer.spm import AlbertTokenizer
     return AlbertTokenizer(path, do_lower_case, keep_accents=keep_accents)

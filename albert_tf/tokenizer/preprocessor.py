@@ -145,6 +145,8 @@ class AlbertPreprocessor(keras.layers.Layer):
       do_lower_case, keep_accents: as for `AlbertTokenizer` (WordPiece: keep_accents
         False strips accents).
       tokenize_chinese_chars: WordPiece's option (ignored for SentencePiece).
+      split_characters: WordPiece: every character a word of its own, as a model
+        fine-tuned on one-character-a-line files saw its text (ignored for SentencePiece).
 
     Call with `tf.string [B]` (one segment) or a pair `(texts_a, texts_b)`;
     returns {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, seq_length].
@@ -156,7 +158,8 @@ class AlbertPreprocessor(keras.layers.Layer):
 
     def __init__(self, spm_model_path: str | os.PathLike | None, seq_length: int,
                  do_lower_case: bool = True, keep_accents: bool = False,
-                 tokenize_chinese_chars: bool = True, **kwargs):
+                 tokenize_chinese_chars: bool = True, split_characters: bool = False,
+                 **kwargs):
         kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
         super().__init__(trainable=False, **kwargs)
         self.seq_length = check_sequence_length(seq_length)
@@ -164,6 +167,7 @@ class AlbertPreprocessor(keras.layers.Layer):
         self.do_lower_case = bool(do_lower_case)
         self.keep_accents = bool(keep_accents)
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.split_characters = bool(split_characters)
         self._normalizer = TextNormalizer(self.do_lower_case, self.keep_accents)
         self._tokenizer = None
         self._wordpiece = None
@@ -174,7 +178,8 @@ class AlbertPreprocessor(keras.layers.Layer):
         """Reads the vocabulary at `path` and builds the ops that use it."""
         if kind_of_file(path) == WORDPIECE:
             tokenizer = python_tokenizer(path, self.do_lower_case, self.keep_accents,
-                                         self.tokenize_chinese_chars, kind=WORDPIECE)
+                                         self.tokenize_chinese_chars, kind=WORDPIECE,
+                                         split_characters=self.split_characters)
             self._wordpiece = WordPieceGraph(tokenizer)
             self._vocabulary_bytes = textio.read_bytes(path)
             self._tokenizer = tokenizer
@@ -394,5 +399,6 @@ class AlbertPreprocessor(keras.layers.Layer):
         config = super().get_config()
         config.update(spm_model_path=self.spm_model_path, seq_length=self.seq_length,
                       do_lower_case=self.do_lower_case, keep_accents=self.keep_accents,
-                      tokenize_chinese_chars=self.tokenize_chinese_chars)
+                      tokenize_chinese_chars=self.tokenize_chinese_chars,
+                      split_characters=self.split_characters)
         return config

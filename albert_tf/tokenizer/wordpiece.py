@@ -168,10 +168,11 @@ class BasicTokenizer:
     """
 
     def __init__(self, do_lower_case: bool = True, *, strip_accents: bool | None = None,
-                 tokenize_chinese_chars: bool = True):
+                 tokenize_chinese_chars: bool = True, split_characters: bool = False):
         self.do_lower_case = bool(do_lower_case)
         self.strip_accents = None if strip_accents is None else bool(strip_accents)
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.split_characters = bool(split_characters)
 
     @property
     def strips_accents(self) -> bool:
@@ -184,14 +185,15 @@ class BasicTokenizer:
         return not self.strips_accents
 
     def clean(self, text: str | bytes) -> str:
-        """Steps 1 and 2: control characters dropped, whitespace -> " ", CJK spaced."""
+        """Steps 1 and 2: control characters dropped, whitespace -> " ", CJK spaced
+        (every character, with `split_characters`)."""
         out = []
         for char in _to_text(text):
             if char in "\x00\ufffd" or is_control(char):
                 continue
             if is_whitespace(char):
                 out.append(" ")
-            elif self.tokenize_chinese_chars and is_cjk(char):
+            elif self.split_characters or (self.tokenize_chinese_chars and is_cjk(char)):
                 out.append(f" {char} ")
             else:
                 out.append(char)
@@ -277,6 +279,8 @@ class WordPieceTokenizer(BasicTokenizer, Packing):
         (the original; tokenizer_config.json's `strip_accents`).
       tokenize_chinese_chars: make every CJK ideograph a word of its own (True;
         tokenizer_config.json's `tokenize_chinese_chars`).
+      split_characters: make every character a word of its own: what a model
+        fine-tuned on one-character-a-line files (Chinese NER) saw (False).
 
     Example:
       >>> tok = WordPieceTokenizer("vocab.txt")
@@ -286,9 +290,11 @@ class WordPieceTokenizer(BasicTokenizer, Packing):
     kind = "wordpiece"
 
     def __init__(self, vocab_path: str | os.PathLike, do_lower_case: bool = True, *,
-                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True):
+                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
+                 split_characters: bool = False):
         super().__init__(do_lower_case, strip_accents=strip_accents,
-                         tokenize_chinese_chars=tokenize_chinese_chars)
+                         tokenize_chinese_chars=tokenize_chinese_chars,
+                         split_characters=split_characters)
         self.vocab_path = os.fspath(vocab_path)
         self.tokens = read_vocab(self.vocab_path)
         self.vocab = {token: i for i, token in enumerate(self.tokens)}
@@ -368,7 +374,8 @@ class WordPieceTokenizer(BasicTokenizer, Packing):
     def __repr__(self) -> str:
         return (f"WordPieceTokenizer({self.vocab_path!r}, do_lower_case={self.do_lower_case}, "
                 f"strip_accents={self.strip_accents}, tokenize_chinese_chars="
-                f"{self.tokenize_chinese_chars}, vocab_size={self.vocab_size})")
+                f"{self.tokenize_chinese_chars}, split_characters={self.split_characters}, "
+                f"vocab_size={self.vocab_size})")
 
 
 def _split_punctuation(word: str) -> list[str]:

@@ -7,7 +7,8 @@ computed from the same Python predicates (`is_control`, `is_whitespace`,
 1. invalid UTF-8 -> U+FFFD (as Python's errors="replace"); U+0000, U+FFFD and control
    characters dropped; every whitespace character (BERT's, and what `str.split` splits
    on) -> " ";
-2. CJK ideographs -> " c " (with tokenize_chinese_chars);
+2. CJK ideographs -> " c " (with tokenize_chinese_chars); every character with
+   split_characters;
 3. lower-casing with `str.lower`'s tables and its Final_Sigma rule (shared with the
    SentencePiece path, `normalize_graph.TextNormalizer`); U+0130 -> "i" U+0307 first, the
    one mapping to two characters. The original lower-cases word by word; a space is
@@ -127,10 +128,12 @@ class WordPieceGraph:
         chars = chars.with_flat_values(tf.where(self._member(chars.flat_values, "space"),
                                                 _SPACE, chars.flat_values))
         rules = []
-        if tok.tokenize_chinese_chars:
-            rules.append((self._member(chars.flat_values, "cjk"), (_SPACE, "c", _SPACE)))
         if tok.do_lower_case:  # str.lower's one mapping to two code points
             rules.append((chars.flat_values == _DOTTED_CAPITAL_I, (0x69, _DOT_ABOVE, _NONE)))
+        if tok.split_characters:  # (U+0130 stays one word: its neighbours are spaced)
+            rules.append((chars.flat_values != _SPACE, (_SPACE, "c", _SPACE)))
+        if tok.tokenize_chinese_chars:
+            rules.append((self._member(chars.flat_values, "cjk"), (_SPACE, "c", _SPACE)))
         if rules:
             chars, source = _expand(chars, rules)
             origin = tf.gather(origin, source)

@@ -79,12 +79,18 @@ def normalizer_model(tokenizer: WordPieceTokenizer) -> bytes:
     """The FastBertNormalizerModel flatbuffer of `tokenizer`'s rules (see the docstring).
 
     Raises:
-      LiteWordPieceError: the tokenizer does not split CJK ideographs.
+      LiteWordPieceError: the tokenizer does not split CJK ideographs, or splits every
+        character.
     """
     if not tokenizer.tokenize_chinese_chars:
         raise LiteWordPieceError(
             "a WordPiece model with tokenize_chinese_chars=false cannot be a LiteRT file: "
             "LiteRT's WordPiece kernel always splits CJK ideographs; export a SavedModel")
+    if tokenizer.split_characters:
+        raise LiteWordPieceError(
+            "a WordPiece model that reads every character as a word (split_characters) "
+            "cannot be a LiteRT file: LiteRT's WordPiece kernel reads runs of letters and "
+            "digits as words; export a SavedModel")
     pool, offsets, values = bytearray(), {}, {}
     for code, image in character_map(tokenizer).items():
         data = image.encode("utf-8")

@@ -60,10 +60,12 @@ def tags_entity_ready(label_names) -> bool:
     return True
 
 
-def words(texts: tf.Tensor, split_cjk: bool = False) -> dict[str, tf.RaggedTensor]:
+def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False
+          ) -> dict[str, tf.RaggedTensor]:
     """The whitespace-separated words of `texts` [B] (valid UTF-8); with `split_cjk`, every
     CJK ideograph is a word of its own, as BERT's WordPiece splits Chinese (and Chinese
-    NER data tags character by character).
+    NER data tags character by character); with `split_all`, every character is (a model
+    trained on one-character-a-line files, `split_characters`).
 
     Returns:
       {"start_char", "end_char", "start_byte", "end_byte"}: int64 [B, (W)] ranges
@@ -79,7 +81,9 @@ def words(texts: tf.Tensor, split_cjk: bool = False) -> dict[str, tf.RaggedTenso
     last = position == tf.gather(codes.row_lengths(), rows) - 1
     before = tf.concat([[True], space[:-1]], 0) | (position == 0)
     after = tf.concat([space[1:], [True]], 0) | last
-    if split_cjk:
+    if split_all:
+        before = after = tf.ones_like(space)
+    elif split_cjk:
         cjk = tf.reduce_any([(flat >= lo) & (flat <= hi) for lo, hi in CJK_RANGES], axis=0)
         before |= cjk | tf.concat([[True], cjk[:-1]], 0)
         after |= cjk | tf.concat([cjk[1:], [True]], 0)

@@ -240,7 +240,7 @@ def test_save_load_round_trip(tmp_path, spm_41_path):
     assert opened.task_record.to_dict() == {"task": "pretraining", "seq_length": None,
                                             "tokenizer": "sentencepiece",
                                             "do_lower_case": False, "keep_accents": False,
-                                            "tokenize_chinese_chars": True,
+                                            "tokenize_chinese_chars": True, "split_characters": False,
                                             "precision": "float32"}
     loaded = load_checkpoint(out)
     assert type(loaded) is AlbertPretrainer and loaded.config == model.config

@@ -60,7 +60,8 @@ def test_round_trip_through_the_file(tmp_path):
             assert json.load(f) == record.to_dict()
     # Only the task's own fields are written.
     assert set(records[2].to_dict()) == {"task", "seq_length", "tokenizer", "do_lower_case",
-                                         "keep_accents", "tokenize_chinese_chars", "precision"}
+                                         "keep_accents", "tokenize_chinese_chars",
+                                         "split_characters", "precision"}
 
 
 def test_record_is_frozen_and_replace_validates():

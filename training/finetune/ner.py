@@ -26,6 +26,7 @@ from albert_tf import AlbertTokenClassifier, tagging
 from albert_tf.infra.atomic import atomic_write
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tasks import IGNORED_LABEL
+from albert_tf.tokenizer.kinds import WORDPIECE
 
 from . import metrics
 from .bucketing import Encoded
@@ -128,6 +129,7 @@ class NerTask:
             check_labels(data, self.label_names)
         if len(self.label_names) < 2:
             raise DataError(f"{train.path}: no entity tags (every word is O)")
+        self.split_characters = splits_characters(train, tokenizer)
         self.files = evals
         self.train = encode_sentences(tokenizer, train, self.label_names, seq_length).encoded
         self.windows = {name: encode_sentences(tokenizer, data, self.label_names, seq_length)
@@ -141,8 +143,9 @@ class NerTask:
         return AlbertTokenClassifier(config, len(self.label_names), encoder=encoder)
 
     def checkpoint_info(self) -> dict:
-        """The task record's fields beyond the classes: the scheme the tags were read in."""
-        return {"tag_scheme": self.tag_scheme}
+        """The task record's fields beyond the classes: the scheme the tags were read in,
+        and whether text is read character by character (`splits_characters`)."""
+        return {"tag_scheme": self.tag_scheme, "split_characters": self.split_characters}
 
     def predicted_tags(self, name: str, predict) -> list[list[str]]:
         """Each sentence's predicted tags: a word's is its first piece's best class in
@@ -169,6 +172,24 @@ class NerTask:
             paths.append(os.path.join(output_dir, f"{PREDICTIONS}_{name}.txt"))
             write_conll(paths[-1], data, self.predicted_tags(name, predict))
         return paths
+
+
+def splits_characters(train: TaggedFile, tokenizer) -> bool:
+    """Whether every training word is one character (Chinese NER files: People's Daily,
+    MSRA, Weibo, Resume, CLUENER), for a WordPiece model: then the model is served text
+    split the same way, every character a word (digits and Latin letters included, which
+    WordPiece would otherwise read as runs: "12日" as "12", "日")."""
+    words = [w for s in train.sentences for w in s.words]
+    if not words or any(len(w) != 1 for w in words):
+        return False
+    if getattr(tokenizer, "kind", None) != WORDPIECE:
+        logger.warning("%s: every word is one character, but a SentencePiece model reads "
+                       "served text word by word; a WordPiece model (vocab.txt) reads it "
+                       "character by character as trained", train.path)
+        return False
+    logger.info("%s: every word is one character: the model reads text character by "
+                "character (recorded as split_characters)", train.path)
+    return True
 
 
 def write_conll(path: str, data: TaggedFile, predicted: list[list[str]]) -> None:

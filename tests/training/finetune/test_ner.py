@@ -137,7 +137,8 @@ def test_tags_outside_the_training_scheme_are_refused(tmp_path, spm_model_path, 
 def test_iob1_declared_reads_what_iob2_refuses(tmp_path, spm_model_path):
     task = _task(tmp_path, spm_model_path, IOB2, "Anna B-PER\nwent O\nto O\nRome I-LOC\n",
                  tag_scheme="iob1")
-    assert task.tag_scheme == "iob1" and task.checkpoint_info() == {"tag_scheme": "iob1"}
+    assert task.tag_scheme == "iob1" and task.checkpoint_info() == {"tag_scheme": "iob1",
+                                                                "split_characters": False}
 
 
 def test_first_pieces_carry_labels_and_long_sentences_are_windowed(tmp_path, spm_model_path):
