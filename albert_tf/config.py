@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 import albert_tf  # the file reading and writing, on first use: albert_tf.loader
+from albert_tf.config_keys import HF_ACTIVATIONS, IGNORED_HF_KEYS, IGNORED_KEYS, check_ln_type
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
 
@@ -28,41 +29,6 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 #                 once (`word_embeddings_2` [E, H], no bias), then position and token-type
 #                 embeddings of width H added and LayerNorm'ed at width H
 EMBEDDING_PROJECTION_POSITIONS = ("after_sum", "before_sum")
-
-# Keys present in the released albert_config.json files (v1/v2) for experimental
-# architectures that the released models never use. Accepted and ignored.
-IGNORED_ORIGINAL_KEYS = frozenset(
-    {"net_structure_type", "gap_size", "num_memory_blocks", "down_scale_factor",
-     "layers_to_keep"}
-)
-# Keys of brightmart/albert_zh's configs that its modeling.py never reads (its pooler is
-# the first token's dense + tanh, whatever pooler_* say). Accepted and ignored.
-IGNORED_BRIGHTMART_KEYS = frozenset(
-    {"directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
-     "pooler_size_per_head", "pooler_type"}
-)
-# `ln_type` (the original's experimental key, and brightmart's): where each block's
-# LayerNorms sit. Only "postln" (after each residual sum) is built; brightmart's
-# xxlarge says "preln", which is refused, naming the file.
-LN_TYPES = ("postln",)
-
-# Keys of a Hugging Face AlbertConfig that describe HF's runtime, not the architecture.
-IGNORED_HF_KEYS = frozenset(
-    {"architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
-     "bos_token_id", "eos_token_id", "pad_token_id", "classifier_dropout_prob",
-     "layer_norm_eps", "position_embedding_type", "id2label", "label2id", "output_past",
-     "_name_or_path", "finetuning_task", "problem_type", "tie_word_embeddings",
-     "use_cache", "return_dict", "output_hidden_states", "output_attentions",
-     "is_decoder", "add_cross_attention", "chunk_size_feed_forward", "pruned_heads",
-     "torchscript", "tokenizer_class", "prefix", "sep_token_id", "decoder_start_token_id",
-     "task_specific_params", "num_labels", "gradient_checkpointing"}
-)
-
-# Hugging Face `hidden_act` names -> ours (numerics.ACTIVATIONS).
-HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh": "gelu",
-                  "relu": "relu", "silu": "silu", "swish": "silu", "tanh": "tanh",
-                  "linear": "linear"}
-
 
 class ConfigError(UserError):
     """An invalid or unreadable model configuration."""
@@ -305,15 +271,10 @@ class AlbertConfig:
             raise ConfigError(f"expected a dict of config fields{where}, got "
                               f"{type(values).__name__}")
         fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields - IGNORED_ORIGINAL_KEYS - IGNORED_BRIGHTMART_KEYS
-                         - {"ln_type"})
+        unknown = sorted(set(values) - fields - IGNORED_KEYS)
         if unknown:
             raise ConfigError(f"unknown config keys{where}: {', '.join(unknown)}")
-        ln_type = values.get("ln_type")  # absent or null: post-LN, as brightmart reads it
-        if ln_type is not None and ln_type not in LN_TYPES:  # brightmart's xxlarge: pre-LN
-            raise ConfigError(f"ln_type={ln_type!r}{where} is not supported: albert-tf builds "
-                              f"the post-LayerNorm blocks of {', '.join(map(repr, LN_TYPES))} "
-                              "only")
+        check_ln_type(values.get("ln_type"), where, ConfigError)
         values = {k: v for k, v in values.items() if k in fields}
         try:
             return cls(**values)

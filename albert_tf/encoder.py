@@ -189,6 +189,13 @@ class AlbertEncoder(ExportMixin, keras.Model):
     def distinct_blocks(self) -> list[TransformerBlock]:
         return list(self.blocks)
 
+    def tied_decoder(self) -> tuple:
+        """What a masked-LM head decodes with (`MaskedLMHead`'s call): the word table
+        [V,E] and the embedding's word projection [E,H] ("before_sum"; else None)."""
+        projection = self.embeddings.word_projection
+        return (self.embeddings.word_embeddings.embeddings,
+                None if projection is None else projection.kernel)
+
     # ------------------------------------------------------------- forward
     def call(self, inputs, training=None, pooled_only=False):
         """`pooled_only`: return `{"pooled_output"}` alone, computing the last block for

@@ -32,22 +32,12 @@ HEAD_DROPOUT = 0.1
 
 
 def masked_lm_head(config: AlbertConfig, epsilon: float, name: str, dtype) -> MaskedLMHead:
-    """The masked-LM head of a model of `config`: its transform at width E, or at H in
-    brightmart/albert_zh's layout ("before_sum": its cls/predictions/transform is [H, H])."""
+    """The masked-LM head of `config`: its transform at width E, or H when "before_sum"."""
     before_sum = config.embedding_projection_position == "before_sum"
     return MaskedLMHead(config.vocab_size, config.embedding_size, config.hidden_act,
                         config.initializer_range, epsilon,
                         transform_size=config.hidden_size if before_sum else None,
                         name=name, dtype=dtype)
-
-
-def tied_decoder(encoder: AlbertEncoder) -> tuple:
-    """The masked-LM decoder's tied weights: the word table [V,E] and the embedding's
-    word projection [E,H] (brightmart's layout; None otherwise), as the head's call takes them."""
-    projection = encoder.embeddings.word_projection
-    return (encoder.embeddings.word_embeddings.embeddings,
-            None if projection is None else projection.kernel)
-
 
 
 def _count(name: str, value, model: str, maximum: int = MAX_CLASSES) -> int:
@@ -103,7 +93,7 @@ class AlbertPretrainer(AlbertTaskModel):
     def call(self, inputs, training=None):
         encoded = self._encode(inputs, training)
         mlm_logits = self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"],
-                                   *tied_decoder(self.encoder))
+                                   *self.encoder.tied_decoder())
         sop_logits = self.sop_head(encoded["pooled_output"], training=training)
         return {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
 
@@ -173,7 +163,6 @@ class AlbertSequenceClassifier(AlbertTaskModel):
         return [names[c] for c in np.argmax(logits, axis=-1)]
 
 
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertSequenceRegressor(AlbertTaskModel):
     """Regression (e.g. STS-B) from the pooled output.
@@ -220,7 +209,6 @@ class AlbertTokenClassifier(AlbertTaskModel):
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
         return self.head(sequence, training=training)
-
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -301,7 +289,6 @@ def _question_context_rows(x):
     return [list(part) for part in rows]
 
 
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMultipleChoice(AlbertTaskModel):
     """Multiple choice (RACE): each option is encoded with the context, one score each.
@@ -356,11 +343,10 @@ class AlbertMaskedLM(AlbertTaskModel):
         self.mlm_head.build((None, None, cfg.hidden_size))
         self._built()
 
-
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
         return {"mlm_logits": self.mlm_head(sequence, inputs["masked_lm_positions"],
-                                            *tied_decoder(self.encoder))}
+                                            *self.encoder.tied_decoder())}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -402,7 +388,6 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
         sequence = self._encode(inputs, training)["sequence_output"]
         p_mask = answer_candidates_mask(inputs["input_mask"], inputs["input_type_ids"])
         return self.beam_head(sequence, p_mask, training=training)
-
 
 
 # The one table of the task models: each recorded task's class, by its entry's name
