@@ -68,12 +68,14 @@ def shapes_for(config: dict) -> dict[str, tuple[int, ...]]:
     return {name: tuple(sizes.get(n, n) for n in shape) for name, shape in real_shapes().items()}
 
 
-def random_weights(shapes: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """Non-uniform float32 weights: LayerNorm gammas near 1, everything else ~N(0, 0.2)."""
+def random_weights(shapes: dict, seed: int = 0, stddev: float = 0.2) -> dict[str, np.ndarray]:
+    """Non-uniform float32 weights: LayerNorm gammas near 1, everything else
+    ~N(0, stddev) (the real sizes take brightmart's initializer_range, 0.02: wider
+    weights over 312 dimensions saturate the softmaxes and the tanh)."""
     rng = np.random.default_rng(seed)
     weights = {}
     for name, shape in sorted(shapes.items()):
-        value = rng.normal(0.0, 0.2, shape)
+        value = rng.normal(0.0, stddev, shape)
         if name.endswith("/gamma"):
             value = 1.0 + 0.1 * value
         weights[name] = value.astype(np.float32)
@@ -98,7 +100,9 @@ def write_checkpoint(directory, weights: dict | None = None, config: dict | None
     os.makedirs(directory, exist_ok=True)
     config = config_dict() if config is None else config
     if weights is None:
-        weights = random_weights(shapes_for(config), seed)
+        real = config["hidden_size"] == REAL_SIZES["hidden_size"]
+        weights = random_weights(shapes_for(config), seed, config["initializer_range"] if real
+                                 else 0.2)
     write_bundle(os.path.join(directory, PREFIX_NAME), weights)
     with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as f:
         f.write(f'model_checkpoint_path: "{PREFIX_NAME}"\n'
