@@ -21,13 +21,14 @@ Hugging Face's Python `BertTokenizerLegacy` adds an NFC pass the original and it
 Rust `BertTokenizer` do not have; only cased text with decomposed characters tells
 them apart (tests/model/test_wordpiece.py shows both).
 
-`read_vocab` is the one reader of vocab.txt (one token a line, UTF-8, no BOM, no empty
-or repeated lines, [PAD] [UNK] [CLS] [SEP] [MASK] present). Pure Python, no TensorFlow.
+`read_vocab` is the one reader of vocab.txt (one token a "\n"-ended line as the original
+reads it, UTF-8, no BOM, [PAD] [UNK] [CLS] [SEP] [MASK] present). Pure Python, no TensorFlow.
 """
 
 from __future__ import annotations
 
 import codecs
+import logging
 import os
 import unicodedata
 from collections.abc import Sequence
@@ -35,6 +36,8 @@ from collections.abc import Sequence
 from albert_tf.errors import UserError
 from albert_tf.infra import textio
 from albert_tf.tokenizer.packing import Packing
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["WordPieceTokenizer", "BasicTokenizer", "VocabFileError", "read_vocab", "SPECIAL_TOKENS",
            "CJK_RANGES", "MAX_WORD_CHARS", "SUFFIX", "is_punctuation", "is_control",
@@ -88,12 +91,18 @@ def _to_text(text: str | bytes) -> str:
 
 
 def read_vocab(path: str | os.PathLike) -> list[str]:
-    """The tokens of a vocab.txt, id = line number - 1.
+    """The tokens of a vocab.txt, id = line number - 1, read as the original reads it.
+
+    One token a "\\n"-ended line, whatever the line holds: U+2028 (line 344 of the
+    21,128-line Chinese vocabulary every Chinese ALBERT ships), U+0085, form feed,
+    spaces; a "\\r" before the "\\n" is dropped (Windows line ends). Empty lines and
+    repeated tokens are accepted as the original `load_vocab` and BertTokenizer accept
+    them (an empty line still takes its id; a repeated token's later line wins the token,
+    the earlier id keeps its row), with one warning naming the lines.
 
     Raises:
       VocabFileError: naming the file and the line: a byte-order mark, bytes that are
-        not UTF-8, an empty line, a token seen before (and where), a missing special
-        token, an empty file.
+        not UTF-8, a missing special token, an empty file.
       FileNotFoundError: no such file.
     """
     path = os.fspath(path)
@@ -108,28 +117,44 @@ def read_vocab(path: str | os.PathLike) -> list[str]:
         text = textio.decode(data, path)
     except textio.EncodingError as err:
         raise VocabFileError(str(err)) from None
-    lines = text.split("\n")
+    lines = text.split("\n")  # "\n" alone ends a line: not str.splitlines, which splits at U+2028
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line
-    seen: dict[str, int] = {}
-    tokens = []
-    for number, line in enumerate(lines, 1):
-        token = line[:-1] if line.endswith("\r") else line
-        if not token.strip():
-            raise VocabFileError(f"{path}:{number}: empty line; vocab.txt holds one token "
-                                 "a line and the line number is its id")
-        if token in seen:
-            raise VocabFileError(f"{path}:{number}: token {token!r} repeats line "
-                                 f"{seen[token]}; each token must appear once")
-        seen[token] = number
-        tokens.append(token)
+    tokens = [line[:-1] if line.endswith("\r") else line for line in lines]
     if not tokens:
         raise VocabFileError(f"{path}: the vocabulary is empty")
-    missing = [t for t in SPECIAL_TOKENS if t not in seen]
+    first: dict[str, int] = {}
+    for number, token in enumerate(tokens, 1):
+        first.setdefault(token, number)
+    missing = [t for t in SPECIAL_TOKENS if t not in first]
     if missing:
         raise VocabFileError(f"{path}: has no {', '.join(missing)} line; a WordPiece "
                              f"vocabulary for ALBERT needs {' '.join(SPECIAL_TOKENS)}")
+    _warn_unreachable(path, tokens, first)
     return tokens
+
+
+def _warn_unreachable(path: str, tokens: list[str], first: dict[str, int]) -> None:
+    """One warning naming the empty lines and the repeated tokens' lines, if any."""
+    empty = [n for n, t in enumerate(tokens, 1) if t == ""]
+    repeats = [f"{t!r:.40} on lines {first[t]} and {n}" for n, t in enumerate(tokens, 1)
+               if t and first[t] != n]
+    parts = []
+    if empty:
+        parts.append(f"{len(empty)} empty line(s) ({_some(map(str, empty))}), ids no text "
+                     "can produce")
+    if repeats:
+        parts.append(f"{len(repeats)} repeated token(s) ({_some(repeats)}): the later line "
+                     "wins the token, as in the original and BertTokenizer, and the earlier "
+                     "id keeps a row no text can produce")
+    if parts:
+        logger.warning("%s: %s", path, "; ".join(parts))
+
+
+def _some(items, most: int = 5) -> str:
+    items = list(items)
+    more = f", and {len(items) - most} more" if len(items) > most else ""
+    return ", ".join(items[:most]) + more
 
 
 class BasicTokenizer:
@@ -274,6 +299,14 @@ class WordPieceTokenizer(BasicTokenizer, Packing):
     def vocab_size(self) -> int:
         """Number of tokens, special ones included."""
         return len(self.tokens)
+
+    @property
+    def reachable_tokens(self) -> list[str]:
+        """`tokens` with each row no text can produce (an empty line, the earlier line of
+        a repeated token) spelled as a string no word can match: one distinct token per
+        id, what the graph's WordPiece op is built on. Words never hold a space."""
+        return [t if t and self.vocab[t] == i else f" unreachable row {i} "
+                for i, t in enumerate(self.tokens)]
 
     # ---------------------------------------------------------------- wordpiece
     def wordpiece(self, word: str) -> list[str]:

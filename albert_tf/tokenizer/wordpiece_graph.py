@@ -102,7 +102,7 @@ class WordPieceGraph:
         self.tables = _tables()
         self._lower = TextNormalizer(do_lower_case=True, keep_accents=True)._lower
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=list(tokenizer.tokens), suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
+            vocab=tokenizer.reachable_tokens, suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
             max_bytes_per_word=4 * MAX_WORD_CHARS + 4, token_out_type=tf.int64,
             no_pretokenization=True, support_detokenization=False)
 

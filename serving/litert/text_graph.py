@@ -105,7 +105,7 @@ class LiteText:
                     "fill_mask reads \"[MASK]\" in raw text, which LiteRT's WordPiece kernel "
                     "splits as punctuation; export the encoder (--task encoder) or a SavedModel")
             self._wordpiece = tf_text.FastBertTokenizer(
-                vocab=tokenizer.tokens, suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
+                vocab=tokenizer.reachable_tokens, suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
                 max_bytes_per_word=MAX_WORD_CHARS, token_out_type=tf.int64,
                 fast_bert_normalizer_model_buffer=normalizer_model(tokenizer))
             self._digit_comma = None

@@ -196,8 +196,8 @@ def test_beam_writes_the_local_records_with_a_vocab_txt(tmp_path, corpus_path, v
 def test_create_data_refuses_a_bad_vocab_txt(tmp_path, corpus_path, vocab_path, capsys):
     tokens = open(vocab_path, encoding="utf-8").read().splitlines()
     (tmp_path / "no_unk.txt").write_text("\n".join(t for t in tokens if t != "[UNK]") + "\n")
-    (tmp_path / "twice.txt").write_text("\n".join(tokens + [tokens[7]]) + "\n")
-    for name in ("no_unk.txt", "twice.txt"):
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + "\n".join(tokens).encode() + b"\n")
+    for name in ("no_unk.txt", "bom.txt"):
         out = tmp_path / ("out_" + name)
         assert create_data.main(["--input", corpus_path, "--spm-model", str(tmp_path / name),
                                  "--output-dir", str(out), "--processes", "1"]) == 2
@@ -205,4 +205,4 @@ def test_create_data_refuses_a_bad_vocab_txt(tmp_path, corpus_path, vocab_path, 
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 2 and "Traceback" not in "".join(lines), lines
     assert "no_unk.txt: has no [UNK] line" in lines[0]
-    assert f"twice.txt:{len(tokens) + 1}: token" in lines[1] and "repeats line 8" in lines[1]
+    assert "bom.txt:1: starts with a UTF-8 byte-order mark" in lines[1]
