@@ -25,10 +25,12 @@ from albert_tf.models import (
 )
 from tests.helpers import brightmart
 from tests.helpers.foreign import assert_lists_problems
+from tests.helpers.paths import REAL_CHINESE_VOCAB
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
 
 ATOL = 1e-5  # float32 against the float64 reference (measured: below 1e-6)
-TEXTS = [("我喜欢读书。", "今天天气很好"), ("北京是中国的。", "他是学生？"), ("the cats", "")]
+TEXTS = [("我喜欢读书。", "今天天气很好"), ("北京是中国的。", "他是学生？"), ("the cats", ""),
+         ("Ｔｈｅ\u3000猫，\u2028很好", "上海")]  # full-width, ideographic space, U+2028
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +98,14 @@ def test_pretrainer_matches_the_reference(release):
 
 
 def test_real_albert_tiny_shapes_load_and_match_the_reference(tmp_path):
-    """The real albert_tiny's names and shapes (V 21128, E 128, H 312, 4 layers; ~17 MB)."""
+    """The real albert_tiny's names and shapes (V 21128, E 128, H 312, 4 layers; ~17 MB)
+    beside the real Chinese vocab.txt."""
     config = brightmart.config_dict(real=True)
-    vocab = brightmart.VOCAB + [f"[unused{i}]" for i in range(config["vocab_size"]
-                                                               - len(brightmart.VOCAB))]
-    weights = brightmart.write_checkpoint(tmp_path, config=config, vocab=vocab)
+    weights = brightmart.write_checkpoint(tmp_path, config=config, vocab=REAL_CHINESE_VOCAB)
     assert {n: w.shape for n, w in weights.items()} == brightmart.real_shapes()
     ckpt = open_checkpoint(tmp_path)
     assert ckpt.tokenizer.spm_model == str(tmp_path / "vocab.txt")  # 21128 tokens: fits
+    assert ckpt.tokenizer.load().tokenize("我喜欢读书") == ["我", "喜", "欢", "读", "书"]
     model = ckpt.load()
     diffs = max_differences(model, weights, config, inputs(config, seed=2, length=16))
     assert max(diffs.values()) <= ATOL, diffs
@@ -246,11 +248,16 @@ def test_several_configs_are_refused_naming_them(tmp_path):
 
 # ------------------------------------------------------------------ serving raw text
 @pytest.mark.slow
-def test_exported_checkpoint_serves_raw_chinese_text_as_the_eager_model(release, tmp_path):
+def test_exported_checkpoint_serves_raw_chinese_text_as_the_eager_model(tmp_path):
+    """A small model beside the real 21,128-line Chinese vocab.txt, exported and served."""
     from albert_tf.serving import export
     from tests.helpers.fresh_process import call_signatures
 
-    directory, _ = release
+    directory = tmp_path / "albert_tiny_zh"
+    brightmart.write_checkpoint(directory, config={**brightmart.config_dict(),
+                                                   "vocab_size": 21128},
+                                vocab=REAL_CHINESE_VOCAB)
+    directory = str(directory)
     length = 16
     assert export.main(["--checkpoint", directory, "--output", str(tmp_path / "bm"),
                         "--seq-length", str(length)]) == 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 
@@ -27,7 +28,7 @@ TINY_CONFIG = os.path.join(REAL, "albert_config_tiny.json")
 CONFIG_NAME = "albert_config_tiny.json"  # what the albert_tiny_zh release ships
 PREFIX_NAME = "albert_model.ckpt"
 
-# A small vocabulary of our own (the real Chinese vocab.txt is tests/data/real's):
+# A small vocabulary of our own (the real one, 21,128 lines: paths.REAL_CHINESE_VOCAB):
 # BERT's special tokens, Chinese characters, ## pieces, a few Latin words.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "，", "。", "？",
          "我", "你", "他", "是", "的", "好", "中", "国", "人", "学", "生", "天", "气",
@@ -92,10 +93,11 @@ def write_bundle(prefix: str, weights: dict[str, np.ndarray]) -> None:
 
 
 def write_checkpoint(directory, weights: dict | None = None, config: dict | None = None,
-                     vocab: list[str] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+                     vocab: list[str] | str | None = None, seed: int = 0) -> dict[str, np.ndarray]:
     """A brightmart/albert_zh release's directory: albert_config_tiny.json,
-    albert_model.ckpt.{index,data-*}, its `checkpoint` file and vocab.txt. Returns the
-    weights written (random for `config`'s shapes unless given)."""
+    albert_model.ckpt.{index,data-*}, its `checkpoint` file and vocab.txt (`vocab`: its
+    tokens, or a vocab.txt to copy; default VOCAB). Returns the weights written (random
+    for `config`'s shapes unless given)."""
     directory = str(directory)
     os.makedirs(directory, exist_ok=True)
     config = config_dict() if config is None else config
@@ -109,8 +111,11 @@ def write_checkpoint(directory, weights: dict | None = None, config: dict | None
                 f'all_model_checkpoint_paths: "{PREFIX_NAME}"\n')
     with open(os.path.join(directory, CONFIG_NAME), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
-    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("".join(token + "\n" for token in (VOCAB if vocab is None else vocab)))
+    if isinstance(vocab, str):
+        shutil.copyfile(vocab, os.path.join(directory, "vocab.txt"))
+    else:
+        with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in (VOCAB if vocab is None else vocab)))
     return weights
 
 
