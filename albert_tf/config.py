@@ -1,8 +1,9 @@
 """AlbertConfig: the model's hyperparameters, under the original albert_config.json names.
 
 One frozen dataclass is the single home for architectural defaults. It reads the
-original google-research `albert_config.json` files as released and Hugging Face
-ALBERT `config.json` files, writes `albert_config.json`, and carries the paper's presets.
+original google-research `albert_config.json` files as released (brightmart/albert_zh's
+too, with their own keys) and Hugging Face ALBERT `config.json` files, writes
+`albert_config.json`, and carries the paper's presets.
 """
 
 from __future__ import annotations
@@ -14,35 +15,20 @@ import os
 from typing import Any
 
 import albert_tf  # the file reading and writing, on first use: albert_tf.loader
+from albert_tf.config_keys import HF_ACTIVATIONS, IGNORED_HF_KEYS, IGNORED_KEYS, check_ln_type
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
-# Keys present in the released albert_config.json files (v1/v2) for experimental
-# architectures that the released models never use. Accepted and ignored.
-IGNORED_ORIGINAL_KEYS = frozenset(
-    {"net_structure_type", "gap_size", "num_memory_blocks", "ln_type", "down_scale_factor",
-     "layers_to_keep"}
-)
-
-# Keys of a Hugging Face AlbertConfig that describe HF's runtime, not the architecture.
-IGNORED_HF_KEYS = frozenset(
-    {"architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
-     "bos_token_id", "eos_token_id", "pad_token_id", "classifier_dropout_prob",
-     "layer_norm_eps", "position_embedding_type", "id2label", "label2id", "output_past",
-     "_name_or_path", "finetuning_task", "problem_type", "tie_word_embeddings",
-     "use_cache", "return_dict", "output_hidden_states", "output_attentions",
-     "is_decoder", "add_cross_attention", "chunk_size_feed_forward", "pruned_heads",
-     "torchscript", "tokenizer_class", "prefix", "sep_token_id", "decoder_start_token_id",
-     "task_specific_params", "num_labels", "gradient_checkpointing"}
-)
-
-# Hugging Face `hidden_act` names -> ours (numerics.ACTIVATIONS).
-HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh": "gelu",
-                  "relu": "relu", "silu": "silu", "swish": "silu", "tanh": "tanh",
-                  "linear": "linear"}
-
+# Where the factorized embedding goes from width E to H (`embedding_projection_position`):
+#   "after_sum"   google-research's: word, position and token-type embeddings (width E)
+#                 summed and LayerNorm'ed, then `embedding_hidden_mapping_in` (E -> H,
+#                 with a bias; none when E == H)
+#   "before_sum"  brightmart/albert_zh's own checkpoints: the word vector projected at
+#                 once (`word_embeddings_2` [E, H], no bias), then position and token-type
+#                 embeddings of width H added and LayerNorm'ed at width H
+EMBEDDING_PROJECTION_POSITIONS = ("after_sum", "before_sum")
 
 class ConfigError(UserError):
     """An invalid or unreadable model configuration."""
@@ -150,6 +136,8 @@ class AlbertConfig:
 
     Defaults are albert-base (V=30000, E=128, H=768, L=12, A=12, FFN=3072) with all
     weights shared across depth and dropout off (the paper's pretraining finding).
+    `embedding_projection_position` is where E becomes H (`EMBEDDING_PROJECTION_POSITIONS`):
+    "after_sum" (google-research's) or "before_sum" (brightmart/albert_zh's own layout).
 
     Example:
         >>> cfg = AlbertConfig.from_preset("albert-large")
@@ -172,6 +160,7 @@ class AlbertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     sharing: str = "all"
+    embedding_projection_position: str = "after_sum"
 
     def __post_init__(self):
         self.validate()
@@ -195,9 +184,14 @@ class AlbertConfig:
                 f"hidden_size={self.hidden_size} is not divisible by "
                 f"num_attention_heads={self.num_attention_heads}{where}")
         if self.num_hidden_groups > self.num_hidden_layers:
+            # The original would use only the groups layer * G // L names (a gap between
+            # each) and no others: a layout albert-tf does not build.
+            used = sorted({self.group_of_layer(layer) for layer in range(self.num_hidden_layers)})
             raise ConfigError(
                 f"num_hidden_groups={self.num_hidden_groups} exceeds "
-                f"num_hidden_layers={self.num_hidden_layers}{where}")
+                f"num_hidden_layers={self.num_hidden_layers}: the original code would use only "
+                f"groups {', '.join(map(str, used[:8]))}{', ...' if len(used) > 8 else ''}"
+                f" (one per layer), which albert-tf does not build{where}")
         self._check_totals(where)
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"):
             value = getattr(self, name)  # NaN fails every comparison below: refuse it first
@@ -216,6 +210,10 @@ class AlbertConfig:
         if not isinstance(self.sharing, str) or self.sharing not in SHARING_MODES:
             raise ConfigError(
                 f"sharing={self.sharing!r} is not one of {', '.join(SHARING_MODES)}{where}")
+        position = self.embedding_projection_position
+        if not isinstance(position, str) or position not in EMBEDDING_PROJECTION_POSITIONS:
+            raise ConfigError(f"embedding_projection_position={position!r} is not one of "
+                              f"{', '.join(EMBEDDING_PROJECTION_POSITIONS)}{where}")
 
     def _check_totals(self, where: str) -> None:
         """Depth and weight count: each field may be in bounds and their product not."""
@@ -245,8 +243,12 @@ class AlbertConfig:
         tensors before building anything; `albert-tf params` prints it)."""
         v, e, h, i = self.vocab_size, self.embedding_size, self.hidden_size, \
             self.intermediate_size
-        embeddings = (v + self.max_position_embeddings + self.type_vocab_size) * e + 2 * e
-        projection = e * h + h if e != h else 0
+        tables = self.max_position_embeddings + self.type_vocab_size
+        if self.embedding_projection_position == "before_sum":  # word [V,E] @ [E,H], rest at H
+            embeddings, projection = v * e + e * h + tables * h + 2 * h, 0
+        else:
+            embeddings = (v + tables) * e + 2 * e
+            projection = e * h + h if e != h else 0
         attention = 4 * (h * h + h) + 2 * h  # q, k, v, output + LayerNorm
         ffn = h * i + i + i * h + h + 2 * h  # intermediate, output + LayerNorm
         # Distinct sublayers: one per group and inner index when shared (every group
@@ -269,9 +271,10 @@ class AlbertConfig:
             raise ConfigError(f"expected a dict of config fields{where}, got "
                               f"{type(values).__name__}")
         fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields - IGNORED_ORIGINAL_KEYS)
+        unknown = sorted(set(values) - fields - IGNORED_KEYS)
         if unknown:
             raise ConfigError(f"unknown config keys{where}: {', '.join(unknown)}")
+        check_ln_type(values.get("ln_type"), where, ConfigError)
         values = {k: v for k, v in values.items() if k in fields}
         try:
             return cls(**values)

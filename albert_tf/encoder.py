@@ -124,12 +124,17 @@ class AlbertEncoder(ExportMixin, keras.Model):
                 f"(got {config.hidden_dropout_prob} and {config.attention_probs_dropout_prob}): "
                 "a recomputed block would draw other dropout masks")
         dtype = self.dtype_policy
+        before_sum = config.embedding_projection_position == "before_sum"
         self.embeddings = AlbertEmbedding(
             config.vocab_size, config.embedding_size, config.max_position_embeddings,
             config.type_vocab_size, config.initializer_range, config.hidden_dropout_prob,
+            # brightmart's layout: E -> H inside the embedding, even when E == H (its
+            # word_embeddings_2 is always there)
+            word_projection_size=config.hidden_size if before_sum else None,
             name="embeddings", dtype=dtype)
         self.embedding_projection = None
-        if config.embedding_size != config.hidden_size:  # as the original: no E -> H when E == H
+        # as the original: no E -> H when E == H
+        if config.embedding_size != config.hidden_size and not before_sum:
             self.embedding_projection = keras.layers.Dense(
                 config.hidden_size, kernel_initializer=truncated_normal(config.initializer_range),
                 name="embedding_projection", dtype=dtype)
@@ -184,6 +189,13 @@ class AlbertEncoder(ExportMixin, keras.Model):
     def distinct_blocks(self) -> list[TransformerBlock]:
         return list(self.blocks)
 
+    def tied_decoder(self) -> tuple:
+        """What a masked-LM head decodes with (`MaskedLMHead`'s call): the word table
+        [V,E] and the embedding's word projection [E,H] ("before_sum"; else None)."""
+        projection = self.embeddings.word_projection
+        return (self.embeddings.word_embeddings.embeddings,
+                None if projection is None else projection.kernel)
+
     # ------------------------------------------------------------- forward
     def call(self, inputs, training=None, pooled_only=False):
         """`pooled_only`: return `{"pooled_output"}` alone, computing the last block for
@@ -193,7 +205,7 @@ class AlbertEncoder(ExportMixin, keras.Model):
             raise ValueError(f"AlbertEncoder inputs lack {missing}; got {sorted(inputs)}")
         word_ids = ops.cast(inputs["input_word_ids"], "int32")
         type_ids = ops.cast(inputs["input_type_ids"], "int32")
-        x = self.embeddings(word_ids, type_ids, training=training)  # [B,T,E]
+        x = self.embeddings(word_ids, type_ids, training=training)  # [B,T,E] ([B,T,H] before_sum)
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)  # [B,T,H]
         bias = attention_bias_from_mask(inputs["input_mask"], self.compute_dtype)  # [B,1,1,T]

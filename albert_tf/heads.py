@@ -24,29 +24,36 @@ def gather_positions(sequence, positions):
 class MaskedLMHead(keras.layers.Layer):
     """Transform (dense H->E, activation, LayerNorm) and a decoder tied to the word table.
 
+    brightmart/albert_zh's head transforms at width H (`transform_size`) and goes back
+    to E through the transpose of the embedding's [E,H] word projection, passed to the
+    call: `logits = (x @ projection^T) @ word_table^T + output_bias`.
+
     Args:
       vocab_size: V, size of the output bias.
-      embedding_size: E, width of the transform (and of the tied table).
+      embedding_size: E, width of the tied table (and of the transform by default).
       hidden_act: activation name for the transform.
       initializer_range: stddev of the truncated-normal initializer.
       layer_norm_epsilon: the transform's LayerNorm epsilon (the original's 1e-12;
         KerasHub's AlbertMaskedLM uses 1e-5).
+      transform_size: S, the transform's width, or None: E (None also in heads saved
+        before it existed). When S is not E the call needs `projection` [E,S].
 
-    Call: `(sequence_output [B,T,H], masked_lm_positions [B,P], word_table [V,E])
-    -> logits [B,P,V] float32`.
+    Call: `(sequence_output [B,T,H], masked_lm_positions [B,P], word_table [V,E],
+    projection [E,S] or None) -> logits [B,P,V] float32`.
     """
 
     def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str,
                  initializer_range: float, layer_norm_epsilon: float = LAYER_NORM_EPSILON,
-                 **kwargs):
+                 transform_size: int | None = None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.transform_size = transform_size
         self.activation = get_activation(hidden_act)
-        self.dense = keras.layers.Dense(embedding_size,
+        self.dense = keras.layers.Dense(transform_size or embedding_size,
                                         kernel_initializer=truncated_normal(initializer_range),
                                         name="dense", dtype=self.dtype_policy)
         self.layer_norm = keras.layers.LayerNormalization(
@@ -57,14 +64,16 @@ class MaskedLMHead(keras.layers.Layer):
         if hidden is None:
             raise ValueError("MaskedLMHead.build needs the hidden width, e.g. build((None, None, H))")
         self.dense.build((None, None, hidden))
-        self.layer_norm.build((None, None, self.embedding_size))
+        self.layer_norm.build((None, None, self.transform_size or self.embedding_size))
         self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros",
                                            name="output_bias")
         self.built = True
 
-    def call(self, sequence_output, masked_lm_positions, word_table):
+    def call(self, sequence_output, masked_lm_positions, word_table, projection=None):
         x = gather_positions(sequence_output, masked_lm_positions)  # [B,P,H]
-        x = self.layer_norm(self.activation(self.dense(x)))  # [B,P,E]
+        x = self.layer_norm(self.activation(self.dense(x)))  # [B,P,S]
+        if projection is not None:  # back to E through the embedding's projection
+            x = ops.einsum("bps,es->bpe", x, ops.cast(projection, self.compute_dtype))  # [B,P,E]
         table = ops.cast(word_table, self.compute_dtype)  # [V,E]
         logits = ops.einsum("bpe,ve->bpv", x, table)  # [B,P,V]
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
@@ -73,7 +82,8 @@ class MaskedLMHead(keras.layers.Layer):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, embedding_size=self.embedding_size,
                       hidden_act=self.hidden_act, initializer_range=self.initializer_range,
-                      layer_norm_epsilon=self.layer_norm_epsilon)
+                      layer_norm_epsilon=self.layer_norm_epsilon,
+                      transform_size=self.transform_size)
         return config
 
 

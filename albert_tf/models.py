@@ -31,6 +31,14 @@ from albert_tf.task_model import AlbertTaskModel
 HEAD_DROPOUT = 0.1
 
 
+def masked_lm_head(config: AlbertConfig, epsilon: float, name: str, dtype) -> MaskedLMHead:
+    """The masked-LM head of `config`: its transform at width E, or H when "before_sum"."""
+    before_sum = config.embedding_projection_position == "before_sum"
+    return MaskedLMHead(config.vocab_size, config.embedding_size, config.hidden_act,
+                        config.initializer_range, epsilon,
+                        transform_size=config.hidden_size if before_sum else None,
+                        name=name, dtype=dtype)
+
 
 def _count(name: str, value, model: str, maximum: int = MAX_CLASSES) -> int:
     """A head's size (num_classes, beam sizes): an integer in [1, maximum] (the one bound,
@@ -69,9 +77,8 @@ class AlbertPretrainer(AlbertTaskModel):
         super().__init__(config, encoder, **kwargs)
         self.sentence_pair_loss = bool(sentence_pair_loss)
         cfg = self.config
-        self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
-                                     cfg.initializer_range, name=self.head_layers["mlm_head"],
-                                     dtype=self.dtype_policy)
+        self.mlm_head = masked_lm_head(cfg, LAYER_NORM_EPSILON, self.head_layers["mlm_head"],
+                                       self.dtype_policy)
         self.sop_head = ClassificationHead(2, 0.0, cfg.initializer_range,
                                            name=self.head_layers["sop_head"],
                                            dtype=self.dtype_policy)
@@ -85,9 +92,8 @@ class AlbertPretrainer(AlbertTaskModel):
 
     def call(self, inputs, training=None):
         encoded = self._encode(inputs, training)
-        table = self.encoder.embeddings.word_embeddings.embeddings  # [V,E], tied decoder
         mlm_logits = self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"],
-                                   table)
+                                   *self.encoder.tied_decoder())
         sop_logits = self.sop_head(encoded["pooled_output"], training=training)
         return {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
 
@@ -157,7 +163,6 @@ class AlbertSequenceClassifier(AlbertTaskModel):
         return [names[c] for c in np.argmax(logits, axis=-1)]
 
 
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertSequenceRegressor(AlbertTaskModel):
     """Regression (e.g. STS-B) from the pooled output.
@@ -204,7 +209,6 @@ class AlbertTokenClassifier(AlbertTaskModel):
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
         return self.head(sequence, training=training)
-
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -285,7 +289,6 @@ def _question_context_rows(x):
     return [list(part) for part in rows]
 
 
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMultipleChoice(AlbertTaskModel):
     """Multiple choice (RACE): each option is encoded with the context, one score each.
@@ -335,17 +338,15 @@ class AlbertMaskedLM(AlbertTaskModel):
         super().__init__(config, encoder, **kwargs)
         cfg = self.config
         self.mlm_layer_norm_epsilon = float(mlm_layer_norm_epsilon)
-        self.mlm_head = MaskedLMHead(cfg.vocab_size, cfg.embedding_size, cfg.hidden_act,
-                                     cfg.initializer_range, self.mlm_layer_norm_epsilon,
-                                     name=self.head_layers["mlm_head"], dtype=self.dtype_policy)
+        self.mlm_head = masked_lm_head(cfg, self.mlm_layer_norm_epsilon,
+                                       self.head_layers["mlm_head"], self.dtype_policy)
         self.mlm_head.build((None, None, cfg.hidden_size))
         self._built()
 
-
     def call(self, inputs, training=None):
         sequence = self._encode(inputs, training)["sequence_output"]
-        table = self.encoder.embeddings.word_embeddings.embeddings  # [V,E], tied decoder
-        return {"mlm_logits": self.mlm_head(sequence, inputs["masked_lm_positions"], table)}
+        return {"mlm_logits": self.mlm_head(sequence, inputs["masked_lm_positions"],
+                                            *self.encoder.tied_decoder())}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -387,7 +388,6 @@ class AlbertSpanBeamExtractor(AlbertTaskModel):
         sequence = self._encode(inputs, training)["sequence_output"]
         p_mask = answer_candidates_mask(inputs["input_mask"], inputs["input_type_ids"])
         return self.beam_head(sequence, p_mask, training=training)
-
 
 
 # The one table of the task models: each recorded task's class, by its entry's name

@@ -35,7 +35,8 @@ TENSORFLOW = ("tensorflow", "tensorflow_text")
 # The model: its layers, models, configuration and task table.
 LAYERS = {f"albert_tf.{name}" for name in (
     "embedding", "transformer", "encoder", "heads", "models", "activations", "numerics", "inputs",
-    "tasks", "task_model", "config", "api_inputs", "span_decoding", "tagging", "ranges")}
+    "tasks", "task_model", "config", "config_keys", "api_inputs", "span_decoding", "tagging",
+    "ranges")}
 NOT_FOR_THE_LAYERS = ("albert_tf.checkpoint", "albert_tf.infra")
 # (file, function) where a module may be named by string: the package's lazy attribute
 # loaders (`albert_tf.__getattr__`, `albert_tf.loader` and the Keras registration, which

@@ -13,6 +13,10 @@ and Model Garden's, which reads the checkpoint's index):
   model_garden  a TF2 object-based checkpoint (bert_model.ckpt-*): as TF1's files, told
              apart by the _CHECKPOINTABLE_OBJECT_GRAPH entry of its index, so tried
              before TF1's rule                       (`model_garden.ModelGardenCheckpoint`)
+  brightmart a brightmart/albert_zh checkpoint (albert_model.ckpt): TF1's files, told
+             apart by its variable names (bert/encoder/layer_shared/...,
+             bert/embeddings/word_embeddings_2), so tried before TF1's rule
+                                                             (`brightmart.BrightmartCheckpoint`)
   tf1        a model.ckpt-* prefix, its .index file, or a directory holding
              one (the newest, or the one its `checkpoint` file names)
                                                              (`foreign.Tf1Checkpoint`)
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import os
 
+from albert_tf.checkpoint.brightmart import BrightmartCheckpoint
 from albert_tf.checkpoint.foreign import HfCheckpoint, Tf1Checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.kerashub import KerasHubCheckpoint
@@ -41,10 +46,11 @@ __all__ = ["FORMATS", "detect_format", "open_checkpoint"]
 
 # KerasHub before ours: a preset holds a model.weights.h5 too, and says what it is in
 # config.json. Ours next: one of our directories may also hold files another rule matches.
-# Model Garden before TF1: the same file names, told apart by the index's object graph.
+# Model Garden and brightmart before TF1: the same file names, told apart by the index.
 FORMATS: dict[str, type[OpenedCheckpoint]] = {
     reader.format: reader for reader in (KerasHubCheckpoint, AlbertTfCheckpoint, HfCheckpoint,
-                                         TfHubCheckpoint, ModelGardenCheckpoint, Tf1Checkpoint)}
+                                         TfHubCheckpoint, ModelGardenCheckpoint,
+                                         BrightmartCheckpoint, Tf1Checkpoint)}
 
 
 def detect_format(path: str | os.PathLike) -> str:

@@ -109,6 +109,11 @@ def check_target(target: str, config: AlbertConfig, record: TaskRecord,
     if config.sharing != "all":
         raise refuse(f"sharing={config.sharing!r}: the format holds weights per group "
                      "shared across depth only (sharing='all')")
+    if config.embedding_projection_position != "after_sum":
+        raise refuse(f"embedding_projection_position={config.embedding_projection_position!r} "
+                     "(brightmart/albert_zh's layout: the word vectors projected to H before "
+                     "the position and token-type sums): the format projects after the sum "
+                     "only, so no conversion is equivalent")
     if target == "hf":
         _check_hf(config, record, encoder_only, refuse)
     else:
