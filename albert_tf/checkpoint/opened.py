@@ -234,8 +234,7 @@ class OpenedCheckpoint(abc.ABC):
             record.keep_accents if keep_accents is None else bool(keep_accents),
             # the record decides the kind; an explicit file is read as what it is
             kind=kind_of_file(spm_model) if spm_model else record.tokenizer,
-            tokenize_chinese_chars=record.tokenize_chinese_chars,
-            split_characters=record.split_characters)
+            tokenize_chinese_chars=record.tokenize_chinese_chars, split_characters=record.split_characters)
         if files.spm_model is not None:
             check_vocab_size(files.spm_model, self.config.vocab_size, self.config_path)
         return files

@@ -10,9 +10,8 @@ Every step mirrors `albert_tf.tokenizer.spm` (see its docstring for the rules):
   from Python's `unicodedata` (`tokenizer_unicode`);
 * `tensorflow_text.FastSentencepieceTokenizer` -> ids (it breaks Viterbi ties as
   the sentencepiece package does; `SentencepieceTokenizer` does not), then the
-  digit-comma rule as
-  a ragged gather: each vocabulary id maps to the ids the Python tokenizer's
-  rule gives for its piece (exact, and 4x faster than re-segmenting strings);
+  digit-comma rule as a ragged gather: each vocabulary id maps to the ids the Python
+  tokenizer's rule gives for its piece (exact, and 4x faster than re-segmenting strings);
 * packing with `trim_segments` (the original `_truncate_seq_pair` in core ops, equal to
   tensorflow-text's `RoundRobinTrimmer`, whose op older TF Serving builds lack),
   `combine_segments` and `pad_model_inputs`.
@@ -144,9 +143,8 @@ class AlbertPreprocessor(keras.layers.Layer):
       seq_length: length of every output row, >= 3.
       do_lower_case, keep_accents: as for `AlbertTokenizer` (WordPiece: keep_accents
         False strips accents).
-      tokenize_chinese_chars: WordPiece's option (ignored for SentencePiece).
-      split_characters: WordPiece: every character a word of its own, as a model
-        fine-tuned on one-character-a-line files saw its text (ignored for SentencePiece).
+      tokenize_chinese_chars, split_characters: WordPiece's options, every CJK ideograph or
+        every character a word of its own (SentencePiece ignores them).
 
     Call with `tf.string [B]` (one segment) or a pair `(texts_a, texts_b)`;
     returns {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, seq_length].
@@ -158,8 +156,7 @@ class AlbertPreprocessor(keras.layers.Layer):
 
     def __init__(self, spm_model_path: str | os.PathLike | None, seq_length: int,
                  do_lower_case: bool = True, keep_accents: bool = False,
-                 tokenize_chinese_chars: bool = True, split_characters: bool = False,
-                 **kwargs):
+                 tokenize_chinese_chars: bool = True, split_characters: bool = False, **kwargs):
         kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
         super().__init__(trainable=False, **kwargs)
         self.seq_length = check_sequence_length(seq_length)
@@ -177,9 +174,8 @@ class AlbertPreprocessor(keras.layers.Layer):
     def _set_vocabulary(self, path: str) -> None:
         """Reads the vocabulary at `path` and builds the ops that use it."""
         if kind_of_file(path) == WORDPIECE:
-            tokenizer = python_tokenizer(path, self.do_lower_case, self.keep_accents,
-                                         self.tokenize_chinese_chars, kind=WORDPIECE,
-                                         split_characters=self.split_characters)
+            tokenizer = python_tokenizer(path, self.do_lower_case, self.keep_accents, self.tokenize_chinese_chars,
+                                         kind=WORDPIECE, split_characters=self.split_characters)
             self._wordpiece = WordPieceGraph(tokenizer)
             self._vocabulary_bytes = textio.read_bytes(path)
             self._tokenizer = tokenizer
