@@ -32,9 +32,9 @@ import tensorflow as tf
 
 import albert_tf
 from albert_tf import precisions
-from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
+from albert_tf.checkpoint import open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
-from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
+from albert_tf.checkpoint.tokenizer_files import MISSING_TOKENIZER
 from albert_tf.config import check_sequence_length
 from albert_tf.infra import atomic, cli
 
@@ -153,8 +153,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     files = source.tokenizer_files(spm_model)
     spm_model = files.spm_model
     if spm_model is None:
-        raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
-                          f"{VOCAB_FILE}); pass --spm-model")
+        raise ExportError(f"{checkpoint} {MISSING_TOKENIZER}; pass --spm-model")
     if format == "savedmodel":
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).
