@@ -12,7 +12,7 @@ import os
 
 __all__ = ["TOKENIZER_KINDS", "SENTENCEPIECE", "WORDPIECE", "SPM_FILE", "VOCAB_FILE",
            "VOCABULARY_FILES", "TOKENIZER_JSON", "kind_of_file", "python_tokenizer",
-           "is_tokenizer_json"]
+           "is_tokenizer_json", "vocabulary_file_name"]
 
 SENTENCEPIECE, WORDPIECE = "sentencepiece", "wordpiece"
 TOKENIZER_KINDS = (SENTENCEPIECE, WORDPIECE)  # the first is what a record without one means
@@ -28,6 +28,12 @@ TOKENIZER_JSON = "tokenizer.json"
 def is_tokenizer_json(path: str | os.PathLike) -> bool:
     """Whether `path` is read as a tokenizer.json (a `.json` file)."""
     return os.fspath(path).lower().endswith(".json")
+
+
+def vocabulary_file_name(path: str | os.PathLike, kind: str) -> str:
+    """The name a vocabulary file read from `path` is written under (a checkpoint, a
+    `.keras` file's assets): tokenizer.json for one, else `VOCABULARY_FILES[kind]`."""
+    return TOKENIZER_JSON if is_tokenizer_json(path) else VOCABULARY_FILES[kind]
 
 
 def kind_of_file(path: str | os.PathLike) -> str:

@@ -47,7 +47,7 @@ def spm_model_type(model_proto: bytes) -> str:
 
 # ---------------------------------------------------------------- writing
 # SentencePiece.Type (sentencepiece_model.proto)
-NORMAL, UNKNOWN, CONTROL = 1, 2, 3
+NORMAL, UNKNOWN, CONTROL, UNUSED = 1, 2, 3, 5
 
 
 def _varint(value: int) -> bytes:
@@ -77,16 +77,18 @@ def _field(number: int, value) -> bytes:
 
 
 def unigram_model_proto(pieces, scores, unk_id: int, control=(), charsmap: bytes = b"",
-                        add_dummy_prefix: bool = True) -> bytes:
+                        add_dummy_prefix: bool = True, unused=()) -> bytes:
     """A unigram SentencePiece ModelProto of `pieces` and their `scores` (plain Python):
-    `unk_id` the UNKNOWN piece, `control` the ids of CONTROL pieces, the rest NORMAL.
+    `unk_id` the UNKNOWN piece, `control` the ids of CONTROL pieces, `unused` of UNUSED
+    ones (never produced), the rest NORMAL.
     Its normalizer is `charsmap` (SentencePiece's precompiled map; empty: none), then
     SentencePiece's whitespace rules (runs collapsed, ends stripped, " " -> "▁", a "▁"
     in front when `add_dummy_prefix`)."""
-    control = set(control)
+    control, unused = set(control), set(unused)
     body = b"".join(
         _field(1, _field(1, piece) + _field(2, float(score)) + _field(
-            3, UNKNOWN if i == unk_id else CONTROL if i in control else NORMAL))
+            3, UNKNOWN if i == unk_id else CONTROL if i in control else
+            UNUSED if i in unused else NORMAL))
         for i, (piece, score) in enumerate(zip(pieces, scores)))
     trainer = (_field(3, 1) + _field(4, len(pieces)) + _field(40, unk_id) + _field(41, -1)
                + _field(42, -1) + _field(43, -1))  # unigram; no bos, eos, pad ids of its own
