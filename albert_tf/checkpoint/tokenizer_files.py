@@ -180,6 +180,8 @@ def hf_tokenizer_options(directory: str) -> dict:
             raise CheckpointError(f"{path}: {key} must be true or false, got "
                                   f"{json_type(value)} {value!r}")
     named = values.get("tokenizer_class")
+    if named not in HF_TOKENIZER_CLASSES and _only_tokenizer_json(directory):
+        named = None  # e.g. PreTrainedTokenizerFast: the file says what it is
     if named is not None and named not in HF_TOKENIZER_CLASSES:
         raise CheckpointError(f"{path}: tokenizer_class={named!r} is not one albert-tf reads "
                               f"({', '.join(HF_TOKENIZER_CLASSES)})")
@@ -214,6 +216,12 @@ def tokenizer_json_files(path: str) -> TokenizerFiles:
     spec = read_tokenizer_json(path)
     return TokenizerFiles(path, spec.do_lower_case, spec.keep_accents, kind=spec.kind,
                           tokenize_chinese_chars=spec.bert.get("handle_chinese_chars", True))
+
+
+def _only_tokenizer_json(directory: str) -> bool:
+    """Whether `directory` ships a tokenizer.json and no original vocabulary."""
+    return os.path.isfile(os.path.join(directory, TOKENIZER_JSON)) and not any(
+        _original_vocabulary(directory, kind) for kind in (SENTENCEPIECE, WORDPIECE))
 
 
 def tf1_tokenizer_options(directory: str) -> dict:

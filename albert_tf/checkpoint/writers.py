@@ -61,6 +61,7 @@ from albert_tf.tokenizer.kinds import (
     TOKENIZER_JSON,
     VOCAB_FILE,
     WORDPIECE,
+    is_tokenizer_json,
     vocabulary_file_name,
 )
 
@@ -304,6 +305,11 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
                               f"tokenizer, and this model's is WordPiece "
                               f"({tokenizer.spm_model}); convert --to hf (BertTokenizer) or "
                               "to albert-tf instead")
+    if tokenizer.spm_model is not None and is_tokenizer_json(tokenizer.spm_model):
+        raise CheckpointError(f"{dst}: KerasHub's ALBERT presets hold a SentencePiece model, "
+                              f"and this model's tokenizer is a tokenizer.json "
+                              f"({tokenizer.spm_model}); convert --to hf or to albert-tf instead, "
+                              "or pass --spm-model with the original spiece.model")
     if tokenizer.spm_model is not None and (tokenizer.do_lower_case
                                             or not tokenizer.keep_accents):
         logger.warning("KerasHub feeds text to SentencePiece unchanged: the preset's users "

@@ -174,3 +174,22 @@ def test_wordpiece_options_map_onto_the_wordpiece_tokenizer(tmp_path):
         False, False, False)
     spec = read_tokenizer_json(path)
     assert (spec.do_lower_case, spec.keep_accents) == (False, True)
+
+
+def test_an_unknown_tokenizer_class_beside_tokenizer_json_alone_is_the_files(tmp_path):
+    directory = tmp_path / "fast"
+    shutil.copytree(ALBERT, directory)
+    config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    files = open_checkpoint(str(directory)).tokenizer
+    assert files.spm_model.endswith("tokenizer.json") and files.kind == "sentencepiece"
+
+
+def test_convert_to_kerashub_refuses_a_tokenizer_json_in_one_line(tmp_path, capsys):
+    from albert_tf.checkpoint import convert
+
+    assert convert.main([ALBERT, str(tmp_path / "kh"), "--to", "kerashub"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "tokenizer.json" in err and "--spm-model" in err
+    assert not (tmp_path / "kh").exists()
