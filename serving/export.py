@@ -37,7 +37,9 @@ from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import MISSING_TOKENIZER
 from albert_tf.config import check_sequence_length
 from albert_tf.infra import atomic, cli
+from albert_tf.tokenizer.json_graph import check_graph_shape
 from albert_tf.tokenizer.kinds import SENTENCEPIECE, is_tokenizer_json
+from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
 
 from . import export_command, layout, provenance, server_releases, warmup
 from .litert import convert as litert
@@ -88,6 +90,7 @@ def _check_tokenizer_json(files, record, format: str, token_ids_only: bool) -> N
         raise ExportError(f"{files.spm_model}: a tokenizer.json's Unigram rules have no LiteRT "
                           f"kernel (its added tokens are cut out of the text before each word "
                           f"gets its '▁'); export a SavedModel, {original}")
+    check_graph_shape(read_tokenizer_json(files.spm_model))
     if record.spec.serving in _OFFSET_SIGNATURES and not token_ids_only:
         raise ExportError(f"{files.spm_model}: a tokenizer.json's Unigram model gives no "
                           f"character offsets in the graph, which the {record.task} signatures "

@@ -13,6 +13,12 @@ Under tests/fixtures/tokenizer_json/:
   bert/         tests/fixtures/wordpiece/hf's model with its BertTokenizer loaded by
                 transformers 5 and saved again: tokenizer.json (WordPiece,
                 BertNormalizer, BertPreTokenizer) and tokenizer_config.json, no vocab.txt.
+  variants/     albert/'s tokenizer.json in other forms transformers writes or read:
+                cased_accents.json (AlbertTokenizer with do_lower_case and keep_accents
+                false/true: no NFKD, StripAccents or Lowercase), v4.json (the transformers
+                4 form: Metaspace alone as pre-tokenizer, " {2,}" collapsed after
+                Precompiled, [MASK] with lstrip), first.json (Metaspace prepend_scheme
+                "first"); their ids are "variants": {NAME: [[...]]} in reference.json.gz.
   reference.json.gz {"lines": [...], "ordinary": n, DIR: {"ids": [[...]], "offsets":
                 [[[s, e]...]], "seq_length": 32, "packed": [[...]] (the first n lines
                 with [CLS]/[SEP], padded), "probabilities": [[...]] (float64)}}: transformers'
@@ -155,6 +161,37 @@ def reference(directory: str, lines: list[str], ordinary: int) -> dict:
             "probabilities": torch.softmax(logits, -1).numpy().astype(np.float64).tolist()}
 
 
+def variants(albert: str, out: str) -> dict:
+    """The variants' files (see the module docstring) and tokenizers' ids for them."""
+    import tokenizers
+
+    os.makedirs(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        train_spm(tmp)
+        options = dict(do_lower_case=False, keep_accents=True)
+        cased = transformers.AutoTokenizer.from_pretrained(tmp, **options)
+        cased.backend_tokenizer.save(os.path.join(out, "cased_accents.json"))
+    data = json.load(open(os.path.join(albert, "tokenizer.json"), encoding="utf-8"))
+    v4 = json.loads(json.dumps(data))
+    v4["normalizer"]["normalizers"].append(
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})
+    v4["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                           "prepend_scheme": "always", "split": True}
+    for token in v4["added_tokens"]:
+        token["lstrip"] = token["content"] == "[MASK]"
+    first = json.loads(json.dumps(data))
+    first["pre_tokenizer"]["pretokenizers"][1]["prepend_scheme"] = "first"
+    for name, value in (("v4", v4), ("first", first)):
+        with open(os.path.join(out, name + ".json"), "w", encoding="utf-8") as f:
+            json.dump(value, f, ensure_ascii=False, indent=2)
+    return {name: [tokenizers.Tokenizer.from_file(os.path.join(out, name + ".json")).encode(
+                line, add_special_tokens=False).ids for line in LINES]
+            for name in ("cased_accents", "v4", "first")}
+
+
+LINES: list[str] = []
+
+
 def main() -> None:
     out = os.path.join(ROOT, "tests", "fixtures", "tokenizer_json")
     shutil.rmtree(out, ignore_errors=True)
@@ -163,9 +200,11 @@ def main() -> None:
     albert_dir(os.path.join(out, "albert"))
     bert_dir(os.path.join(out, "bert"))
     lines = ORDINARY + [line for line in HARD_CASES if line not in ORDINARY]
+    LINES[:] = lines
     record = {"transformers": transformers.__version__, "lines": lines, "ordinary": len(ORDINARY)}
     for name in ("albert", "bert"):
         record[name] = reference(os.path.join(out, name), lines, len(ORDINARY))
+    record["variants"] = variants(os.path.join(out, "albert"), os.path.join(out, "variants"))
     with gzip.open(os.path.join(out, "reference.json.gz"), "wt", encoding="utf-8") as f:
         json.dump(record, f, ensure_ascii=False)
     print(f"wrote {out}")

@@ -5,7 +5,8 @@
   White_Space beside it) and gives each its id; the text between goes to the tokenizer;
 * Unigram (`UnigramGraph`): Replace, NFKD / NFD / NFKC / NFC (ICU), StripAccents (M*
   code points dropped), Lowercase (code point by code point, no Final_Sigma) and
-  White_Space -> " " in TF ops, then `FastSentencepieceTokenizer` on a SentencePiece
+  White_Space -> " " in TF ops (the WhitespaceSplit + Metaspace "always" shape only:
+  `check_graph_shape`), then `FastSentencepieceTokenizer` on a SentencePiece
   model rebuilt from the file's pieces and scores (`spm_proto.unigram_model_proto`)
   whose normalizer is the file's Precompiled character map followed by SentencePiece's
   whitespace rules: runs collapsed, ends stripped, "▁" in front of every word. That is
@@ -44,17 +45,21 @@ def _mark_ranges():
                           and unicodedata.category(chr(cp)).startswith("M")])
 
 
-def check_graph_shape(tokenizer) -> None:
-    """Refuses, in one line naming the file, what the graph does not apply as Python does."""
-    spec = tokenizer.spec
+def check_graph_shape(spec) -> None:
+    """Refuses, in one line naming the file, a Unigram tokenizer.json (`TokenizerJson`)
+    whose pre-tokenizer the graph does not apply as Python does: SentencePiece's own
+    whitespace rules stand for WhitespaceSplit + Metaspace("always", split) only (a
+    Metaspace alone keeps tabs as characters and a trailing space as a "▁")."""
     if spec.kind != "sentencepiece":
         return
     meta = spec.pre_tokenizers[-1]
-    if meta["prepend_scheme"] != "always" or not meta["split"]:
+    if len(spec.pre_tokenizers) != 2 or meta["prepend_scheme"] != "always" or not meta["split"]:
+        names = " + ".join(p["type"] for p in spec.pre_tokenizers)
         raise TokenizerJsonError(
-            f"{spec.path}: pre_tokenizer Metaspace prepend_scheme={meta['prepend_scheme']!r} "
-            f"split={meta['split']}: the in-graph tokenizer applies \"always\" with split only "
-            "(the Python tokenizer applies it)")
+            f"{spec.path}: pre_tokenizer {names} (prepend_scheme={meta['prepend_scheme']!r}, "
+            f"split={meta['split']}): the in-graph tokenizer applies WhitespaceSplit + "
+            "Metaspace(prepend_scheme 'always', split) only, as transformers 5 writes it; "
+            "the Python tokenizer applies this one (or pass the original spiece.model)")
 
 
 class AddedTokenSplit:
@@ -103,7 +108,7 @@ class UnigramGraph:
     int64 `[B, (T)]` (see the module docstring)."""
 
     def __init__(self, tokenizer):
-        check_graph_shape(tokenizer)
+        check_graph_shape(tokenizer.spec)
         spec = tokenizer.spec
         self.steps = [s for s in spec.normalizers if s["type"] not in ("Precompiled",)
                       and not (s["type"] == "Replace" and "Regex" in s["pattern"])]

@@ -13,7 +13,8 @@ The steps, each the `tokenizers` library's rule:
    under 6 bytes rewritten by its shortest matching prefix, else code point by code
    point, as `tokenizers` does);
 3. WhitespaceSplit (Unicode White_Space), then Metaspace: " " -> "▁", a "▁" put in
-   front as prepend_scheme says ("always": every word; "first": the text's first),
+   front as prepend_scheme says ("always": every word; "first": a word that begins
+   the raw text),
    split before each "▁";
 4. Unigram: the Viterbi best segmentation of each word by the pieces' scores, ties to
    the earliest-starting last piece; a character no piece starts with is unknown
@@ -241,8 +242,8 @@ class JsonUnigramTokenizer(Packing):
         return " ".join("".join(c for c, _, _ in self.normalize_aligned(text[s:e], s))
                         for s, e, token in self.split_added(text) if token is None)
 
-    def words(self, chars: Aligned, first: bool) -> list[Aligned]:
-        """Step 3: WhitespaceSplit, then Metaspace (`first`: the stretch starts the text)."""
+    def words(self, chars: Aligned) -> list[Aligned]:
+        """Step 3: WhitespaceSplit, then Metaspace."""
         if self.whitespace_split:
             groups, word = [], []
             for item in chars:
@@ -260,6 +261,7 @@ class JsonUnigramTokenizer(Packing):
         out = []
         for group in groups:
             group = [(mark if c == " " else c, s, e) for c, s, e in group]
+            first = group[0][1] == 0  # "first": the word's original offset is 0
             if (scheme == "always" or (scheme == "first" and first)) and group[0][0] != mark:
                 group.insert(0, (mark, group[0][1], group[0][2]))  # the first character's span
             if not meta["split"]:
@@ -314,7 +316,7 @@ class JsonUnigramTokenizer(Packing):
             if token is not None:
                 out.append((self.pieces[token], token, (start, end)))
                 continue
-            for word in self.words(self.normalize_aligned(text[start:end], start), start == 0):
+            for word in self.words(self.normalize_aligned(text[start:end], start)):
                 spelled = "".join(c for c, _, _ in word)
                 for a, b, piece_id in self.viterbi(spelled):
                     spans = [(s, e) for _, s, e in word[a:b] if e > s] or [(word[a][1],) * 2]

@@ -193,3 +193,12 @@ def test_convert_to_kerashub_refuses_a_tokenizer_json_in_one_line(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "tokenizer.json" in err and "--spm-model" in err
     assert not (tmp_path / "kh").exists()
+
+
+@pytest.mark.parametrize("name", ["cased_accents", "v4", "first"])
+def test_other_unigram_forms_equal_transformers_on_every_line(reference, name):
+    # cased with accents kept (no NFKD, StripAccents, Lowercase); transformers 4's form
+    # (Metaspace alone, " {2,}" collapsed, [MASK] with lstrip); prepend_scheme "first"
+    tok = python_tokenizer(os.path.join(FIXTURES, "variants", name + ".json"))
+    for line, ids in zip(reference["lines"], reference["variants"][name]):
+        assert tok.encode(line) == ids, line

@@ -47,3 +47,22 @@ def test_the_file_travels_as_the_keras_asset(tmp_path):
     again.load_assets(str(tmp_path))
     text = ["It's a lower-cased word (in brackets)."]
     np.testing.assert_array_equal(again(text)["input_word_ids"], pre(text)["input_word_ids"])
+
+
+def test_a_cased_file_in_the_graph_equals_python(reference):  # noqa: F811
+    path = os.path.join(FIXTURES, "variants", "cased_accents.json")
+    tok, pre = python_tokenizer(path), AlbertPreprocessor(path, 512)
+    lines = reference["lines"]
+    got = pre.tokenize(lines).to_list()
+    assert [line for line, ids in zip(lines, got) if ids != tok.encode(line)] == [LONE_MARK]
+
+
+@pytest.mark.parametrize("name", ["v4", "first"])
+def test_pre_tokenizers_the_graph_does_not_apply_are_one_line(name):
+    from albert_tf.tokenizer.tokenizer_json import TokenizerJsonError
+
+    path = os.path.join(FIXTURES, "variants", name + ".json")
+    with pytest.raises(TokenizerJsonError) as caught:
+        AlbertPreprocessor(path, 16)
+    assert "\n" not in str(caught.value) and path in str(caught.value)
+    assert "Metaspace" in str(caught.value)
