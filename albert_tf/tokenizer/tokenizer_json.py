@@ -23,6 +23,7 @@ component and the file (`TokenizerJsonError`). Pure Python.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import json
@@ -138,8 +139,6 @@ def _flatten(path: str, where: str, value, key: str) -> list[dict]:
 
 
 def _unigram_normalizers(path: str, normalizer) -> tuple:
-    import base64
-
     steps = []
     for step in _flatten(path, "normalizer", normalizer, "normalizers"):
         kind = step["type"]
@@ -182,7 +181,7 @@ def _unigram_pre_tokenizers(path: str, pre_tokenizer) -> tuple:
     return tuple(steps[:-1]) + (meta,)
 
 
-def _special_ids(path: str, processor, vocab_ids: dict) -> tuple[int, int]:
+def _special_ids(path: str, processor) -> tuple[int, int]:
     """[CLS] and [SEP]'s ids from the TemplateProcessing post_processor."""
     processor = _component(path, "post_processor", processor)
     if processor["type"] != "TemplateProcessing":
@@ -239,8 +238,7 @@ def _read_unigram(path: str, data: dict, model: dict) -> TokenizerJson:
     if not isinstance(vocab, list) or not vocab or model.get("unk_id") is None:
         _fail(path, "model Unigram without vocab or unk_id")
     vocab = tuple((str(piece), float(score)) for piece, score in vocab)
-    ids = {piece: i for i, (piece, _) in reversed(list(enumerate(vocab)))}
-    cls_id, sep_id = _special_ids(path, data.get("post_processor"), ids)
+    cls_id, sep_id = _special_ids(path, data.get("post_processor"))
     return TokenizerJson(path, "sentencepiece", vocab, int(model["unk_id"]), cls_id, sep_id,
                          _added_tokens(path, data.get("added_tokens")),
                          _unigram_normalizers(path, data.get("normalizer")),
@@ -269,7 +267,7 @@ def _read_wordpiece(path: str, data: dict, model: dict) -> TokenizerJson:
     if missing:
         _fail(path, f"model WordPiece vocab has no {', '.join(missing)}")
     ids = {t: i for i, t in enumerate(tokens)}
-    cls_id, sep_id = _special_ids(path, data.get("post_processor"), ids)
+    cls_id, sep_id = _special_ids(path, data.get("post_processor"))
     bert = {"lowercase": normalizer.get("lowercase", True) is not False,
             "strip_accents": normalizer.get("strip_accents"),
             "handle_chinese_chars": normalizer.get("handle_chinese_chars", True) is not False}

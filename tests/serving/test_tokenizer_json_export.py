@@ -83,3 +83,16 @@ def test_export_refuses_offset_signatures_for_a_unigram_tokenizer_json():
     with pytest.raises(ExportError, match="character offsets.*--token-ids-only"):
         _check_tokenizer_json(files, Record, "savedmodel", token_ids_only=False)
     _check_tokenizer_json(files, Record, "savedmodel", token_ids_only=True)
+
+
+def test_export_of_weights_without_a_tokenizer_file_is_one_line(tmp_path, capsys):
+    import shutil
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(os.path.join(FIXTURES, "albert", name), bare / name)
+    assert export.main(["--checkpoint", str(bare), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "tokenizer.json" in err and "--spm-model" in err
+    assert not (tmp_path / "out").exists()
