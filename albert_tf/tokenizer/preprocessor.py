@@ -184,7 +184,10 @@ class AlbertPreprocessor(keras.layers.Layer):
         vocabulary's once read, else its path's (nothing is read to answer)."""
         if self._tokenizer is not None:
             return WORDPIECE if self._wordpiece is not None else SENTENCEPIECE
-        return kind_of_file(self.spm_model_path) if self.spm_model_path else SENTENCEPIECE
+        path = self.spm_model_path
+        if not path or (is_tokenizer_json(path) and not os.path.isfile(path)):
+            return SENTENCEPIECE  # a tokenizer.json says its kind once read (its asset)
+        return kind_of_file(path)
 
     @property
     def vocabulary_bytes(self) -> bytes:

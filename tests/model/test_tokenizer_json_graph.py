@@ -66,3 +66,22 @@ def test_pre_tokenizers_the_graph_does_not_apply_are_one_line(name):
         AlbertPreprocessor(path, 16)
     assert "\n" not in str(caught.value) and path in str(caught.value)
     assert "Metaspace" in str(caught.value)
+
+
+def test_a_task_model_keras_file_carries_the_tokenizer_json(tmp_path):
+    import shutil
+
+    import keras
+
+    from albert_tf import AlbertSequenceClassifier
+
+    source = tmp_path / "source"
+    shutil.copytree(os.path.join(FIXTURES, "albert"), source)
+    model = AlbertSequenceClassifier.from_preset(str(source), seq_length=32)
+    texts = ["It's a lower-cased word (in brackets).", "我爱北京天安门。"]
+    before = model.predict(texts, verbose=0)
+    model.save(str(tmp_path / "model.keras"))
+    shutil.rmtree(source)  # the file alone: the tokenizer.json travels as its asset
+    again = keras.saving.load_model(str(tmp_path / "model.keras"))
+    assert again.preprocessor.vocabulary_name == "tokenizer.json"
+    np.testing.assert_array_equal(again.predict(texts, verbose=0), before)
