@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import json
 import os
+import unicodedata
 from collections.abc import Sequence
 
 from albert_tf.errors import UserError
@@ -306,8 +307,27 @@ class JsonWordPieceTokenizer(WordPieceTokenizer):
     BertNormalizer's lowercase, strip_accents and handle_chinese_chars are
     do_lower_case, strip_accents and tokenize_chinese_chars; BertPreTokenizer is the
     basic tokenizer's whitespace and punctuation split; the WordPiece model is the
-    same greedy "##" longest match. Text is text, as for a vocab.txt.
+    same greedy "##" longest match; the added tokens (the specials) are cut out of the
+    text first. Where `tokenizers`' BertNormalizer departs from the original rules, its
+    own apply: unassigned code points are kept (only Cc, Cf, Co and Cs are dropped as
+    control), U+2028 and U+2029 are whitespace, and lower-casing goes code point by code
+    point (a capital sigma is always "σ").
     """
+
+    lowers_final_sigma = False
+
+    @staticmethod
+    def dropped(char: str) -> bool:
+        return char in "\x00\ufffd" or (char not in "\t\n\r" and unicodedata.category(
+            char) in ("Cc", "Cf", "Co", "Cs"))
+
+    @staticmethod
+    def spacing(char: str) -> bool:
+        return char in WHITE_SPACE
+
+    @staticmethod
+    def lower(word: str) -> str:
+        return "".join(c.lower() for c in word)
 
     def __init__(self, spec: TokenizerJson):
         bert = spec.bert
