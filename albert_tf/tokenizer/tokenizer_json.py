@@ -208,11 +208,16 @@ def _special_ids(path: str, processor) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-def _added_tokens(path: str, entries) -> tuple[AddedToken, ...]:
+def _added_tokens(path: str, entries, vocab: tuple) -> tuple[AddedToken, ...]:
+    """The added tokens, each one of the model's own (tokens added on top of the
+    vocabulary, beyond its ids, are refused: the task record knows no such ids)."""
     out = []
     for entry in entries or []:
         if entry.get("single_word") or entry.get("normalized"):
             _fail(path, f"added token {entry.get('content')!r} is single_word or normalized")
+        if not 0 <= int(entry["id"]) < len(vocab) or vocab[int(entry["id"])][0] != entry["content"]:
+            _fail(path, f"added token {entry.get('content')!r} (id {entry['id']}) is not the "
+                        f"model's own token of that id (a vocabulary of {len(vocab)})")
         out.append(AddedToken(entry["content"], int(entry["id"]), bool(entry.get("lstrip")),
                               bool(entry.get("rstrip")), bool(entry.get("special"))))
     return tuple(out)
@@ -241,7 +246,7 @@ def _read_unigram(path: str, data: dict, model: dict) -> TokenizerJson:
     vocab = tuple((str(piece), float(score)) for piece, score in vocab)
     cls_id, sep_id = _special_ids(path, data.get("post_processor"))
     return TokenizerJson(path, "sentencepiece", vocab, int(model["unk_id"]), cls_id, sep_id,
-                         _added_tokens(path, data.get("added_tokens")),
+                         _added_tokens(path, data.get("added_tokens"), vocab),
                          _unigram_normalizers(path, data.get("normalizer")),
                          _unigram_pre_tokenizers(path, data.get("pre_tokenizer")))
 
@@ -272,8 +277,10 @@ def _read_wordpiece(path: str, data: dict, model: dict) -> TokenizerJson:
     bert = {"lowercase": normalizer.get("lowercase", True) is not False,
             "strip_accents": normalizer.get("strip_accents"),
             "handle_chinese_chars": normalizer.get("handle_chinese_chars", True) is not False}
-    return TokenizerJson(path, "wordpiece", tuple((t, 0.0) for t in tokens), ids[UNK_TOKEN],
-                         cls_id, sep_id, _added_tokens(path, data.get("added_tokens")), bert=bert)
+    vocab = tuple((t, 0.0) for t in tokens)
+    return TokenizerJson(path, "wordpiece", vocab, ids[UNK_TOKEN],
+                         cls_id, sep_id, _added_tokens(path, data.get("added_tokens"), vocab),
+                         bert=bert)
 
 
 def read_tokenizer_json(path: str | os.PathLike) -> TokenizerJson:

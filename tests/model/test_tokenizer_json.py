@@ -143,6 +143,8 @@ def test_from_preset_without_a_tokenizer_warns_once(tmp_path, caplog):
     (lambda j: j.update(pre_tokenizer={"type": "ByteLevel"}), "pre_tokenizer ByteLevel"),
     (lambda j: j["model"].update(byte_fallback=True), "byte_fallback"),
     (lambda j: j.update(post_processor={"type": "RobertaProcessing"}), "RobertaProcessing"),
+    (lambda j: j["added_tokens"].append(dict(j["added_tokens"][0], id=len(j["model"]["vocab"]),
+                                             content="<new>")), "'<new>'"),
 ])
 def test_a_component_albert_tf_does_not_apply_is_one_line(tmp_path, change, named):
     data = json.load(open(os.path.join(ALBERT, "tokenizer.json"), encoding="utf-8"))
