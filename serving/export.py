@@ -32,11 +32,14 @@ import tensorflow as tf
 
 import albert_tf
 from albert_tf import precisions
-from albert_tf.checkpoint import SPM_FILE, open_checkpoint, save_checkpoint
+from albert_tf.checkpoint import open_checkpoint, save_checkpoint
 from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
-from albert_tf.checkpoint.tokenizer_files import VOCAB_FILE
+from albert_tf.checkpoint.tokenizer_files import MISSING_TOKENIZER
 from albert_tf.config import check_sequence_length
 from albert_tf.infra import atomic, cli
+from albert_tf.tokenizer.json_graph import check_graph_shape
+from albert_tf.tokenizer.kinds import SENTENCEPIECE, is_tokenizer_json
+from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
 
 from . import export_command, layout, provenance, server_releases, warmup
 from .litert import convert as litert
@@ -70,6 +73,28 @@ def export_word(precision: str) -> str:
         return precisions.export_precision(precision)
     except ValueError as e:
         raise ExportError(str(e)) from None
+
+
+# The signatures that give character offsets, which a Unigram tokenizer.json has not in the graph.
+_OFFSET_SIGNATURES = ("span", "span_beam", "token_labels")
+
+
+def _check_tokenizer_json(files, record, format: str, token_ids_only: bool) -> None:
+    """Refuses, before any work, what a Unigram tokenizer.json cannot serve: a .tflite
+    file (LiteRT's SentencePiece kernel cannot cut the added tokens out first) and the
+    signatures that need character offsets."""
+    if not (is_tokenizer_json(files.spm_model) and files.kind == SENTENCEPIECE):
+        return
+    original = "or pass --spm-model with the model's original spiece.model"
+    if format == "litert":
+        raise ExportError(f"{files.spm_model}: a tokenizer.json's Unigram rules have no LiteRT "
+                          f"kernel (its added tokens are cut out of the text before each word "
+                          f"gets its '▁'); export a SavedModel, {original}")
+    check_graph_shape(read_tokenizer_json(files.spm_model))
+    if record.spec.serving in _OFFSET_SIGNATURES and not token_ids_only:
+        raise ExportError(f"{files.spm_model}: a tokenizer.json's Unigram model gives no "
+                          f"character offsets in the graph, which the {record.task} signatures "
+                          f"need; export with --token-ids-only, {original}")
 
 
 def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
@@ -153,8 +178,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     files = source.tokenizer_files(spm_model)
     spm_model = files.spm_model
     if spm_model is None:
-        raise ExportError(f"no vocabulary in {checkpoint} (no {SPM_FILE}, *.model or "
-                          f"{VOCAB_FILE}); pass --spm-model")
+        raise ExportError(f"{checkpoint} {MISSING_TOKENIZER}; pass --spm-model")
+    _check_tokenizer_json(files, source.task_record, format, token_ids_only)
     if format == "savedmodel":
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).

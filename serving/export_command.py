@@ -40,8 +40,9 @@ def parser() -> argparse.ArgumentParser:
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
-    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none: a "
-                   "SentencePiece .model, or a WordPiece vocab.txt")
+    p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none, or "
+                   "its tokenizer.json over spiece.model / vocab.txt beside it: a SentencePiece "
+                   ".model, a WordPiece vocab.txt or a tokenizer.json")
     p.add_argument("--token-ids-only", action="store_true",
                    help="only the token-id signature, for servers without tensorflow-text ops")
     p.add_argument("--precision", type=_precision, default=precisions.AS_TRAINED,

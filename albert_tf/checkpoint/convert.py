@@ -47,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("src", help=f"what to convert: {CHECKPOINT_HELP} (or a TF1 "
                                     "checkpoint prefix)")
     parser.add_argument("dst", help="output directory (albert-tf format)")
-    parser.add_argument("--spm-model", help="vocabulary to include: a SentencePiece .model or a "
-                                            "WordPiece vocab.txt (default: the one beside SRC)")
+    parser.add_argument("--spm-model", help="vocabulary to include: a SentencePiece .model, a "
+                                            "WordPiece vocab.txt or a tokenizer.json (default: the one beside SRC)")
     parser.add_argument("--cased", action="store_true",
                         help="the vocabulary is cased: do not lower-case text")
     parser.add_argument("--overwrite", "--force", dest="force", action="store_true",

@@ -48,6 +48,7 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.config import AlbertConfig, ConfigError, check_sequence_length
 from albert_tf.infra.textio import json_type, read_json_object, read_text
 from albert_tf.precisions import POLICIES
+from albert_tf.tokenizer.kinds import TOKENIZER_JSON
 
 __all__ = ["KerasHubCheckpoint", "KERAS_HUB_TABLE", "CONFIG_KEYS", "keras_layer_name",
            "block_fields", "BACKBONE", "CLASSIFIER", "MASKED_LM", "TOKENIZER",
@@ -62,7 +63,7 @@ TASK_FILE = "task.json"
 MODEL_WEIGHTS = WEIGHTS_FILE  # Keras' name for a model's weights, as ours
 TASK_WEIGHTS = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
-TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_FILE = TOKENIZER_JSON  # a KerasHub preset names its tokenizer as Hugging Face does
 METADATA_FILE = "metadata.json"
 VOCABULARY = "assets/tokenizer/vocabulary.spm"
 

@@ -32,6 +32,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+import albert_tf.checkpoint.tokenizer_files as shipped
 from albert_tf import tasks
 from albert_tf.checkpoint.names import POOLER, held_shapes, place, row_attribute, table_rows
 from albert_tf.checkpoint.readers import CheckpointError, TensorSource
@@ -39,12 +40,7 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.checkpoint.tokenizer_files import TokenizerFiles, find_vocabulary
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.kinds import WORDPIECE, kind_of_file
-from albert_tf.tokenizer.spm import load_spm_model
-from albert_tf.tokenizer.wordpiece import read_vocab
-
-# How a message names a vocabulary of each kind.
-VOCABULARY_NAMES = {"sentencepiece": "SentencePiece model", WORDPIECE: "WordPiece vocabulary"}
+from albert_tf.tokenizer.kinds import is_tokenizer_json, kind_of_file
 
 logger = logging.getLogger(__name__)
 
@@ -82,14 +78,10 @@ def check_vocab_size(spm_model: str | os.PathLike, vocab_size: int, config_sourc
         vocab_size=V; ..." (or "WordPiece vocabulary VOCAB has N tokens ..."), naming both.
       VocabFileError: a vocab.txt that cannot be read (naming its line).
     """
-    kind = kind_of_file(spm_model)
-    if kind == WORDPIECE:
-        pieces, unit = len(read_vocab(spm_model)), "tokens"
-    else:
-        pieces, unit = load_spm_model(spm_model)[1].get_piece_size(), "pieces"
+    name, pieces, unit = shipped.vocabulary_size(spm_model)
     if pieces != vocab_size:
         raise CheckpointError(
-            f"{VOCABULARY_NAMES[kind]} {os.fspath(spm_model)} has {pieces} {unit} but "
+            f"{name} {os.fspath(spm_model)} has {pieces} {unit} but "
             f"{config_source} has vocab_size={vocab_size}: a model needs its own "
             "vocabulary (pass the one it was trained with)")
 
@@ -225,16 +217,21 @@ class OpenedCheckpoint(abc.ABC):
         if spm_model is not None and (os.path.isdir(spm_model) or not os.path.lexists(spm_model)):
             what = ("is a directory, not a .model file or vocab.txt" if os.path.isdir(spm_model)
                     else "does not exist")
-            name = VOCABULARY_NAMES[kind_of_file(spm_model)]
-            raise UserError(f"{name} {spm_model} {what}")  # a device: the size rule
+            raise UserError(f"{shipped.vocabulary_name(spm_model)} {spm_model} {what}")  # a device: the size rule
         record = self.task_record
+        path = spm_model or self._shipped_vocabulary
+        if path is not None and is_tokenizer_json(path):  # its own rules, not the record's
+            return self._checked(shipped.tokenizer_json_files(path))
         files = TokenizerFiles(
-            spm_model or self._shipped_vocabulary,
+            path,
             record.do_lower_case if do_lower_case is None else bool(do_lower_case),
             record.keep_accents if keep_accents is None else bool(keep_accents),
             # the record decides the kind; an explicit file is read as what it is
             kind=kind_of_file(spm_model) if spm_model else record.tokenizer,
             tokenize_chinese_chars=record.tokenize_chinese_chars, split_characters=record.split_characters)
+        return self._checked(files)
+
+    def _checked(self, files: TokenizerFiles) -> TokenizerFiles:
         if files.spm_model is not None:
             check_vocab_size(files.spm_model, self.config.vocab_size, self.config_path)
         return files

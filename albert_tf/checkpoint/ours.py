@@ -38,7 +38,7 @@ from albert_tf.checkpoint.tokenizer_files import SPM_FILE, VOCAB_FILE, VOCABULAR
 from albert_tf.config import AlbertConfig
 from albert_tf.infra import atomic
 from albert_tf.inputs import INPUT_MASK, INPUT_TYPE_IDS, INPUT_WORD_IDS
-from albert_tf.tokenizer.kinds import kind_of_file
+from albert_tf.tokenizer.kinds import TOKENIZER_JSON, kind_of_file, vocabulary_file_name
 
 __all__ = ["AlbertTfCheckpoint", "save_checkpoint", "task_record_of", "WEIGHTS_FILE",
            "CHECKPOINT_FILES", "check_replaceable"]
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "model.weights.h5"
 # Every file save_checkpoint writes: what replacing a checkpoint directory may drop.
-CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, TASK_FILE, SPM_FILE, VOCAB_FILE)
+CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, TASK_FILE, SPM_FILE, VOCAB_FILE, TOKENIZER_JSON)
 
 
 class AlbertTfCheckpoint(OpenedCheckpoint):
@@ -194,14 +194,17 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
                             seq_length=seq_length, extra_info=extra_info,
                             source=os.path.join(directory, TASK_FILE))
     vocabulary = None  # the preprocessor's vocabulary file, as read
+    name = None  # its file name
     if spm_model is not None:
         if not os.path.isfile(spm_model):
             raise FileNotFoundError(f"vocabulary not found: {spm_model}")
         check_vocab_size(spm_model, model.config.vocab_size, f"the model saved to {directory}")
         record = record.replace(tokenizer=kind_of_file(spm_model))
+        name = vocabulary_file_name(spm_model, record.tokenizer)
     elif getattr(model, "preprocessor", None) is not None:
         vocabulary = model.preprocessor.vocabulary_bytes  # its size: checked at build
         record = record.replace(tokenizer=model.preprocessor.kind)
+        name = model.preprocessor.vocabulary_name
     check_replaceable(directory, keep_other_files, replace=overwrite)
     with atomic.claimed_directory(directory, replace=overwrite, writes=CHECKPOINT_FILES,
                                   keep_others=keep_other_files,
@@ -210,7 +213,7 @@ def save_checkpoint(model, directory: str | os.PathLike, spm_model: str | None =
         model.config.to_json_file(os.path.join(staging, CONFIG_FILE))
         _ensure_built(model)
         _save_model_weights(model, os.path.join(staging, WEIGHTS_FILE))
-        vocabulary_file = os.path.join(staging, VOCABULARY_FILES[record.tokenizer])
+        vocabulary_file = os.path.join(staging, name or VOCABULARY_FILES[record.tokenizer])
         if spm_model is not None:
             shutil.copyfile(spm_model, vocabulary_file)
         elif vocabulary is not None:

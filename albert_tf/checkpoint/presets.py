@@ -20,6 +20,7 @@ import os
 from albert_tf.checkpoint.formats import open_checkpoint
 from albert_tf.checkpoint.ours import task_record_of
 from albert_tf.checkpoint.task_record import TaskRecord
+from albert_tf.checkpoint.tokenizer_files import MISSING_TOKENIZER
 
 __all__ = ["encoder_from_preset", "task_model_from_preset"]
 
@@ -92,7 +93,7 @@ def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = Tr
     length = seq_length if seq_length is not None else \
         (record.seq_length if record.spec is spec else None) or opened.config.default_seq_length()
     opened.config.check_sequence_length(length, where=f"from_preset({path!r})")
-    model.preprocessor = _preprocessor(tokenizer, length)
+    model.preprocessor = _preprocessor(tokenizer, length, path)
     model.task_record = _record(model, record if same_head else None, tokenizer, length,
                                 label_names)
     return model
@@ -106,9 +107,12 @@ def _load_weights(model, opened, path: str, same_head: bool) -> None:
         logger.warning("%s %s", path, note)
 
 
-def _preprocessor(tokenizer, seq_length: int):
-    """An AlbertPreprocessor of the checkpoint's vocabulary (None when it ships none)."""
+def _preprocessor(tokenizer, seq_length: int, path: str):
+    """An AlbertPreprocessor of the checkpoint's vocabulary (None when it ships none:
+    then one WARNING, as the model takes token ids only)."""
     if tokenizer.spm_model is None:
+        logger.warning("%s %s: the model takes token ids only (no text in fit, predict or "
+                       "export); pass spm_model=PATH to from_preset", path, MISSING_TOKENIZER)
         return None
     return tokenizer.preprocessor(seq_length)
 

@@ -15,6 +15,12 @@ everywhere); the vocabulary is the file of that kind shipped beside the weights:
   TF1 (google-research) the single *.model beside model.ckpt-* (e.g. 30k-clean.model), or
                         vocab_chinese.txt / vocab.txt (the Chinese models); lower-cased,
                         accents stripped (the released models are uncased)
+  tokenizer.json        Hugging Face's, all transformers 5 saves (no spiece.model, no
+                        vocab.txt): used when the original file is absent, or when passed
+                        as the vocabulary (`--spm-model DIR/tokenizer.json`); its own rules
+                        apply (`albert_tf.tokenizer.tokenizer_json`), lower-casing and
+                        accents included. Beside spiece.model or vocab.txt the original
+                        file wins (ALBERT's own rules), said in one INFO line.
 
 Needs neither TensorFlow nor Keras.
 """
@@ -31,15 +37,23 @@ from albert_tf.infra.textio import json_type, read_json_object
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,
     SPM_FILE,
+    TOKENIZER_JSON,
     VOCAB_FILE,
     VOCABULARY_FILES,
     WORDPIECE,
+    is_tokenizer_json,
+    kind_of_file,
     python_tokenizer,
 )
+from albert_tf.tokenizer.spm import load_spm_model
+from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
+from albert_tf.tokenizer.wordpiece import read_vocab
 
 __all__ = ["TokenizerFiles", "SPM_FILE", "VOCAB_FILE", "HF_TOKENIZER_CONFIG", "find_spm_model",
            "find_vocabulary", "shipped_kind", "hf_tokenizer_options", "VOCABULARY_FILES",
-           "HF_TOKENIZER_CLASSES", "tf1_tokenizer_options"]
+           "HF_TOKENIZER_CLASSES", "tf1_tokenizer_options", "TOKENIZER_JSON", "MISSING_TOKENIZER",
+           "tokenizer_json_files", "vocabulary_name", "vocabulary_size",
+           "VOCABULARY_NAMES"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +67,11 @@ HF_TOKENIZER_CLASSES = {"AlbertTokenizer": SENTENCEPIECE, "AlbertTokenizerFast":
 # AlbertTokenizer's defaults, and the original (uncased) releases': what a checkpoint
 # that says nothing about its tokenizer gets.
 DEFAULT_OPTIONS = {"do_lower_case": True, "keep_accents": False}
+# How a message names a vocabulary of each kind.
+VOCABULARY_NAMES = {SENTENCEPIECE: "SentencePiece model", WORDPIECE: "WordPiece vocabulary"}
+# What a checkpoint without any tokenizer file is told, after its name.
+MISSING_TOKENIZER = (f"has no tokenizer file ({SPM_FILE}, *.model, {VOCAB_FILE} or "
+                     f"{TOKENIZER_JSON})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +93,7 @@ class TokenizerFiles:
     def load(self):
         """The Python tokenizer (`AlbertTokenizer` or `WordPieceTokenizer`)."""
         if self.spm_model is None:
-            raise CheckpointError("no vocabulary: the checkpoint ships none; pass one")
+            raise CheckpointError(f"the checkpoint {MISSING_TOKENIZER}; pass one")
         return python_tokenizer(self.spm_model, self.do_lower_case, self.keep_accents,
                                 self.tokenize_chinese_chars, kind=self.kind,
                                 split_characters=self.split_characters)
@@ -82,7 +101,7 @@ class TokenizerFiles:
     def preprocessor(self, seq_length: int):
         """The in-graph `AlbertPreprocessor` of this vocabulary and these options."""
         if self.spm_model is None:
-            raise CheckpointError("no vocabulary: the checkpoint ships none; pass one")
+            raise CheckpointError(f"the checkpoint {MISSING_TOKENIZER}; pass one")
         # Deferred on purpose: the in-graph preprocessor needs TensorFlow.
         from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
@@ -104,20 +123,41 @@ def find_spm_model(directory: str) -> str | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
-def find_vocabulary(directory: str, kind: str) -> str | None:
-    """The vocabulary of `kind` shipped in `directory` (`find_spm_model`, or the first of
-    `WORDPIECE_FILES` present), None when there is none."""
+def _original_vocabulary(directory: str, kind: str) -> str | None:
     if kind == WORDPIECE:
         found = [os.path.join(directory, n) for n in WORDPIECE_FILES]
         return next((path for path in found if os.path.isfile(path)), None)
     return find_spm_model(directory)
 
 
+def find_vocabulary(directory: str, kind: str) -> str | None:
+    """The tokenizer file of `kind` shipped in `directory`: the original one
+    (`find_spm_model`, or the first of `WORDPIECE_FILES` present), else a
+    tokenizer.json; None when there is none. When both are there the original wins
+    (ALBERT's own rules), said in one INFO line with how to choose the other."""
+    original = _original_vocabulary(directory, kind)
+    json_path = os.path.join(directory, TOKENIZER_JSON)
+    if not os.path.isfile(json_path):
+        return original
+    if original is None:
+        return json_path
+    logger.info("%s: using %s, not %s beside it: the original file's rules are ALBERT's own; "
+                "pass --spm-model %s for transformers' tokenization (what a model fine-tuned "
+                "with transformers 5 learned)", directory, os.path.basename(original),
+                TOKENIZER_JSON, json_path)
+    return original
+
+
 def shipped_kind(directory: str) -> str:
     """The kind of vocabulary `directory` ships: WordPiece when it holds a vocab.txt
-    (or vocab_chinese.txt) and no SentencePiece model, else SentencePiece."""
-    if find_spm_model(directory) is None and find_vocabulary(directory, WORDPIECE):
-        return WORDPIECE
+    (or vocab_chinese.txt) and no SentencePiece model, or only a WordPiece
+    tokenizer.json; else SentencePiece."""
+    if find_spm_model(directory) is None:
+        if _original_vocabulary(directory, WORDPIECE):
+            return WORDPIECE
+        json_path = os.path.join(directory, TOKENIZER_JSON)
+        if os.path.isfile(json_path):
+            return kind_of_file(json_path)
     return SENTENCEPIECE
 
 
@@ -143,6 +183,8 @@ def hf_tokenizer_options(directory: str) -> dict:
             raise CheckpointError(f"{path}: {key} must be true or false, got "
                                   f"{json_type(value)} {value!r}")
     named = values.get("tokenizer_class")
+    if named not in HF_TOKENIZER_CLASSES and _only_tokenizer_json(directory):
+        named = None  # e.g. PreTrainedTokenizerFast: the file says what it is
     if named is not None and named not in HF_TOKENIZER_CLASSES:
         raise CheckpointError(f"{path}: tokenizer_class={named!r} is not one albert-tf reads "
                               f"({', '.join(HF_TOKENIZER_CLASSES)})")
@@ -155,6 +197,34 @@ def hf_tokenizer_options(directory: str) -> dict:
         strip = values.get("strip_accents")
         options["keep_accents"] = (not options["do_lower_case"]) if strip is None else not strip
     return options
+
+
+def vocabulary_name(path: str | os.PathLike) -> str:
+    """How a message names the vocabulary file `path`."""
+    return TOKENIZER_JSON if is_tokenizer_json(path) else VOCABULARY_NAMES[kind_of_file(path)]
+
+
+def vocabulary_size(path: str | os.PathLike) -> tuple[str, int, str]:
+    """(its name, its number of pieces or tokens, "pieces" | "tokens") of a vocabulary file."""
+    if is_tokenizer_json(path):
+        return vocabulary_name(path), len(read_tokenizer_json(path).vocab), "tokens"
+    if kind_of_file(path) == WORDPIECE:
+        return vocabulary_name(path), len(read_vocab(path)), "tokens"
+    return vocabulary_name(path), load_spm_model(path)[1].get_piece_size(), "pieces"
+
+
+def tokenizer_json_files(path: str) -> TokenizerFiles:
+    """The tokenizer of a tokenizer.json: its kind, lower-casing and accents are the
+    file's own (`tokenizer_json.read_tokenizer_json`), whatever a record says."""
+    spec = read_tokenizer_json(path)
+    return TokenizerFiles(path, spec.do_lower_case, spec.keep_accents, kind=spec.kind,
+                          tokenize_chinese_chars=spec.bert.get("handle_chinese_chars", True))
+
+
+def _only_tokenizer_json(directory: str) -> bool:
+    """Whether `directory` ships a tokenizer.json and no original vocabulary."""
+    return os.path.isfile(os.path.join(directory, TOKENIZER_JSON)) and not any(
+        _original_vocabulary(directory, kind) for kind in (SENTENCEPIECE, WORDPIECE))
 
 
 def tf1_tokenizer_options(directory: str) -> dict:

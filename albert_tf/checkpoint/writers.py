@@ -57,7 +57,13 @@ from albert_tf.config import AlbertConfig
 from albert_tf.infra import atomic
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.tasks import TASKS
-from albert_tf.tokenizer.kinds import VOCAB_FILE, VOCABULARY_FILES, WORDPIECE
+from albert_tf.tokenizer.kinds import (
+    TOKENIZER_JSON,
+    VOCAB_FILE,
+    WORDPIECE,
+    is_tokenizer_json,
+    vocabulary_file_name,
+)
 
 __all__ = ["TARGETS", "WRITERS", "check_target", "check_destination", "write_hf",
            "write_keras_hub"]
@@ -79,7 +85,7 @@ _HF_PROBLEM_TYPES = {"single_label": "single_label_classification",
 HF_SPECIAL_TOKENS = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]",
                      "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "<pad>",
                      "unk_token": "<unk>"}
-HF_FILES = (HF_CONFIG_FILE, HF_SAFETENSORS, SPM_FILE, VOCAB_FILE, HF_TOKENIZER_CONFIG)
+HF_FILES = (HF_CONFIG_FILE, HF_SAFETENSORS, SPM_FILE, VOCAB_FILE, TOKENIZER_JSON, HF_TOKENIZER_CONFIG)
 # BertTokenizer's special tokens: what a WordPiece vocab.txt holds.
 HF_WORDPIECE_SPECIAL_TOKENS = {"cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]",
                                "pad_token": "[PAD]", "unk_token": "[UNK]"}
@@ -209,8 +215,8 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
         _write_bytes(os.path.join(staging, HF_SAFETENSORS),
                      save(tensors, metadata={"format": "pt"}))
         if tokenizer.spm_model is not None:
-            shutil.copyfile(tokenizer.spm_model,
-                            os.path.join(staging, VOCABULARY_FILES[tokenizer.kind]))
+            shutil.copyfile(tokenizer.spm_model, os.path.join(
+                staging, vocabulary_file_name(tokenizer.spm_model, tokenizer.kind)))
             with open(os.path.join(staging, HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
                 json.dump(hf_tokenizer_config(model.config, tokenizer), f, indent=2,
                           sort_keys=True)
@@ -310,6 +316,11 @@ def write_keras_hub(model, dst: str, tokenizer: TokenizerFiles, record: TaskReco
                               f"tokenizer, and this model's is WordPiece "
                               f"({tokenizer.spm_model}); convert --to hf (BertTokenizer) or "
                               "to albert-tf instead")
+    if tokenizer.spm_model is not None and is_tokenizer_json(tokenizer.spm_model):
+        raise CheckpointError(f"{dst}: KerasHub's ALBERT presets hold a SentencePiece model, "
+                              f"and this model's tokenizer is a tokenizer.json "
+                              f"({tokenizer.spm_model}); convert --to hf or to albert-tf instead, "
+                              "or pass --spm-model with the original spiece.model")
     if tokenizer.spm_model is not None and (tokenizer.do_lower_case
                                             or not tokenizer.keep_accents):
         logger.warning("KerasHub feeds text to SentencePiece unchanged: the preset's users "

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 __all__ = ["TOKENIZER_KINDS", "SENTENCEPIECE", "WORDPIECE", "SPM_FILE", "VOCAB_FILE",
-           "VOCABULARY_FILES", "kind_of_file", "python_tokenizer"]
+           "VOCABULARY_FILES", "TOKENIZER_JSON", "kind_of_file", "python_tokenizer",
+           "is_tokenizer_json", "vocabulary_file_name"]
 
 SENTENCEPIECE, WORDPIECE = "sentencepiece", "wordpiece"
 TOKENIZER_KINDS = (SENTENCEPIECE, WORDPIECE)  # the first is what a record without one means
@@ -20,11 +21,28 @@ VOCAB_FILE = "vocab.txt"  # a WordPiece vocabulary: Hugging Face's name, and our
 # The file each kind is written under: in a checkpoint (ours, `convert --to hf`) and
 # among a `.keras` file's assets.
 VOCABULARY_FILES = {SENTENCEPIECE: SPM_FILE, WORDPIECE: VOCAB_FILE}
+# Hugging Face's tokenizer.json (`tokenizer_json`): either kind, its model says which.
+TOKENIZER_JSON = "tokenizer.json"
+
+
+def is_tokenizer_json(path: str | os.PathLike) -> bool:
+    """Whether `path` is read as a tokenizer.json (a `.json` file)."""
+    return os.fspath(path).lower().endswith(".json")
+
+
+def vocabulary_file_name(path: str | os.PathLike, kind: str) -> str:
+    """The name a vocabulary file read from `path` is written under (a checkpoint, a
+    `.keras` file's assets): tokenizer.json for one, else `VOCABULARY_FILES[kind]`."""
+    return TOKENIZER_JSON if is_tokenizer_json(path) else VOCABULARY_FILES[kind]
 
 
 def kind_of_file(path: str | os.PathLike) -> str:
-    """The kind a vocabulary file is read as: a `.txt` file is a WordPiece vocab.txt,
-    anything else a SentencePiece model."""
+    """The kind a vocabulary file is read as: a `.txt` file is a WordPiece vocab.txt, a
+    tokenizer.json the kind of its model (Unigram: sentencepiece), anything else a
+    SentencePiece model."""
+    if is_tokenizer_json(path):
+        from albert_tf.tokenizer.tokenizer_json import json_kind
+        return json_kind(path)
     return WORDPIECE if os.fspath(path).lower().endswith(".txt") else SENTENCEPIECE
 
 
@@ -34,12 +52,20 @@ def python_tokenizer(path: str | os.PathLike, do_lower_case: bool = True,
     """The Python tokenizer of `path`: `AlbertTokenizer` or `WordPieceTokenizer`.
 
     Args:
-      path: spiece.model / *.model, or vocab.txt.
+      path: spiece.model / *.model, vocab.txt, or a tokenizer.json (whose own rules
+        apply: the options below are the file's, not these arguments).
       kind: one of TOKENIZER_KINDS; None: `kind_of_file(path)`.
       keep_accents: SentencePiece's option; for WordPiece, False strips accents.
       tokenize_chinese_chars, split_characters: WordPiece's options (SentencePiece
         has none).
     """
+    if is_tokenizer_json(path):
+        from albert_tf.tokenizer.tokenizer_json import JsonWordPieceTokenizer, read_tokenizer_json
+        spec = read_tokenizer_json(path)
+        if spec.kind == WORDPIECE:
+            return JsonWordPieceTokenizer(spec)
+        from albert_tf.tokenizer.json_unigram import JsonUnigramTokenizer
+        return JsonUnigramTokenizer(spec)
     kind = kind or kind_of_file(path)
     if kind == WORDPIECE:
         from albert_tf.tokenizer.wordpiece import WordPieceTokenizer

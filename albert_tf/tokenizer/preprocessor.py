@@ -35,15 +35,19 @@ from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.infra import textio
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.json_graph import UnigramGraph, wordpiece_with_added
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,
+    TOKENIZER_JSON,
     VOCABULARY_FILES,
     WORDPIECE,
+    is_tokenizer_json,
     kind_of_file,
     python_tokenizer,
 )
 from albert_tf.tokenizer.normalize_graph import TextNormalizer
 from albert_tf.tokenizer.packing import text_byte_cap
+from albert_tf.tokenizer.ragged_rows import digit_comma_table, keep_first, keep_last, trim_segments
 from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length
 from albert_tf.tokenizer.spm_proto import spm_model_type
 from albert_tf.tokenizer.wordpiece_graph import WordPieceGraph
@@ -55,65 +59,11 @@ logger = logging.getLogger(__name__)
 VOCABULARY_ASSETS = VOCABULARY_FILES
 
 
-def digit_comma_table(tokenizer: AlbertTokenizer) -> tuple[np.ndarray, np.ndarray]:
-    """Each vocabulary id's ids after the digit-comma rule, as ragged (values, row_lengths).
-
-    The rule depends only on the piece, so it is applied once per vocabulary
-    piece by the Python tokenizer itself. Unknown text comes out of
-    SentencePiece as one `<unk>` piece per run of unknown characters; such a run
-    cannot end in "," when "," is a piece, so the table covers every case then.
-    """
-    if tokenizer.piece_to_id(",") == tokenizer.unk_id:
-        logger.warning("%s has no ',' piece: an unknown digit before a comma yields one <unk> "
-                       "in the graph where the Python tokenizer gives two",
-                       tokenizer.spm_model_path)
-    rows = []
-    for piece_id in range(tokenizer.vocab_size):
-        pieces = tokenizer.split_piece(tokenizer.id_to_piece(piece_id))
-        rows.append([piece_id] if len(pieces) == 1 else [tokenizer.piece_to_id(p) for p in pieces])
-    return (np.array([i for row in rows for i in row], np.int32),
-            np.array([len(row) for row in rows], np.int64))
-
-
-def keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
-    """The first `counts[b]` items of each row b of a [B, (n)] ragged tensor."""
-    rows = ids.value_rowids()
-    position = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(
-        ids.row_starts(), rows)
-    keep = position < tf.gather(tf.cast(counts, tf.int64), rows)
-    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(ids.flat_values, keep),
-                                             tf.boolean_mask(rows, keep), nrows=ids.nrows())
-
-
-def keep_last(ids: tf.RaggedTensor, count: int) -> tf.RaggedTensor:
-    """The last `count` items of each row of a [B, (n)] ragged tensor."""
-    return ids[:, -count:]
-
-
 def _text_tensor(texts):
     """A list (or NumPy array) of str / bytes as a tf.string tensor; anything else as is."""
     if isinstance(texts, (list, np.ndarray)):
         return tf.convert_to_tensor(texts, tf.string)
     return texts
-
-
-def trim_segments(segments: list[tf.RaggedTensor], budget: int) -> list[tf.RaggedTensor]:
-    """One or two segments [B, (n)] cut to `budget` tokens per row by the original
-    `_truncate_seq_pair` (`spm.truncate_seq_pair`: the longer loses first, B on ties).
-
-    tensorflow-text's RoundRobinTrimmer gives the same rows, but its op (TFText>RoundRobinTrim)
-    is missing from the tensorflow-text that TF Serving 2.12-2.19 link; the closed form of
-    the rule in core ops serves there: A keeps min(la, max(ceil(m/2), m - lb)), B the rest.
-    """
-    lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]  # [B] each
-    if len(segments) == 1:
-        keep = [tf.minimum(lengths[0], budget)]
-    else:
-        len_a, len_b = lengths
-        keep_a = tf.minimum(len_a, tf.maximum((budget + 1) // 2, budget - len_b))
-        keep = [keep_a, tf.minimum(len_b, budget - keep_a)]
-    return [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, None])
-            for s, n, k in zip(segments, lengths, keep)]
 
 
 class VocabularyAssetError(UserError):
@@ -137,9 +87,10 @@ class AlbertPreprocessor(keras.layers.Layer):
     FastWordpieceTokenizer); packing is the same.
 
     Args:
-      spm_model_path: the vocabulary: a SentencePiece `.model` file, or a WordPiece
-        vocab.txt (`kinds.kind_of_file`; read once, at construction; None: given later
-        by `load_assets`).
+      spm_model_path: the vocabulary: a SentencePiece `.model` file, a WordPiece
+        vocab.txt, or a tokenizer.json, whose own rules apply (`json_graph`)
+        (`kinds.kind_of_file`; read once, at construction; None: given later by
+        `load_assets`).
       seq_length: length of every output row, >= 3.
       do_lower_case, keep_accents: as for `AlbertTokenizer` (WordPiece: keep_accents
         False strips accents).
@@ -168,11 +119,26 @@ class AlbertPreprocessor(keras.layers.Layer):
         self._normalizer = TextNormalizer(self.do_lower_case, self.keep_accents)
         self._tokenizer = None
         self._wordpiece = None
+        self._json_tokenize = None  # a tokenizer.json's tokenize (`json_graph`)
         if self.spm_model_path is not None:
             self._set_vocabulary(self.spm_model_path)
 
     def _set_vocabulary(self, path: str) -> None:
         """Reads the vocabulary at `path` and builds the ops that use it."""
+        self._json_tokenize = None
+        if is_tokenizer_json(path):  # its own rules (`json_graph`), whatever the options
+            tokenizer = python_tokenizer(path)
+            self._vocabulary_bytes = textio.read_bytes(path)
+            self._tokenizer = tokenizer
+            if tokenizer.kind == WORDPIECE:
+                self._wordpiece = WordPieceGraph(tokenizer)
+                self._json_tokenize = wordpiece_with_added(self._wordpiece, tokenizer.spec.added)
+            else:
+                self._wordpiece = None
+                graph = UnigramGraph(tokenizer)
+                self._fast_sentencepiece = graph.sentencepiece
+                self._json_tokenize = graph.tokenize
+            return
         if kind_of_file(path) == WORDPIECE:
             tokenizer = python_tokenizer(path, self.do_lower_case, self.keep_accents, self.tokenize_chinese_chars,
                                          kind=WORDPIECE, split_characters=self.split_characters)
@@ -219,7 +185,10 @@ class AlbertPreprocessor(keras.layers.Layer):
         vocabulary's once read, else its path's (nothing is read to answer)."""
         if self._tokenizer is not None:
             return WORDPIECE if self._wordpiece is not None else SENTENCEPIECE
-        return kind_of_file(self.spm_model_path) if self.spm_model_path else SENTENCEPIECE
+        path = self.spm_model_path
+        if not path or (is_tokenizer_json(path) and not os.path.isfile(path)):
+            return SENTENCEPIECE  # a tokenizer.json says its kind once read (its asset)
+        return kind_of_file(path)
 
     @property
     def vocabulary_bytes(self) -> bytes:
@@ -234,6 +203,10 @@ class AlbertPreprocessor(keras.layers.Layer):
         if self._wordpiece is not None:
             raise ValueError(f"{self.spm_model_path} is a WordPiece vocabulary: no "
                              "SentencePiece model")
+        if self._json_tokenize is not None:
+            raise ValueError(f"{self.spm_model_path}: a tokenizer.json's Unigram model has no "
+                             "character offsets in the graph (export span QA or token "
+                             "labels with its spiece.model)")
         return self._sentencepiece
 
     @property
@@ -247,19 +220,28 @@ class AlbertPreprocessor(keras.layers.Layer):
         self._vocabulary()
         if self._wordpiece is not None:
             return tf.gather(tf.constant(self._tokenizer.tokens), ids)
+        if self._json_tokenize is not None:
+            return tf.gather(tf.constant(self._tokenizer.pieces), ids)
         return self._sentencepiece.id_to_string(ids)
+
+    @property
+    def vocabulary_name(self) -> str:
+        """The vocabulary's file name in a checkpoint or `.keras` file: tokenizer.json,
+        else spiece.model or vocab.txt by kind."""
+        self._vocabulary()
+        return TOKENIZER_JSON if self._json_tokenize is not None else VOCABULARY_ASSETS[self.kind]
 
     # ------------------------------------------------------------ .keras assets
     def save_assets(self, dir_path: str) -> None:
         """Writes the vocabulary (the bytes read, not the file as it is now)."""
-        with open(os.path.join(dir_path, VOCABULARY_ASSETS[self.kind]), "wb") as f:
+        with open(os.path.join(dir_path, self.vocabulary_name), "wb") as f:
             f.write(self.vocabulary_bytes)
 
     def load_assets(self, dir_path: str) -> None:
         """Reads the vocabulary a `.keras` file carries (it wins over the path)."""
         if dir_path is None and getattr(self, "_asset_error", None):
             raise self._asset_error  # Keras retries a failed object without its assets
-        for name in VOCABULARY_ASSETS.values():
+        for name in (TOKENIZER_JSON, *VOCABULARY_ASSETS.values()):
             path = os.path.join(dir_path, name)
             if os.path.exists(path):
                 try:
@@ -296,6 +278,9 @@ class AlbertPreprocessor(keras.layers.Layer):
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """The tokenizer's `encode` on `tf.string [B]` -> int32 `[B, (tokens)]`."""
         self._vocabulary()
+        if self._json_tokenize is not None:
+            ids = self._json_tokenize(tf.convert_to_tensor(texts, tf.string))
+            return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
         if self._wordpiece is not None:
             ids = self._wordpiece.tokenize(tf.convert_to_tensor(texts, tf.string))
             return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)

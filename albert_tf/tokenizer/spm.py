@@ -19,7 +19,7 @@ original google-research/albert `tokenization.py` on a SentencePiece model:
    with type ids 0 / 1, mask 1 on real tokens and `<pad>` after them;
    over-long pairs lose one token at a time from the longer segment, the second
    on ties (the original `_truncate_seq_pair`; in the graph
-   `preprocessor.trim_segments`, equal to tensorflow-text's `RoundRobinTrimmer`).
+   `ragged_rows.trim_segments`, equal to tensorflow-text's `RoundRobinTrimmer`).
 
 Bytes input is decoded as UTF-8 with each invalid sequence replaced by U+FFFD
 (Python's `errors="replace"`), which is what the graph does with invalid bytes.

@@ -43,3 +43,56 @@ def spm_model_type(model_proto: bytes) -> str:
                 if field == 3 and field_wire == 0:
                     return {1: "unigram", 2: "bpe", 3: "word", 4: "char"}.get(field_value, "?")
     return "unigram"  # the field's default
+
+
+# ---------------------------------------------------------------- writing
+# SentencePiece.Type (sentencepiece_model.proto)
+NORMAL, UNKNOWN, CONTROL, UNUSED = 1, 2, 3, 5
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # a negative int32 is written as its 64-bit two's complement
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, value) -> bytes:
+    """One field: bytes/str as length-delimited, float as fixed32, int/bool as varint."""
+    import struct
+
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    if isinstance(value, bytes):
+        return _varint(number << 3 | 2) + _varint(len(value)) + value
+    if isinstance(value, float):
+        return _varint(number << 3 | 5) + struct.pack("<f", value)
+    return _varint(number << 3) + _varint(int(value))
+
+
+def unigram_model_proto(pieces, scores, unk_id: int, control=(), charsmap: bytes = b"",
+                        add_dummy_prefix: bool = True, unused=()) -> bytes:
+    """A unigram SentencePiece ModelProto of `pieces` and their `scores` (plain Python):
+    `unk_id` the UNKNOWN piece, `control` the ids of CONTROL pieces, `unused` of UNUSED
+    ones (never produced), the rest NORMAL.
+    Its normalizer is `charsmap` (SentencePiece's precompiled map; empty: none), then
+    SentencePiece's whitespace rules (runs collapsed, ends stripped, " " -> "▁", a "▁"
+    in front when `add_dummy_prefix`)."""
+    control, unused = set(control), set(unused)
+    body = b"".join(
+        _field(1, _field(1, piece) + _field(2, float(score)) + _field(
+            3, UNKNOWN if i == unk_id else CONTROL if i in control else
+            UNUSED if i in unused else NORMAL))
+        for i, (piece, score) in enumerate(zip(pieces, scores)))
+    trainer = (_field(3, 1) + _field(4, len(pieces)) + _field(40, unk_id) + _field(41, -1)
+               + _field(42, -1) + _field(43, -1))  # unigram; no bos, eos, pad ids of its own
+    normalizer = (_field(1, "identity" if not charsmap else "albert_tf_json")
+                  + (_field(2, charsmap) if charsmap else b"") + _field(3, add_dummy_prefix)
+                  + _field(4, True) + _field(5, True))
+    return body + _field(2, trainer) + _field(3, normalizer)

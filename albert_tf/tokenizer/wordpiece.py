@@ -189,15 +189,33 @@ class BasicTokenizer:
         (every character, with `split_characters`)."""
         out = []
         for char in _to_text(text):
-            if char in "\x00\ufffd" or is_control(char):
+            if self.dropped(char):
                 continue
-            if is_whitespace(char):
+            if self.spacing(char):
                 out.append(" ")
             elif self.split_characters or (self.tokenize_chinese_chars and is_cjk(char)):
                 out.append(f" {char} ")
             else:
                 out.append(char)
         return "".join(out)
+
+    # The character rules, one method each (a tokenizer.json's BertNormalizer has its own).
+    lowers_final_sigma = True  # `lower` is str.lower (Final_Sigma); the graph follows it
+
+    @staticmethod
+    def dropped(char: str) -> bool:
+        """Step 1's dropped characters: U+0000, U+FFFD, control (`is_control`)."""
+        return char in "\x00\ufffd" or is_control(char)
+
+    @staticmethod
+    def spacing(char: str) -> bool:
+        """Step 1's whitespace, made a space (`is_whitespace`)."""
+        return is_whitespace(char)
+
+    @staticmethod
+    def lower(word: str) -> str:
+        """Step 3's lower-casing: `str.lower`."""
+        return word.lower()
 
     def basic_tokenize(self, text: str | bytes) -> list[str]:
         """Words before WordPiece: cleaned, cased, accents and punctuation split off."""
@@ -210,7 +228,7 @@ class BasicTokenizer:
         """Step 3 on a cleaned word: lower-cased, then NFD without marks (Mn), as the
         options say."""
         if self.do_lower_case:
-            word = word.lower()
+            word = self.lower(word)
         if self.strips_accents:
             word = "".join(c for c in unicodedata.normalize("NFD", word)
                            if unicodedata.category(c) != "Mn")
@@ -245,7 +263,7 @@ class BasicTokenizer:
         for word, origin in words:
             if self.do_lower_case:
                 origin = [o for c, o in zip(word, origin) for _ in c.lower()]
-                word = word.lower()
+                word = self.lower(word)
             if self.strips_accents:
                 origin = [o for c, o in zip(word, origin)
                           for _ in unicodedata.normalize("NFD", c)]

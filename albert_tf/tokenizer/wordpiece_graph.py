@@ -33,33 +33,32 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.normalize import _range_arrays
-from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
+from albert_tf.tokenizer.normalize_graph import TextNormalizer, _with_non_ascii, member
 from albert_tf.tokenizer.wordpiece import (
     MAX_WORD_CHARS,
     SUFFIX,
     UNK_TOKEN,
     WordPieceTokenizer,
     is_cjk,
-    is_control,
     is_punctuation,
-    is_whitespace,
 )
 
 _SPACE, _NONE = 0x20, -1
 _DOTTED_CAPITAL_I, _DOT_ABOVE = 0x130, 0x307
 
 
-@functools.lru_cache(maxsize=1)
-def _tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Range tables of BERT's character classes over every code point (cached)."""
+@functools.lru_cache(maxsize=2)
+def _tables(rules: type = WordPieceTokenizer) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Range tables of BERT's character classes over every code point (cached), with the
+    dropped and whitespace characters of the tokenizer class `rules`."""
     chars = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
-    drop = [c for c in chars if c in "\x00\ufffd" or is_control(c)]
+    drop = [c for c in chars if rules.dropped(c)]
     dropped = set(drop)
     return {
         "drop": _range_arrays([ord(c) for c in drop]),
         # BERT's whitespace, and what str.split() splits on among the characters kept
         "space": _range_arrays([ord(c) for c in chars
-                                if c not in dropped and (is_whitespace(c) or c.isspace())]),
+                                if c not in dropped and (rules.spacing(c) or c.isspace())]),
         "cjk": _range_arrays([ord(c) for c in chars if is_cjk(c)]),
         "punctuation": _range_arrays([ord(c) for c in chars if is_punctuation(c)]),
         "mn": _range_arrays([ord(c) for c in chars if unicodedata.category(c) == "Mn"]),
@@ -100,8 +99,12 @@ class WordPieceGraph:
 
     def __init__(self, tokenizer: WordPieceTokenizer):
         self.tokenizer = tokenizer
-        self.tables = _tables()
-        self._lower = TextNormalizer(do_lower_case=True, keep_accents=True)._lower
+        self.tables = _tables(type(tokenizer))
+        lower = TextNormalizer(do_lower_case=True, keep_accents=True)
+        # str.lower with Final_Sigma, or code point by code point (a tokenizer.json's)
+        self._lower = lower._lower if tokenizer.lowers_final_sigma else (
+            lambda chars, rows: _with_non_ascii(chars, tf.gather(
+                tf.constant(lower._ascii_lower), tf.minimum(chars, 127)), lower._lower_non_ascii))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=tokenizer.reachable_tokens, suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
             max_bytes_per_word=4 * MAX_WORD_CHARS + 4, token_out_type=tf.int64,

@@ -19,7 +19,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.inputs import INPUT_NAMES
-from albert_tf.tokenizer.preprocessor import digit_comma_table
+from albert_tf.tokenizer.ragged_rows import digit_comma_table
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, AlbertTokenizer
 from albert_tf.tokenizer.wordpiece import MAX_WORD_CHARS, SUFFIX, UNK_TOKEN, WordPieceTokenizer
 

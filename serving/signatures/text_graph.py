@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.tokenizer.preprocessor import keep_first, keep_last  # noqa: F401 (re-exported)
+from albert_tf.tokenizer.ragged_rows import keep_first, keep_last  # noqa: F401 (re-exported)
 from albert_tf.tokenizer.spm import MASK_PIECE
 
 

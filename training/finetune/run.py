@@ -18,6 +18,7 @@ from albert_tf import errors, precisions, tasks
 from albert_tf.checkpoint import OpenedCheckpoint, open_checkpoint
 from albert_tf.checkpoint.hub import resolve_checkpoint
 from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
+from albert_tf.checkpoint.tokenizer_files import MISSING_TOKENIZER
 from albert_tf.infra import arguments, atomic, cli
 
 from ..runtime import distribute
@@ -82,8 +83,7 @@ def _tokenizer(checkpoint: OpenedCheckpoint, run: dict):
     files = checkpoint.tokenizer_files(run.get("spm_model"), run.get("do_lower_case"),
                                        run.get("keep_accents"))
     if not files.spm_model:
-        raise UsageError(f"no vocabulary (SentencePiece model or vocab.txt) found beside "
-                         f"{checkpoint.path}; pass --set spm_model=PATH")
+        raise UsageError(f"{checkpoint.path} {MISSING_TOKENIZER}; pass --set spm_model=PATH")
     return files.load(), files  # AlbertTokenizer or WordPieceTokenizer
 
 

@@ -1,0 +1,98 @@
+"""Directories as transformers 5 saves them (tokenizer.json, no spiece.model or vocab.txt)
+exported to SavedModels answer raw text with transformers' probabilities, in a fresh
+process that imports only TensorFlow and tensorflow-text (tests/fixtures/tokenizer_json);
+a WordPiece one as a .tflite file too; what a Unigram one cannot serve is refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+from albert_tf.serving import export
+from tests.helpers.fresh_process import call_signatures
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "tokenizer_json")
+ATOL = 1e-4  # float64 transformers -> float32 SavedModel
+
+
+@pytest.mark.slow
+def test_savedmodels_of_tokenizer_json_directories_equal_transformers(tmp_path):
+    with gzip.open(os.path.join(FIXTURES, "reference.json.gz"), "rt", encoding="utf-8") as f:
+        ref = json.load(f)
+    texts = np.array([t.encode() for t in ref["lines"][:ref["ordinary"]]], dtype=object)
+    calls = {}
+    for name in ("albert", "bert"):
+        output = str(tmp_path / "served" / name)
+        assert export.main(["--checkpoint", os.path.join(FIXTURES, name), "--output", output,
+                            "--seq-length", str(ref[name]["seq_length"])]) == 0
+        calls[name] = (os.path.join(output, "1"), "serving_default", {"text": texts})
+    (tmp_path / "fresh").mkdir()
+    got = call_signatures(calls, tmp_path / "fresh")
+    for name in ("albert", "bert"):
+        want = np.array(ref[name]["probabilities"])
+        np.testing.assert_allclose(got[name]["probabilities"], want, atol=ATOL, rtol=0)
+        worst = float(np.abs(got[name]["probabilities"] - want).max())
+        print(f"{name}: {len(texts)} lines, largest difference {worst:.2e}")
+
+
+@pytest.mark.slow
+def test_a_wordpiece_tokenizer_json_litert_file_equals_transformers(tmp_path):
+    from albert_tf.serving.litert import runtime
+
+    with gzip.open(os.path.join(FIXTURES, "reference.json.gz"), "rt", encoding="utf-8") as f:
+        ref = json.load(f)
+    output = str(tmp_path / "bert.tflite")
+    assert export.main(["--checkpoint", os.path.join(FIXTURES, "bert"), "--output", output,
+                        "--format", "litert", "--seq-length",
+                        str(ref["bert"]["seq_length"])]) == 0
+    interpreter = runtime.open_interpreter(output)
+    texts = ref["lines"][:ref["ordinary"]]
+    got = np.concatenate([runtime.call(interpreter, "serving_default",
+                                       text=runtime.strings([t]))["probabilities"]
+                          for t in texts])
+    want = np.array(ref["bert"]["probabilities"])
+    # "[MASK]" typed in the text is the [MASK] token for transformers and the SavedModel;
+    # LiteRT's WordPiece kernel splits it as punctuation (docs/tokenization.md)
+    text_is_text = [i for i, t in enumerate(texts) if "[MASK]" not in t]
+    assert len(text_is_text) == len(texts) - 1
+    np.testing.assert_allclose(got[text_is_text], want[text_is_text], atol=ATOL, rtol=0)
+
+
+def test_export_refuses_what_a_unigram_tokenizer_json_cannot_serve(tmp_path, capsys):
+    output = str(tmp_path / "model.tflite")
+    assert export.main(["--checkpoint", os.path.join(FIXTURES, "albert"), "--output", output,
+                        "--format", "litert"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "tokenizer.json" in err and "LiteRT" in err
+    assert not os.path.exists(output)
+
+
+def test_export_refuses_offset_signatures_for_a_unigram_tokenizer_json():
+    from albert_tf import tasks
+    from albert_tf.checkpoint.tokenizer_files import tokenizer_json_files
+    from albert_tf.serving.export import ExportError, _check_tokenizer_json
+
+    class Record:
+        spec, task = tasks.ALL_TASKS["span"], "span"
+
+    files = tokenizer_json_files(os.path.join(FIXTURES, "albert", "tokenizer.json"))
+    with pytest.raises(ExportError, match="character offsets.*--token-ids-only"):
+        _check_tokenizer_json(files, Record, "savedmodel", token_ids_only=False)
+    _check_tokenizer_json(files, Record, "savedmodel", token_ids_only=True)
+
+
+def test_export_of_weights_without_a_tokenizer_file_is_one_line(tmp_path, capsys):
+    import shutil
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(os.path.join(FIXTURES, "albert", name), bare / name)
+    assert export.main(["--checkpoint", str(bare), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "tokenizer.json" in err and "--spm-model" in err
+    assert not (tmp_path / "out").exists()
