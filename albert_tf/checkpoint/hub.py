@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import astuple
 
-from albert_tf.checkpoint import handles
+import albert_tf.checkpoint.handles as handles
 from albert_tf.checkpoint.handles import HF_SCHEME, KAGGLE_SCHEME, check_inside, shown
 from albert_tf.checkpoint.kerashub import TASK_WEIGHTS
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
