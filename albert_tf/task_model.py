@@ -151,6 +151,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
                                                 dtype=self.dtype_policy)
         self.preprocessor = preprocessor
+        if preprocessor is not None:  # so a .keras file's vocabulary is checked against it
+            preprocessor.model_vocab_size = self.config.vocab_size
         self._task_record = None  # a TaskRecord given by from_preset, a .keras file or the user
 
     def _built(self) -> None:
