@@ -42,7 +42,7 @@ from albert_tf.tokenizer.wordpiece import (
     is_cjk,
     is_control,
     is_punctuation,
-    is_whitespace,
+    is_word_separator,
 )
 
 _SPACE, _NONE = 0x20, -1
@@ -57,13 +57,18 @@ def _tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     dropped = set(drop)
     return {
         "drop": _range_arrays([ord(c) for c in drop]),
-        # BERT's whitespace, and what str.split() splits on among the characters kept
+        # where words end (`is_word_separator`), among the characters kept
         "space": _range_arrays([ord(c) for c in chars
-                                if c not in dropped and (is_whitespace(c) or c.isspace())]),
+                                if c not in dropped and is_word_separator(c)]),
         "cjk": _range_arrays([ord(c) for c in chars if is_cjk(c)]),
         "punctuation": _range_arrays([ord(c) for c in chars if is_punctuation(c)]),
         "mn": _range_arrays([ord(c) for c in chars if unicodedata.category(c) == "Mn"]),
     }
+
+
+def separator_ranges() -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the code points that end a WordPiece word (`is_word_separator`)."""
+    return _tables()["space"]
 
 
 def _expand(chars: tf.RaggedTensor, rules: list[tuple[tf.Tensor, tuple[int, int, int]]]
