@@ -310,6 +310,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         single-output task's labels are its one target, unkeyed)."""
         spec = self.task_spec
         owner = type(self).__name__
+        api_inputs.check_batch_size(batch_size, owner)
         api_inputs.check_text_rows(x, owner)  # an empty batch, a None row: named, not guessed
         api_inputs.check_labels(self, y, rows=api_inputs.row_count(x),
                                 choices=api_inputs.choice_count(x))
