@@ -189,7 +189,8 @@ def bounded_waits(hub):
     try:
         yield
     finally:
-        hooks.remove(bound)
+        with contextlib.suppress(ValueError):  # the client was replaced meanwhile
+            hooks.remove(bound)
 
 
 def _is_timeout(error: BaseException | None) -> bool:

@@ -381,23 +381,24 @@ def test_names_the_hub_refuses_are_one_line(tmp_path):
 
 # --- bounded waits ---------------------------------------------------------------------
 
-class _Silent(BaseHTTPRequestHandler):
-    """Accepts a request and never answers (until the server closes)."""
-    answer = threading.Event()
+def _silent(answer: threading.Event) -> type[BaseHTTPRequestHandler]:
+    """A handler that accepts a request and never answers (until `answer` is set)."""
+    class Silent(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            answer.wait(120)
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        self.answer.wait(120)
+        do_HEAD = do_GET
 
-    do_HEAD = do_GET
-
-    def log_message(self, *args):
-        pass
+        def log_message(self, *args):
+            pass
+    return Silent
 
 
 def test_an_endpoint_that_never_answers_is_one_line_within_the_timeout(tmp_path):
     """Such an endpoint hung hf:// for ever (huggingface_hub asks a repository's info with
     no timeout at all)."""
-    server = LocalServer(_Silent)
+    answer = threading.Event()
+    server = LocalServer(_silent(answer))
     env = dict(offline_env(tmp_path), HF_ENDPOINT=server.url, ALBERT_TF_HUB_TIMEOUT="1")
     env.pop("HF_HUB_OFFLINE")
     try:
@@ -409,7 +410,7 @@ def test_an_endpoint_that_never_answers_is_one_line_within_the_timeout(tmp_path)
     except subprocess.TimeoutExpired:
         pytest.fail("albert-tf convert hf://... still waited after 90 s")
     finally:
-        _Silent.answer.set()
+        answer.set()
         server.close()
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
