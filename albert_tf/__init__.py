@@ -59,6 +59,7 @@ _LAZY = {
 LOADERS = {
     "presets": "albert_tf.checkpoint.presets",          # from_preset
     "task_record": "albert_tf.checkpoint.task_record",  # a task model's record and asset
+    "vocab_size": "albert_tf.checkpoint.opened",        # a .keras file's vocabulary asset
     "keras_files": "albert_tf.infra.keras_files",       # model.save("x.keras"), whole
     "textio": "albert_tf.infra.textio",                 # AlbertConfig.from_json_file
     "atomic": "albert_tf.infra.atomic",                 # AlbertConfig.to_json_file

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from albert_tf.errors import UserError
+from albert_tf.ranges import MINIMUM, check_number
 from albert_tf.tasks import IGNORED_LABEL
 
 
@@ -46,29 +47,65 @@ def strict_bool(name: str, value) -> bool:
     raise SettingError(f"{name}={value!r} must be True or False")
 
 
-def check_text_rows(x, owner: str) -> None:
-    """Refuses an empty batch of texts and a row that is not a string, naming the row.
+def label_name_list(label_names, owner: str) -> list[str] | None:
+    """`label_names` as a list of strings (None stays None); SettingError for a bare
+    string ("ab" would be the classes 'a' and 'b') or anything but a list of strings."""
+    if label_names is None:
+        return None
+    if not isinstance(label_names, (list, tuple)):
+        raise SettingError(f"{owner}: label_names={label_names!r:.80} must be a list of "
+                           f"names such as ['neg', 'pos'], not a {type(label_names).__name__}")
+    for i, name in enumerate(label_names):
+        if not isinstance(name, str):
+            raise SettingError(f"{owner}: label_names[{i}]={name!r:.80} is not a string")
+    return list(label_names)
 
-    `x`: texts [B], or a tuple of text columns (pairs; (contexts, choices)); other
-    forms (token-id dicts, arrays, datasets) pass untouched.
+
+def check_batch_size(batch_size, owner: str) -> None:
+    """None (Keras' default) or a positive integer; SettingError naming the value."""
+    if batch_size is not None:
+        try:
+            check_number("batch_size", batch_size, int, {MINIMUM: 1})
+        except UserError as e:
+            raise SettingError(f"{owner}: {e}") from None
+
+
+def check_text_rows(x, owner: str) -> None:
+    """Refuses an empty batch of texts and a row that is not a string (a number, a
+    list where a text belongs, a lone surrogate UTF-8 cannot encode), naming the row.
+
+    `x`: texts [B] (a list or a 1-D array), or a tuple of text columns (pairs;
+    (contexts, choices)); a token-id dict or a dataset passes untouched.
     """
     if isinstance(x, tuple) and x and all(isinstance(c, (list, tuple)) for c in x):
         for i, column in enumerate(x):
-            _check_column(column, f"{owner}: column {i} of the text tuple")
+            _check_column(column, f"{owner}: column {i} of the text tuple", choices=True)
     elif isinstance(x, list):
-        _check_column(x, f"{owner}: x")
+        _check_column(x, f"{owner}: x", choices=False)
+    elif isinstance(x, np.ndarray):
+        if x.ndim != 1 or x.dtype.kind not in "OUS":
+            raise InputError(f"{owner}: x is an array of shape {list(x.shape)} and dtype "
+                             f"{x.dtype}; give texts [B] (one string a row), a tuple of text "
+                             "columns, or a dict of token ids")
+        _check_column(list(x), f"{owner}: x", choices=False)
 
 
-def _check_column(column, where: str) -> None:
-    if column and not any(v is None or isinstance(v, (str, bytes, list, tuple)) for v in column):
-        return  # not text (numbers): the caller names the form it takes
+def _check_column(column, where: str, choices: bool) -> None:
+    """Each row a string; with `choices`, a row may be a list of strings (its choices)."""
     if not column:
         raise InputError(f"{where} is empty: give at least one text")
     for row, value in enumerate(column):
-        if isinstance(value, (list, tuple)):  # a row of choices
-            _check_column(value, f"{where}, row {row},")
-        elif not isinstance(value, (str, bytes)):
-            shown = "None" if value is None else f"{type(value).__name__} {value!r}"
+        if choices and isinstance(value, (list, tuple)):  # a row of choices
+            _check_column(value, f"{where}, row {row},", choices=False)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InputError(f"{where}: row {row} holds {value[e.start]!r} at character "
+                                 f"{e.start}, a lone surrogate, which UTF-8 cannot "
+                                 "encode") from None
+        elif not isinstance(value, bytes):
+            shown = "None" if value is None else f"{type(value).__name__} {value!r:.80}"
             raise InputError(f"{where}: row {row} is {shown}, not a string")
 
 

@@ -151,6 +151,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
                                                 dtype=self.dtype_policy)
         self.preprocessor = preprocessor
+        if preprocessor is not None:  # so a .keras file's vocabulary is checked against it
+            preprocessor.model_vocab_size = self.config.vocab_size
         self._task_record = None  # a TaskRecord given by from_preset, a .keras file or the user
 
     def _built(self) -> None:
@@ -308,6 +310,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         single-output task's labels are its one target, unkeyed)."""
         spec = self.task_spec
         owner = type(self).__name__
+        api_inputs.check_batch_size(batch_size, owner)
         api_inputs.check_text_rows(x, owner)  # an empty batch, a None row: named, not guessed
         api_inputs.check_labels(self, y, rows=api_inputs.row_count(x),
                                 choices=api_inputs.choice_count(x))

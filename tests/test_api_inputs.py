@@ -99,7 +99,14 @@ def test_multiple_choice_labels_are_within_the_choices(config):
     (["a text", 7], "x: row 1 is int 7, not a string"),
     ((["a", "b"], ["c", None]), "column 1 of the text tuple: row 1 is None"),
     ((["a"], []), "column 1 of the text tuple is empty"),
-])
+    ([1, 2], "x: row 0 is int 1, not a string"),
+    ([["a", ["b"]]], "x: row 0 is list ['a', ['b']], not a string"),
+    ((["a"], [["b", ["c"]]]), "column 1 of the text tuple, row 0,: row 1 is list ['c']"),
+    (np.array([["a", "b"], ["c", "d"]]), "x is an array of shape [2, 2] and dtype <U1"),
+    (np.array([1, 2]), "x is an array of shape [2] and dtype int64"),
+    (["ok", "bad \ud800 x"], "x: row 1 holds '\\ud800' at character 4, a lone surrogate"),
+], ids=["empty", "none", "int_row", "tuple_none", "tuple_empty", "numbers", "nested",
+        "nested_choices", "2d_array", "int_array", "lone_surrogate"])
 def test_predict_names_an_empty_batch_and_a_row_that_is_not_text(classifier, x, words):
     with pytest.raises(InputError) as e:
         classifier.predict(x, verbose=0)
@@ -118,3 +125,26 @@ def test_boolean_settings_are_parsed_strictly(config, value):
 def test_from_preset_refuses_seq_length_0(tiny_checkpoint):
     with pytest.raises(errors.UserError, match=r"seq_length=0 must be an integer from 3"):
         AlbertSequenceClassifier.from_preset(tiny_checkpoint, num_classes=2, seq_length=0)
+
+
+@pytest.mark.parametrize("batch_size", [-1, 0, 1.5, "8", True])
+def test_a_batch_size_that_is_no_positive_integer_is_named(classifier, batch_size):
+    """batch_size=-1 was answered by TensorFlow's "Batch size must be greater than zero"
+    (BatchDatasetV2), 0 taken as the default."""
+    for call in (lambda: classifier.predict(["a", "b"], batch_size=batch_size, verbose=0),
+                 lambda: classifier.fit(["a", "b"], [0, 1], batch_size=batch_size, verbose=0)):
+        with pytest.raises(SettingError, match=rf"AlbertSequenceClassifier: batch_size="
+                                               rf"{batch_size!r} must be a positive integer"):
+            call()
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"load_weights": "no"}, r"load_weights='no' must be True or False"),
+    ({"load_weights": 0}, r"load_weights=0 must be True or False"),
+    ({"label_names": "ab"}, r"from_preset: label_names='ab' must be a list of names"),
+    ({"label_names": ["neg", 1]}, r"from_preset: label_names\[1\]=1 is not a string"),
+], ids=["load_weights_no", "load_weights_0", "label_names_string", "label_names_int"])
+def test_from_preset_checks_its_arguments_as_the_cli_does(tiny_checkpoint, arguments, words):
+    """load_weights="no" loaded the weights; label_names="ab" became ['a', 'b']."""
+    with pytest.raises(SettingError, match=words):
+        AlbertSequenceClassifier.from_preset(tiny_checkpoint, num_classes=2, **arguments)

@@ -17,6 +17,7 @@ import inspect
 import logging
 import os
 
+from albert_tf.api_inputs import label_name_list, strict_bool
 from albert_tf.checkpoint.formats import open_checkpoint
 from albert_tf.checkpoint.ours import task_record_of
 from albert_tf.checkpoint.task_record import TaskRecord
@@ -47,6 +48,7 @@ def encoder_from_preset(cls, path: str | os.PathLike, load_weights: bool = True,
     """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights
     (the only model built, unless the format is albert-tf's own: `load_into`)."""
     path = os.fspath(path)
+    load_weights = strict_bool("load_weights", load_weights)
     opened = open_checkpoint(path)
     encoder = cls(opened.config, **kwargs)
     if load_weights:
@@ -65,6 +67,8 @@ def task_model_from_preset(cls, path: str | os.PathLike, load_weights: bool = Tr
       CheckpointError, TaskRecordError: as `open_checkpoint`, `task_record_of`.
     """
     path = os.fspath(path)
+    load_weights = strict_bool("load_weights", load_weights)
+    label_names = label_name_list(label_names, f"{cls.__name__}.from_preset")
     spec = cls.task_spec
     parameters = inspect.signature(cls.__init__).parameters
     known = set(parameters) - {"self", "config", "encoder", "kwargs"}

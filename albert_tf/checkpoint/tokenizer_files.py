@@ -33,7 +33,7 @@ import logging
 import os
 
 from albert_tf.checkpoint.readers import CheckpointError
-from albert_tf.infra.textio import json_type, read_json_object
+from albert_tf.infra.textio import check_file, json_type, read_json_object
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,
     SPM_FILE,
@@ -114,7 +114,7 @@ def find_spm_model(directory: str) -> str | None:
     """The SentencePiece model shipped in a checkpoint's `directory`: spiece.model
     (albert-tf, Hugging Face) or the single *.model file (e.g. TF1's 30k-clean.model)."""
     named = os.path.join(directory, SPM_FILE)
-    if os.path.isfile(named):
+    if _shipped(named):
         return named
     candidates = sorted(glob.glob(os.path.join(directory, "*.model")))
     if len(candidates) > 1:
@@ -126,7 +126,7 @@ def find_spm_model(directory: str) -> str | None:
 def _original_vocabulary(directory: str, kind: str) -> str | None:
     if kind == WORDPIECE:
         found = [os.path.join(directory, n) for n in WORDPIECE_FILES]
-        return next((path for path in found if os.path.isfile(path)), None)
+        return next((path for path in found if _shipped(path)), None)
     return find_spm_model(directory)
 
 
@@ -137,7 +137,7 @@ def find_vocabulary(directory: str, kind: str) -> str | None:
     (ALBERT's own rules), said in one INFO line with how to choose the other."""
     original = _original_vocabulary(directory, kind)
     json_path = os.path.join(directory, TOKENIZER_JSON)
-    if not os.path.isfile(json_path):
+    if not _shipped(json_path):
         return original
     if original is None:
         return json_path
@@ -146,6 +146,21 @@ def find_vocabulary(directory: str, kind: str) -> str | None:
                 "with transformers 5 learned)", directory, os.path.basename(original),
                 TOKENIZER_JSON, json_path)
     return original
+
+
+def _shipped(path: str) -> bool:
+    """Whether a vocabulary file `path` is there: False when nothing has that name; a
+    FIFO, a directory, a device, a dangling link or an unreadable file of that name is
+    refused naming it, never taken for an absent vocabulary."""
+    if not os.path.lexists(path):
+        return False
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path} is a symbolic link to {os.readlink(path)}, which does "
+                              "not exist; the checkpoint's vocabulary cannot be read")
+    check_file(path)  # the one rule for a file read whole: a regular file, its size
+    if not os.access(path, os.R_OK):
+        raise CheckpointError(f"{path} cannot be read (permission denied)")
+    return True
 
 
 def shipped_kind(directory: str) -> str:
@@ -189,6 +204,13 @@ def hf_tokenizer_options(directory: str) -> dict:
         raise CheckpointError(f"{path}: tokenizer_class={named!r} is not one albert-tf reads "
                               f"({', '.join(HF_TOKENIZER_CLASSES)})")
     kind = HF_TOKENIZER_CLASSES[named] if named else shipped_kind(directory)
+    other = SENTENCEPIECE if kind == WORDPIECE else WORDPIECE
+    if named and not find_vocabulary(directory, kind) and find_vocabulary(directory, other):
+        raise CheckpointError(
+            f"{path}: tokenizer_class={named!r} needs a {VOCABULARY_FILES[kind]}, but the "
+            f"directory ships {os.path.basename(find_vocabulary(directory, other))} (the "
+            f"vocabulary of {', '.join(c for c, k in HF_TOKENIZER_CLASSES.items() if k == other)}"
+            "): fix tokenizer_class or ship the vocabulary it names")
     options = {**DEFAULT_OPTIONS, "tokenizer": kind, "tokenize_chinese_chars": True}
     for key in ("do_lower_case", "keep_accents", "tokenize_chinese_chars"):
         if values.get(key) is not None:

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+import albert_tf
 from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.infra import textio
@@ -54,8 +55,7 @@ from albert_tf.tokenizer.wordpiece_graph import WordPieceGraph
 
 logger = logging.getLogger(__name__)
 
-# The vocabulary's name among a `.keras` file's assets, by kind: the file name our
-# checkpoints ship it under (spiece.model, vocab.txt).
+# The vocabulary's name among a `.keras` file's assets: our checkpoints' (spiece.model, vocab.txt).
 VOCABULARY_ASSETS = VOCABULARY_FILES
 
 
@@ -120,6 +120,7 @@ class AlbertPreprocessor(keras.layers.Layer):
         self._tokenizer = None
         self._wordpiece = None
         self._json_tokenize = None  # a tokenizer.json's tokenize (`json_graph`)
+        self.model_vocab_size = None  # set by a task model: checks a .keras file's asset
         if self.spm_model_path is not None:
             self._set_vocabulary(self.spm_model_path)
 
@@ -238,7 +239,7 @@ class AlbertPreprocessor(keras.layers.Layer):
             f.write(self.vocabulary_bytes)
 
     def load_assets(self, dir_path: str) -> None:
-        """Reads the vocabulary a `.keras` file carries (it wins over the path)."""
+        """Reads the vocabulary a `.keras` file carries (it wins over the path), sized as the model's."""
         if dir_path is None and getattr(self, "_asset_error", None):
             raise self._asset_error  # Keras retries a failed object without its assets
         for name in (TOKENIZER_JSON, *VOCABULARY_ASSETS.values()):
@@ -246,12 +247,15 @@ class AlbertPreprocessor(keras.layers.Layer):
             if os.path.exists(path):
                 try:
                     self._set_vocabulary(path)
+                    if self.model_vocab_size is not None:
+                        albert_tf.loader("vocab_size").check_vocab_size(
+                            path, self.model_vocab_size, "the .keras file's model config")
                 except (ValueError, TypeError, OSError, RuntimeError) as e:
                     # named as the user knows it: the temporary directory is Keras'
                     cause = str(e).replace(path, name) or type(e).__name__
                     self._asset_error = VocabularyAssetError(
-                        f"the .keras file's {name} asset cannot be read as a vocabulary: "
-                        f"{cause}")
+                        f"the .keras file's {name} asset cannot be read as the model's "
+                        f"vocabulary: {cause}")
                     raise self._asset_error from None
                 return
         raise ValueError(f"the .keras file's assets hold no vocabulary "
@@ -318,8 +322,7 @@ class AlbertPreprocessor(keras.layers.Layer):
     def pack(self, segments: list[tf.RaggedTensor]) -> tuple[dict[str, tf.Tensor], list]:
         """`[CLS] A [SEP] (B [SEP])` packing of one or two token-id segments [B, (n)].
 
-        The one packing function: `call` and the serving signatures (which
-        tokenize their segments themselves) both use it. Segments are trimmed
+        The one packing function (`call`, the serving signatures). Segments are trimmed
         round-robin to fit `seq_length`, as `AlbertTokenizer.encode_pair` does.
 
         Returns:
@@ -356,8 +359,7 @@ class AlbertPreprocessor(keras.layers.Layer):
     def _segments(self, inputs) -> list[tf.Tensor]:
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if len(segments) not in (1, 2):
-            raise ValueError(f"AlbertPreprocessor takes one or two text segments, "
-                             f"got {len(segments)}")
+            raise ValueError(f"AlbertPreprocessor takes 1 or 2 text segments, not {len(segments)}")
         out = []
         for segment in segments:
             segment = tf.convert_to_tensor(segment)
@@ -366,8 +368,7 @@ class AlbertPreprocessor(keras.layers.Layer):
             if segment.shape.rank == 2 and segment.shape[-1] == 1:
                 segment = tf.squeeze(segment, axis=-1)  # [B, 1], as keras.Input(shape=(1,)) gives
             if segment.shape.rank != 1:
-                raise ValueError(f"AlbertPreprocessor expects text of shape [batch], "
-                                 f"got {segment.shape}")
+                raise ValueError(f"AlbertPreprocessor expects text of shape [batch], not {segment.shape}")
             out.append(segment)
         return out
 

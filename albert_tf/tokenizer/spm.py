@@ -177,6 +177,8 @@ class AlbertTokenizer(Packing):
     """
 
     kind = "sentencepiece"
+    # What ends a word of raw text: every str.isspace character becomes a space (`normalize`).
+    is_word_separator = staticmethod(str.isspace)
 
     def __init__(self, spm_model_path: str | os.PathLike, do_lower_case: bool = True, *,
                  keep_accents: bool = False):

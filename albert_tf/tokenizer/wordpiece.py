@@ -3,23 +3,21 @@
 The original google-research/albert `tokenization.FullTokenizer` without an
 `spm_model_file` (BERT's `BasicTokenizer` + `WordpieceTokenizer`), rule for rule:
 
-1. clean: drop U+0000, U+FFFD and control characters (category C*, except tab,
-   newline and carriage return); whitespace (those three, space, category Zs) -> " ";
-2. with `tokenize_chinese_chars`, a space on each side of every CJK ideograph
-   (BERT's ranges, `CJK_RANGES`);
-3. split on whitespace (`str.split`); each word lower-cased when `do_lower_case`,
-   and accents stripped (NFD, then category Mn dropped) when `strip_accents` says so:
-   None (the original's rule) strips exactly when lower-casing;
+1. clean: drop U+0000, U+FFFD and controls (C*, but tab, newline, carriage return);
+   what ends a word (`is_word_separator`: Zs, those three, U+2028, U+2029) -> " ";
+2. with `tokenize_chinese_chars`, a space around every CJK ideograph (`CJK_RANGES`);
+3. split at the spaces; each word lower-cased when `do_lower_case`, and accents stripped
+   (NFD, then category Mn dropped) when `strip_accents` says so: None (the original's
+   rule) strips exactly when lower-casing;
 4. split off every punctuation character (Unicode P*, plus every ASCII character that
    is not a letter, digit or space: BERT's definition, `is_punctuation`);
 5. greedy longest-match-first WordPiece, continuations prefixed "##"; a word of more
    than `MAX_WORD_CHARS` characters, or one with a part no piece matches, is [UNK].
 
-Text is text: "[CLS]" typed in the input is split like any word, as the original
-does (Hugging Face matches special tokens in text unless `split_special_tokens`).
-Hugging Face's Python `BertTokenizerLegacy` adds an NFC pass the original and its
-Rust `BertTokenizer` do not have; only cased text with decomposed characters tells
-them apart (tests/model/test_wordpiece.py shows both).
+Text is text: "[CLS]" typed in the input is split like any word, as the original does (Hugging
+Face matches special tokens in text unless `split_special_tokens`). Hugging Face's Python
+`BertTokenizerLegacy` adds an NFC pass the original and its Rust `BertTokenizer` lack; only
+cased text with decomposed characters tells them apart (tests/model/test_wordpiece.py).
 
 `read_vocab` is the one reader of vocab.txt (one token a "\n"-ended line as the original
 reads it, UTF-8, no BOM, [PAD] [UNK] [CLS] [SEP] [MASK] present). Pure Python, no TensorFlow.
@@ -41,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["WordPieceTokenizer", "BasicTokenizer", "VocabFileError", "read_vocab", "SPECIAL_TOKENS",
            "CJK_RANGES", "MAX_WORD_CHARS", "SUFFIX", "is_punctuation", "is_control",
-           "is_whitespace", "is_cjk"]
+           "is_whitespace", "is_cjk", "is_word_separator"]
 
 PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
@@ -66,6 +64,13 @@ def is_whitespace(char: str) -> bool:
 def is_control(char: str) -> bool:
     """BERT's control characters: category C* except tab, newline, carriage return."""
     return char not in "\t\n\r" and unicodedata.category(char).startswith("C")
+
+
+def is_word_separator(char: str) -> bool:
+    """Whether `char` ends a word of raw text, as BERT splits it: its whitespace and U+2028,
+    U+2029 (`str.split`); the controls it drops (\\v \\f \\x1c-\\x1f \\x85) join a word.
+    The one rule for both tokenizers, the served entities and fine-tuning's NER files."""
+    return (char.isspace() or is_whitespace(char)) and not is_control(char)
 
 
 def is_punctuation(char: str) -> bool:
@@ -209,8 +214,12 @@ class BasicTokenizer:
 
     @staticmethod
     def spacing(char: str) -> bool:
-        """Step 1's whitespace, made a space (`is_whitespace`)."""
-        return is_whitespace(char)
+        """Step 1's whitespace, made a space: where a word ends (`is_word_separator`)."""
+        return is_word_separator(char)
+
+    def is_word_separator(self, char: str) -> bool:
+        """Where this tokenizer ends a word of raw text (fine-tuning's NER files read it)."""
+        return self.spacing(char)
 
     @staticmethod
     def lower(word: str) -> str:

@@ -56,13 +56,18 @@ def _tables(rules: type = WordPieceTokenizer) -> dict[str, tuple[np.ndarray, np.
     dropped = set(drop)
     return {
         "drop": _range_arrays([ord(c) for c in drop]),
-        # BERT's whitespace, and what str.split() splits on among the characters kept
+        # where words end (`is_word_separator`), among the characters kept
         "space": _range_arrays([ord(c) for c in chars
-                                if c not in dropped and (rules.spacing(c) or c.isspace())]),
+                                if c not in dropped and rules.spacing(c)]),
         "cjk": _range_arrays([ord(c) for c in chars if is_cjk(c)]),
         "punctuation": _range_arrays([ord(c) for c in chars if is_punctuation(c)]),
         "mn": _range_arrays([ord(c) for c in chars if unicodedata.category(c) == "Mn"]),
     }
+
+
+def separator_ranges() -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the code points that end a WordPiece word (`is_word_separator`)."""
+    return _tables()["space"]
 
 
 def _expand(chars: tf.RaggedTensor, rules: list[tuple[tf.Tensor, tuple[int, int, int]]]

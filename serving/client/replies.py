@@ -66,15 +66,22 @@ def check_rows(rows: Any, specs: Mapping[str, tuple[Any, int | None]], count: in
         raise ReplyError(f"the reply holds a {type(rows).__name__}, not a list of rows")
     if len(rows) != count:
         raise ReplyError(f"the reply holds {len(rows)} predictions for {count} inputs")
-    names = sorted(specs)
     for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or sorted(row) != names:
-            got = sorted(row) if isinstance(row, dict) else f"a {type(row).__name__}"
-            raise ReplyError(f"row {number}: expected the outputs {names}, got {got}")
-        for name, (dtype, rank) in specs.items():
-            _check_value(row[name], dtype, None if rank is None else rank - 1,
-                         f"row {number}: output {name!r}")
+        check_row(row, specs, f"row {number}")
     return rows
+
+
+def check_row(row: Any, specs: Mapping[str, tuple[Any, int | None]], where: str) -> None:
+    """The one rule for a prediction row (a reply's, or one a resumed output holds): a dict
+    of exactly the signature's outputs, each of its dtype and rank; ReplyError naming
+    `where` else."""
+    names = sorted(specs)
+    if not isinstance(row, dict) or sorted(row) != names:
+        got = sorted(row) if isinstance(row, dict) else f"a {type(row).__name__}"
+        raise ReplyError(f"{where}: expected the outputs {names}, got {got}")
+    for name, (dtype, rank) in specs.items():
+        _check_value(row[name], dtype, None if rank is None else rank - 1,
+                     f"{where}: output {name!r}")
 
 
 def _check_value(value: Any, dtype: Any, depth: int | None, where: str) -> None:

@@ -29,6 +29,9 @@ from albert_tf.errors import UserError
 from albert_tf.infra import atomic
 from albert_tf.infra.exclusive import open_exclusive, publish
 
+from ..requests import ReplyError
+from . import replies
+
 PARTIAL_SUFFIX = ".partial"
 RECORD_SUFFIX = ".partial.json"
 RECORD_FORMAT = 1
@@ -66,10 +69,19 @@ def _differences(old: Any, new: dict) -> str:
     return "other options (" + ", ".join(changed) + ")" if changed else ""
 
 
-def complete_rows(partial: str) -> int:
+class Written:
+    """What the rows of a FILE.partial may be: at most `input_rows` rows (the input's),
+    each a prediction of the signature's outputs `specs` (`replies.check_row`)."""
+
+    def __init__(self, input_rows: int, specs: Mapping[str, tuple[Any, int | None]]):
+        self.input_rows, self.specs = input_rows, specs
+
+
+def complete_rows(partial: str, written: Written | None = None) -> int:
     """The number of complete JSON lines of `partial`; a trailing cut-off line is cut off
-    the file (a run killed while writing it). ResumeError when a complete line is not a
-    JSON object (the file was edited)."""
+    the file (a run killed while writing it). ResumeError, the file untouched, when a
+    complete line is not a JSON object, not a prediction row of `written.specs`, or past
+    the input's `written.input_rows` rows (the file was edited, or is another's)."""
     count, end = 0, 0
     with open(partial, "rb") as stream:
         for number, line in enumerate(stream, 1):
@@ -80,15 +92,28 @@ def complete_rows(partial: str) -> int:
             except ValueError:
                 row = None
             if not isinstance(row, dict):
-                raise ResumeError(f"{partial}:{number}: not a prediction row (a JSON object); "
-                                  "it cannot be continued: remove it, or pass --overwrite")
+                _refuse(f"{partial}:{number}: not a prediction row (a JSON object)")
+            if written is not None:
+                if count >= written.input_rows:
+                    _refuse(f"{partial}:{number}: a row past the input's last row (the input "
+                            f"holds {written.input_rows} rows)")
+                try:
+                    replies.check_row(row, written.specs, f"{partial}:{number}")
+                except ReplyError as e:
+                    _refuse(f"not a prediction row of this model: {e}")
             count, end = count + 1, end + len(line)
     if os.path.getsize(partial) != end:
         os.truncate(partial, end)
     return count
 
 
-def _open_partial(partial: str, record_path: str, record: dict, overwrite: bool):
+def _refuse(what: str):
+    raise ResumeError(f"{what}; it cannot be continued: remove it, or pass --overwrite to "
+                      "start again")
+
+
+def _open_partial(partial: str, record_path: str, record: dict, overwrite: bool,
+                  written: Written | None = None):
     """(append stream, rows already written) of FILE.partial: continued, or started."""
     if os.path.lexists(partial):
         if not os.path.isfile(partial) or os.path.islink(partial):
@@ -101,9 +126,13 @@ def _open_partial(partial: str, record_path: str, record: dict, overwrite: bool)
                               "it was not written by albert-tf predict: move it away") from None
         why = _differences(old, record)
         if not why:
-            done = complete_rows(partial)
-            return open(partial, "a", encoding="utf-8"), done
-        if not overwrite:
+            try:
+                done = complete_rows(partial, written)
+                return open(partial, "a", encoding="utf-8"), done
+            except ResumeError:
+                if not overwrite:
+                    raise
+        elif not overwrite:
             raise ResumeError(f"{partial} holds the predictions of a run over {why}; pass "
                               "--overwrite to start again, or remove it")
         os.remove(partial)
@@ -112,8 +141,10 @@ def _open_partial(partial: str, record_path: str, record: dict, overwrite: bool)
 
 
 @contextlib.contextmanager
-def resumable_output(path: str, record: dict, overwrite: bool) -> Iterator[tuple[Any, int]]:
-    """Yields (stream, rows already written) for the JSONL output `path`.
+def resumable_output(path: str, record: dict, overwrite: bool, written: Written | None = None
+                     ) -> Iterator[tuple[Any, int]]:
+    """Yields (stream, rows already written) for the JSONL output `path`; the rows of a
+    FILE.partial continued are checked against `written` first.
 
     Write the rows after the first `done` input rows to `stream`, flushing as they go. On
     success FILE.partial is fsynced and renamed to `path` (an existing `path` replaced only
@@ -121,7 +152,7 @@ def resumable_output(path: str, record: dict, overwrite: bool) -> Iterator[tuple
     """
     with atomic.claimed(os.path.abspath(path)):
         partial, record_path = path + PARTIAL_SUFFIX, path + RECORD_SUFFIX
-        stream, done = _open_partial(partial, record_path, record, overwrite)
+        stream, done = _open_partial(partial, record_path, record, overwrite, written)
         if done:
             logger.info("continuing %s: %d rows were written before", partial, done)
         try:

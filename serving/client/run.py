@@ -189,13 +189,7 @@ def predicted_rows(backend, signature: str, input_path: str, batch_size: int,
                    jsonl: bool, plan: Plan | None = None) -> Iterator[list[dict]]:
     """Each batch's checked reply rows, in input order (see `predict_file`)."""
     plan = plan or Plan()
-    signatures = retry.with_retries(backend.signatures, plan.retries, plan.retried)
-    if signature not in signatures:
-        raise ClientError(f"the model has no signature {signature!r}; it has "
-                          f"{', '.join(sorted(signatures))}")
-    inputs = signatures[signature]["inputs"]
-    specs = signatures[signature].get("output_specs") or {
-        name: (None, None) for name in signatures[signature]["outputs"]}
+    inputs, specs = signature_io(backend, signature, plan)
 
     def ask(numbered: tuple[int, list[dict]]) -> list[dict]:
         first, batch = numbered
@@ -222,6 +216,24 @@ def predicted_rows(backend, signature: str, input_path: str, batch_size: int,
         for (_, batch), rows in inflight.in_order(ask, numbered, plan.concurrency):
             yield rows
             progress.update(len(batch))
+
+
+def signature_io(backend, signature: str, plan: Plan) -> tuple[dict, dict]:
+    """(inputs {name: dtype}, output specs {name: (dtype, rank)}) of `signature`."""
+    signatures = retry.with_retries(backend.signatures, plan.retries, plan.retried)
+    if signature not in signatures:
+        raise ClientError(f"the model has no signature {signature!r}; it has "
+                          f"{', '.join(sorted(signatures))}")
+    inputs = signatures[signature]["inputs"]
+    specs = signatures[signature].get("output_specs") or {
+        name: (None, None) for name in signatures[signature]["outputs"]}
+    return inputs, specs
+
+
+def count_rows(path: str, jsonl: bool) -> int:
+    """How many rows `read_rows` reads from `path` (a JSON Lines file's blank lines none)."""
+    with _open_input(path) as stream:
+        return sum(1 for _, line in text_lines(stream, path) if not jsonl or line.strip())
 
 
 def _numbered(groups: Iterator[list[dict]], first: int) -> Iterator[tuple[int, list[dict]]]:
@@ -325,7 +337,10 @@ def run_command(args: argparse.Namespace) -> int:
                                  args.batch_size, jsonl, plan)
     else:
         record = resume.run_record(args.input, _row_options(args, jsonl))
-        with resume.resumable_output(args.output, record, args.overwrite) as (stream, done):
+        written = resume.Written(count_rows(args.input, jsonl),
+                                 signature_io(backend, args.signature, plan)[1])
+        with resume.resumable_output(args.output, record, args.overwrite,
+                                     written) as (stream, done):
             plan.skip = done
             count = done + predict_file(backend, args.signature, args.input, stream,
                                         args.batch_size, jsonl, plan)

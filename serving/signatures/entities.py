@@ -1,8 +1,10 @@
 """In-graph entities from per-piece labels: words of the raw text, conlleval's rule, offsets.
 
-A word is a maximal run of characters that are not whitespace (`str.isspace`, as
-`str.split()` and CoNLL files split text), and its label is the label of its first
-piece, as `finetune --task ner` trains it. Entities are read from the words' tags by
+A word is a maximal run of characters that do not end a word by the tokenizer's rule
+(SentencePiece: `str.isspace`; WordPiece: BERT's, `is_word_separator`, which reads the
+control characters \\v \\f \\x1c-\\x1f \\x85 as part of a word), the rule `finetune --task
+ner` reads its files by, and its label is the label of its first piece, as fine-tuning
+trains it. Entities are read from the words' tags by
 conlleval's rule (`albert_tf.tagging.entities`, the same for IOB1, IOB2 and BIOES),
 and each one is reported with its type, its text (exactly the raw text's characters
 from `start_char` to `end_char`), and a score: the mean over its words of the
@@ -22,6 +24,7 @@ import tensorflow as tf
 from albert_tf import tagging
 from albert_tf.tokenizer.normalize import unicode_tables
 from albert_tf.tokenizer.wordpiece import CJK_RANGES
+from albert_tf.tokenizer.wordpiece_graph import separator_ranges
 
 from .offsets import ROW_STRIDE
 
@@ -60,9 +63,10 @@ def tags_entity_ready(label_names) -> bool:
     return True
 
 
-def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False
-          ) -> dict[str, tf.RaggedTensor]:
-    """The whitespace-separated words of `texts` [B] (valid UTF-8); with `split_cjk`, every
+def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False,
+          wordpiece: bool = False) -> dict[str, tf.RaggedTensor]:
+    """The whitespace-separated words of `texts` [B] (valid UTF-8; `wordpiece`: separated
+    as BERT separates them, `is_word_separator`); with `split_cjk`, every
     CJK ideograph is a word of its own, as BERT's WordPiece splits Chinese (and Chinese
     NER data tags character by character); with `split_all`, every character is (a model
     trained on one-character-a-line files, `split_characters`).
@@ -73,7 +77,8 @@ def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False
     """
     codes, byte_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # [B, (C)]
     flat = codes.flat_values
-    starts, ends = (tf.constant(np.asarray(r, np.int32)) for r in unicode_tables().whitespace)
+    separators = separator_ranges() if wordpiece else unicode_tables().whitespace
+    starts, ends = (tf.constant(np.asarray(r, np.int32)) for r in separators)
     index = tf.searchsorted(starts, flat, side="right") - 1
     space = (index >= 0) & (flat <= tf.gather(ends, tf.maximum(index, 0)))
     rows = codes.value_rowids()

@@ -83,7 +83,8 @@ class TokenClassifierModule(ServingModule):
         end_char = ids.with_flat_values(_chars_before(text, rows, ends.flat_values))
         wordpiece = pre.wordpiece is not None
         found = entities.words(text, wordpiece and pre.tokenizer.tokenize_chinese_chars,
-                               split_all=wordpiece and pre.tokenizer.split_characters)
+                               split_all=wordpiece and pre.tokenizer.split_characters,
+                               wordpiece=wordpiece)
         word_label, word_score = entities.word_labels(
             found, ends, label_id, tf.reduce_max(probabilities, -1))
         return {**entities.entities(text, found, word_label, word_score, self.entity_tables),

@@ -15,11 +15,17 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
+import types
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
 
 from albert_tf.checkpoint import CheckpointError, hub, open_checkpoint, released
+from albert_tf.errors import UserError
+from tests.helpers.local_server import LocalServer
 from tests.helpers.paths import FIXTURES, TASK_FIXTURES
 
 HF_SOURCE = os.path.join(TASK_FIXTURES, "seq_single", "hf")      # a classifier + spiece.model
@@ -154,6 +160,11 @@ def test_malformed_handles_say_the_expected_form():
         hub.resolve_checkpoint("hf://albert")
     with pytest.raises(CheckpointError, match=r"OWNER/MODEL/FRAMEWORK/VARIATION\[/VERSION\]"):
         hub.resolve_checkpoint("kaggle://keras/albert")
+    for handle in ("hf://", "hf:///name", "hf://org/", "hf://org/name/x", "hf://org/name@",
+                   "kaggle://a/b/c", "kaggle://a/b/c/d/e/1", "kaggle://a/b/c/d/x1",
+                   "kaggle://a//c/d"):
+        with pytest.raises(CheckpointError, match=r"expected (hf|kaggle)://|is not a name"):
+            hub.resolve_checkpoint(handle)
 
 
 def test_a_local_directory_wins_over_a_released_name(tmp_path, monkeypatch):
@@ -271,3 +282,147 @@ def test_kaggle_handle_not_cached_and_unreachable_is_one_line(tmp_path):
     assert last.startswith("albert-tf convert: kaggle://someone/albert/keras/missing/3: Kaggle "
                            "Models could not give it") and "kagglehub cache" in last
     assert "Traceback" not in result.stderr and not os.path.exists(tmp_path / "out")
+
+
+# --- handles are names, not paths -----------------------------------------------------
+
+@pytest.fixture
+def no_client(monkeypatch):
+    """Any client call fails the test: a refused handle is refused before one is called."""
+    def called(handle):
+        raise AssertionError(f"a client was called for {handle!r}")
+    monkeypatch.setattr(hub, "_huggingface_hub", called)
+    monkeypatch.setattr(hub, "_kagglehub", called)
+
+
+@pytest.mark.parametrize("handle, part", [
+    ("kaggle://../../../x", "OWNER '..'"),
+    ("kaggle://keras/albert/keras/./3", "VARIATION '.'"),
+    ("kaggle://keras/albert/ker\\as/v/3", "FRAMEWORK 'ker\\\\\\\\as'"),
+    ("kaggle://keras/albert/keras/v\t/3", "VARIATION 'v\\\\\\\\t'"),
+    ("kaggle://keras/älbert/keras/v", "MODEL 'älbert'"),
+    ("hf://../name", "ORG '..'"),
+    ("hf://org/..", "NAME '..'"),
+    ("hf://org/n\x00ame", "NAME 'n\\\\\\\\x00ame'"),
+    ("hf://ōrg/name", "ORG 'ōrg'"),
+    ("hf://org/name@../../models--org--other/refs/main", "REVISION '../../models--org--other"),
+    ("hf://org/name@/etc/passwd", "REVISION '/etc/passwd'"),
+    ("hf://org/name@refs//main", "REVISION 'refs//main'"),
+    ("hf://org/name@a\\b", "REVISION 'a\\\\\\\\b'"),
+    ("hf://org/name@main\n", "REVISION 'main\\\\\\\\n'"),
+])
+def test_a_handle_part_that_walks_a_path_is_refused_before_any_client(no_client, handle, part):
+    with pytest.raises(CheckpointError, match=f"{part}.* is not a") as e:
+        hub.resolve_checkpoint(handle)
+    assert "\n" not in str(e.value)
+
+
+def test_a_10kb_handle_is_one_short_line(no_client):
+    with pytest.raises(CheckpointError) as e:
+        hub.resolve_checkpoint("hf://org/" + "n" * 10240)
+    message = str(e.value)
+    assert len(message) < 400 and "(10,249 characters)" in message and "\n" not in message
+
+
+def test_a_traversing_revision_does_not_read_another_repositorys_ref(tmp_path):
+    """hf://org/name@../../models--org--other/refs/main would read org/other offline."""
+    write_hf_cache(tmp_path / "hf", "someorg/m", HF_SOURCE)
+    write_hf_cache(tmp_path / "hf", "someorg/other", HF_SOURCE, OLD_SHA)
+    result = albert_tf_cli(["convert", "hf://someorg/m@../../models--someorg--other/refs/main",
+                            str(tmp_path / "out")], offline_env(tmp_path))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "REVISION '../../models--someorg--other/refs/main' is not a revision" in result.stderr
+    assert "Traceback" not in result.stderr and not os.path.exists(tmp_path / "out")
+
+
+def test_a_kaggle_handle_outside_the_cache_converts_nothing(tmp_path):
+    """kaggle://../../../x named a directory outside kagglehub's cache and converted it."""
+    os.makedirs(tmp_path / "x")
+    shutil.copytree(HF_SOURCE, tmp_path / "x" / "1")
+    open(tmp_path / "x" / "1.complete", "w").close()
+    cache = tmp_path / "a" / "b" / "c"
+    env = dict(offline_env(tmp_path), KAGGLEHUB_CACHE=str(cache))
+    result = albert_tf_cli(["convert", "kaggle://../../../x", str(tmp_path / "out")], env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "OWNER '..' is not a name" in result.stderr.strip().splitlines()[-1]
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_client_answer_outside_its_cache_is_refused(tmp_path, monkeypatch):
+    import huggingface_hub.errors
+
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(HF_SOURCE, outside)
+    fake_hf = types.SimpleNamespace(
+        errors=huggingface_hub.errors, snapshot_download=lambda *a, **k: str(outside),
+        constants=types.SimpleNamespace(HF_HUB_CACHE=str(tmp_path / "hf"), HF_HUB_OFFLINE=True,
+                                        ENDPOINT="http://127.0.0.1:9"),
+        get_session=lambda: types.SimpleNamespace(event_hooks={"request": []}))
+    fake_kaggle = types.SimpleNamespace(model_download=lambda name: str(outside))
+    monkeypatch.setattr(hub, "_huggingface_hub", lambda handle: fake_hf)
+    monkeypatch.setattr(hub, "_kagglehub", lambda handle: fake_kaggle)
+    monkeypatch.setattr(hub, "_kaggle_cache", lambda: str(tmp_path / "kaggle"))
+    with pytest.raises(CheckpointError, match="huggingface_hub gave .* outside its cache"):
+        hub.resolve_checkpoint("hf://org/name")
+    with pytest.raises(CheckpointError, match="kagglehub gave .* outside its cache"):
+        hub.resolve_checkpoint("kaggle://a/b/c/d/1")
+
+
+def test_names_the_hub_refuses_are_one_line(tmp_path):
+    """A name our rule lets through but the Hub's does not ('--' inside) was an
+    "unexpected error: HFValidationError" with the name echoed whole."""
+    result = albert_tf_cli(["convert", "hf://org/a--" + "b" * 90, str(tmp_path / "out")],
+                           offline_env(tmp_path))
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("albert-tf convert: hf://org/a--") and "refuses this name" in last
+    assert "unexpected" not in last and len(last) < 400
+
+
+# --- bounded waits ---------------------------------------------------------------------
+
+def _silent(answer: threading.Event) -> type[BaseHTTPRequestHandler]:
+    """A handler that accepts a request and never answers (until `answer` is set)."""
+    class Silent(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            answer.wait(120)
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+    return Silent
+
+
+def test_an_endpoint_that_never_answers_is_one_line_within_the_timeout(tmp_path):
+    """Such an endpoint hung hf:// for ever (huggingface_hub asks a repository's info with
+    no timeout at all)."""
+    answer = threading.Event()
+    server = LocalServer(_silent(answer))
+    env = dict(offline_env(tmp_path), HF_ENDPOINT=server.url, ALBERT_TF_HUB_TIMEOUT="1")
+    env.pop("HF_HUB_OFFLINE")
+    try:
+        start = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", "convert",
+                                 "hf://someorg/m", str(tmp_path / "out")], capture_output=True,
+                                text=True, env=env, timeout=90)
+        elapsed = time.monotonic() - start
+    except subprocess.TimeoutExpired:
+        pytest.fail("albert-tf convert hf://... still waited after 90 s")
+    finally:
+        answer.set()
+        server.close()
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("albert-tf convert: hf://someorg/m: ") and server.url in last
+    assert "did not answer within 1 s (ALBERT_TF_HUB_TIMEOUT" in last, last
+    assert "Traceback" not in result.stderr and elapsed < 60 and not os.path.exists(tmp_path / "out")
+
+
+def test_the_hub_timeout_setting_is_checked(monkeypatch):
+    for bad in ("0", "-1", "nan", "soon", "7200"):
+        monkeypatch.setenv("ALBERT_TF_HUB_TIMEOUT", bad)
+        with pytest.raises(UserError, match="ALBERT_TF_HUB_TIMEOUT=.* must be a finite number"):
+            hub.hub_timeout()
+    monkeypatch.setenv("ALBERT_TF_HUB_TIMEOUT", "2.5")
+    assert hub.hub_timeout() == 2.5

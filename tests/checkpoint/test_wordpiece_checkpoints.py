@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
 import pytest
 
 from albert_tf.checkpoint import CheckpointError, convert, open_checkpoint
+from albert_tf.errors import UserError
 from albert_tf.tokenizer.wordpiece import VocabFileError
+from tests.helpers.paths import TASK_FIXTURES
 from tests.helpers.wordpiece import WORDPIECE_FIXTURE
 
 HF = os.path.join(WORDPIECE_FIXTURE, "hf")
@@ -144,3 +147,54 @@ def test_convert_keeps_the_wordpiece_vocabulary(tmp_path):
         features = opened.tokenizer.preprocessor(SEQ_LENGTH)(list(ref["texts"]))
         np.testing.assert_allclose(_probabilities(opened.load(), features),
                                    ref["single_probabilities"], atol=ATOL, rtol=0)
+
+
+def _vocab_replaced(tmp_path, make) -> str:
+    """HF's WordPiece directory with its vocab.txt replaced by what `make(path)` puts there."""
+    directory = _copy(HF, tmp_path / "odd_vocab", ["config.json", "model.safetensors",
+                                                  "tokenizer_config.json"])
+    make(os.path.join(directory, "vocab.txt"))
+    return directory
+
+
+@pytest.mark.parametrize("make, words", [
+    (os.mkfifo, r"vocab.txt is a FIFO, not a regular file"),
+    (os.mkdir, r"vocab.txt is a directory, not a regular file"),
+    (lambda path: os.symlink("gone.txt", path),
+     r"vocab.txt is a symbolic link to gone.txt, which does not exist"),
+], ids=["fifo", "directory", "dangling_link"])
+def test_a_vocab_txt_that_is_not_a_file_is_refused_not_taken_as_absent(tmp_path, capsys, make,
+                                                                       words):
+    """Such a vocab.txt was treated as absent: convert exited 0 with no vocabulary."""
+    directory = _vocab_replaced(tmp_path, make)
+    with pytest.raises(UserError, match=words):
+        _ = open_checkpoint(directory).tokenizer
+    out = tmp_path / "out"
+    assert convert.main([directory, str(out)]) == 2
+    assert re.search(words, capsys.readouterr().err) and not out.exists()
+
+
+def _with_tokenizer_class(source: str, directory, names: list[str], tokenizer_class: str) -> str:
+    directory = _copy(source, directory, names)
+    path = os.path.join(directory, "tokenizer_config.json")
+    values = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    values["tokenizer_class"] = tokenizer_class
+    json.dump(values, open(path, "w", encoding="utf-8"))
+    return directory
+
+
+def test_a_tokenizer_class_that_names_the_other_vocabulary_is_refused(tmp_path):
+    """tokenizer_class AlbertTokenizer beside a vocab.txt alone (or BertTokenizer beside a
+    spiece.model alone) was read as a checkpoint without vocabulary."""
+    albert = _with_tokenizer_class(HF, tmp_path / "albert", ["config.json", "model.safetensors",
+                                                             "vocab.txt"], "AlbertTokenizer")
+    with pytest.raises(CheckpointError, match=r"tokenizer_config.json: tokenizer_class="
+                                              r"'AlbertTokenizer' needs a spiece.model, but the "
+                                              r"directory ships vocab.txt \(the vocabulary of "
+                                              r"BertTokenizer, BertTokenizerFast\)"):
+        _ = open_checkpoint(albert).tokenizer
+    hf_spm = os.path.join(TASK_FIXTURES, "seq_single", "hf")
+    bert = _with_tokenizer_class(hf_spm, tmp_path / "bert", os.listdir(hf_spm), "BertTokenizer")
+    with pytest.raises(CheckpointError, match=r"'BertTokenizer' needs a vocab.txt, but the "
+                                              r"directory ships spiece.model"):
+        _ = open_checkpoint(bert).tokenizer

@@ -10,6 +10,7 @@ The untouched file still loads (the correct acceptance).
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 
 import keras
@@ -17,6 +18,10 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertSequenceClassifier
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+from tests.helpers.paths import FIXTURES, TASK_FIXTURES
+
+OTHER_SPM = os.path.join(TASK_FIXTURES, "seq_single", "hf", "spiece.model")  # 94 pieces
+WORDPIECE_VOCAB = os.path.join(FIXTURES, "wordpiece", "vocab.txt")          # 2120 tokens
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +52,8 @@ def _record(**fields):
 
 @pytest.mark.parametrize("suffix, change, words", [
     ("spiece.model", lambda data: b"not a model" * 8,
-     "the .keras file's spiece.model asset cannot be read as a vocabulary: spiece.model is "
+     "the .keras file's spiece.model asset cannot be read as the model's vocabulary: "
+     "spiece.model is "
      "not a valid SentencePiece model"),
     ("albert_task.json", _record(num_classes=5, label_names=list("abcde")),
      "the .keras file's albert_task.json says num_classes=5, the model's head has "
@@ -57,7 +63,12 @@ def _record(**fields):
      "max_position_embeddings=64 (the .keras file's albert_task.json)"),
     ("albert_task.json", lambda data: b"{",
      "the .keras file's albert_task.json:1:2: invalid JSON"),
-], ids=["garbage_spm", "five_classes_over_two", "seq_length_past_positions", "truncated_record"])
+    ("spiece.model", lambda data: open(OTHER_SPM, "rb").read(),
+     "the .keras file's spiece.model asset cannot be read as the model's vocabulary: "
+     "SentencePiece model "
+     "spiece.model has 94 pieces but the .keras file's model config has vocab_size=1000"),
+], ids=["garbage_spm", "five_classes_over_two", "seq_length_past_positions", "truncated_record",
+        "spm_of_another_size"])
 def test_an_asset_that_disagrees_with_its_model_is_refused(saved, tmp_path, suffix, change,
                                                            words):
     bad = _edited(saved, tmp_path, suffix, change)
@@ -72,3 +83,22 @@ def test_an_asset_that_disagrees_with_its_model_is_refused(saved, tmp_path, suff
 def test_the_untouched_file_loads(saved):
     model = keras.saving.load_model(saved)
     assert model.num_classes == 2 and model.task_record.num_classes == 2
+
+
+def test_a_wordpiece_asset_of_another_size_is_refused(tmp_path):
+    """A vocab.txt asset shorter than the embedding table loaded, and predict failed later
+    inside TensorFlow."""
+    pre = AlbertPreprocessor(WORDPIECE_VOCAB, 16)
+    config = AlbertConfig(vocab_size=pre.tokenizer.vocab_size, embedding_size=8, hidden_size=12,
+                          num_hidden_layers=1, num_attention_heads=3, intermediate_size=20,
+                          max_position_embeddings=64)
+    good = tmp_path / "good.keras"
+    AlbertSequenceClassifier(config, num_classes=2, preprocessor=pre).save(good)
+    keras.saving.load_model(good)  # the untouched file loads
+    bad = _edited(good, tmp_path, "vocab.txt", lambda data: b"\n".join(data.split(b"\n")[:-11]))
+    with pytest.raises(ValueError) as e:
+        keras.saving.load_model(bad)
+    assert ("the .keras file's vocab.txt asset cannot be read as the model's vocabulary: "
+            "WordPiece vocabulary "
+            "vocab.txt has 2110 tokens but the .keras file's model config has "
+            "vocab_size=2120") in str(e.value), str(e.value)

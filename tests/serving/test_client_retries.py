@@ -273,3 +273,41 @@ def test_a_refused_connection_is_retried_then_one_line(tmp_path, capsys):
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 1 and "(gave up after 3 retries)" in line, line
     assert not list(tmp_path.glob("o.jsonl*"))
+
+
+def _failed_run(tmp_path, serve, texts, batches_before_failing=2):
+    """A run over `texts` whose server fails after `batches_before_failing` batches of 4:
+    (input, output, FILE.partial holding those rows)."""
+    source, output = _write_input(tmp_path, texts), tmp_path / "out.jsonl"
+    server = serve(fail=lambda n, _: 400 if n > batches_before_failing else None)
+    assert client.main(_args(server, source, output, "--batch-size", "4")) == 1
+    partial = tmp_path / ("out.jsonl" + resume.PARTIAL_SUFFIX)
+    assert len(_rows(partial)) == 4 * batches_before_failing
+    return source, output, partial
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda rows: rows + rows[:2] + rows,  # 20 rows for 10 inputs (rows 1-8 repeated)
+     ":11: a row past the input's last row (the input holds 10 rows)"),
+    (lambda rows: rows[:1] + ['{"label": "pos"}\n'] + rows[2:],
+     ":2: expected the outputs ['digest', 'length'], got ['label']"),
+    (lambda rows: rows[:2] + ['{"digest": 7, "length": 3}\n'] + rows[3:],
+     ":3: output 'digest' holds 7, not a string"),
+], ids=["more_rows_than_input", "foreign_keys", "wrong_value_type"])
+def test_a_partial_output_that_is_not_this_runs_rows_is_refused_and_kept(tmp_path, serve, capsys,
+                                                                           edit, words):
+    """Such a FILE.partial was resumed and published (20 rows out for 10 in)."""
+    source, output, partial = _failed_run(tmp_path, serve, _texts(10))
+    lines = partial.read_text(encoding="utf-8").splitlines(keepends=True)
+    partial.write_text("".join(edit(lines)), encoding="utf-8")
+    before = partial.read_bytes()
+    capsys.readouterr()
+    server = serve()
+    assert client.main(_args(server, source, output)) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{partial}{words}" in line and "pass --overwrite to start again" in line, line
+    assert partial.read_bytes() == before and not output.exists()  # untouched
+    assert server.predicts == 0
+
+    assert client.main(_args(server, source, output, "--overwrite")) == 0  # as it says
+    assert _rows(output) == [expected_row(t) for t in _texts(10)] and not partial.exists()

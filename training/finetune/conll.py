@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 
 from albert_tf import tagging
 from albert_tf.infra import textio
@@ -56,8 +57,13 @@ class TaggedFile:
         return len(self.sentences)
 
 
-def read_tagged(path: str) -> TaggedFile:
+def read_tagged(path: str, is_separator: Callable[[str], bool] = str.isspace) -> TaggedFile:
     """The sentences of a CoNLL-layout or JSONL file (see the module docstring).
+
+    Lines end at "\\n" alone (a "\\r" before it is dropped), not at the other line breaks
+    `str.splitlines` knows (U+2028, \\x85, \\x1c, ...). Words end where the model's
+    tokenizer ends them (`is_separator`: the tokenizer's `is_word_separator`), so a word
+    of the file is a word of the served model's raw text.
 
     Raises:
       DataError: naming the file and line of a ragged column count, a word or tag
@@ -66,7 +72,10 @@ def read_tagged(path: str) -> TaggedFile:
     """
     text = textio.read_text(path)
     reader = _read_jsonl if path.lower().endswith(_JSON_EXTENSIONS) else _read_columns
-    sentences, places = reader(path, text.splitlines())
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()  # the final "\n" ends the last line
+    sentences, places = reader(path, lines, is_separator)
     if not sentences:
         raise DataError(f"{path}: no tagged sentences (expected {reader.__doc__})")
     for sentence, where in zip(sentences, places):
@@ -78,7 +87,30 @@ def read_tagged(path: str) -> TaggedFile:
     return TaggedFile(path, sentences, places)
 
 
-def _read_columns(path: str, lines: list[str]):
+def _split(line: str, is_separator: Callable[[str], bool]) -> list[str]:
+    """`line`'s non-empty runs of characters that are not separators."""
+    cells, cell = [], []
+    for char in line + " ":
+        if is_separator(char):
+            if cell:
+                cells.append("".join(cell))
+                cell = []
+        else:
+            cell.append(char)
+    return cells
+
+
+def _strip(cell: str, is_separator: Callable[[str], bool]) -> str:
+    """`cell` without the separators at its ends."""
+    start, end = 0, len(cell)
+    while start < end and is_separator(cell[start]):
+        start += 1
+    while end > start and is_separator(cell[end - 1]):
+        end -= 1
+    return cell[start:end]
+
+
+def _read_columns(path: str, lines: list[str], is_separator: Callable[[str], bool]):
     """CoNLL columns: WORD ... TAG per line, blank lines between sentences"""
     sentences, places, words, tags, where = [], [], [], [], []
     columns = None
@@ -91,8 +123,9 @@ def _read_columns(path: str, lines: list[str]):
 
     for number, line in enumerate(lines, 1):
         place = f"{path}:{number}"
-        cells = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
-        if not line.strip():
+        cells = ([_strip(c, is_separator) for c in line.split("\t")] if "\t" in line
+                 else _split(line, is_separator))
+        if not _split(line, is_separator):
             close()
             continue
         if cells[0] == DOCSTART:  # a document boundary, not a word
@@ -109,7 +142,7 @@ def _read_columns(path: str, lines: list[str]):
                             f"{_first_word_line(lines)})")
         if not cells[0] or not cells[-1]:
             raise DataError(f"{place}: the {'word' if not cells[0] else 'tag'} is empty")
-        if any(c.isspace() for c in cells[0]):
+        if any(is_separator(c) for c in cells[0]):
             raise DataError(f"{place}: word {cells[0]!r} holds whitespace (words are "
                             "whitespace-separated, as the served model splits raw text)")
         words.append(cells[0])
@@ -121,10 +154,10 @@ def _read_columns(path: str, lines: list[str]):
 
 def _first_word_line(lines: list[str]) -> int:
     return next(i for i, line in enumerate(lines, 1)
-                if line.strip() and line.split()[0] != DOCSTART)
+                if line.split() and line.split()[0] != DOCSTART)
 
 
-def _read_jsonl(path: str, lines: list[str]):
+def _read_jsonl(path: str, lines: list[str], is_separator: Callable[[str], bool]):
     """JSON lines: {"tokens": [...], "tags": [...]} per sentence"""
     sentences, places = [], []
     for number, line in enumerate(lines, 1):
@@ -144,7 +177,7 @@ def _read_jsonl(path: str, lines: list[str]):
         if not words:
             raise DataError(f"{place}: an empty sentence (no tokens)")
         for i, (word, tag) in enumerate(zip(words, tags)):
-            if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+            if not isinstance(word, str) or not word or any(is_separator(c) for c in word):
                 raise DataError(f"{place}: token {i} {word!r} is not a word (a non-empty "
                                 "string without whitespace: words are whitespace-separated)")
             if not isinstance(tag, str):

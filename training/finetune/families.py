@@ -176,7 +176,7 @@ def _ner_task(args, tokenizer, seq_length: int, options: dict):
     if len(data) > 3:
         raise UsageError("ner takes --data TRAIN [DEV [TEST]]: CoNLL-layout or JSONL files "
                          "(or no --data: TensorFlow Datasets' conll2003)")
-    files = ([conll.read_tagged(path) for path in data] if data
+    files = ([conll.read_tagged(path, tokenizer.is_word_separator) for path in data] if data
              else [conll.tfds_tagged(split) for split in conll.TFDS_SPLITS])
     evals = dict(zip(("dev", "test"), files[1:]))
     return ner.NerTask(files[0], evals, tokenizer, seq_length, parse_label_names(args.label_names),
