@@ -6,8 +6,9 @@
                    the batch call any tokenizer with encode / pack gets (a mixin)
   normalize.py     the Unicode tables both sides share (whitespace, marks, casing)
   wordpiece.py     `WordPieceTokenizer`: BERT's rules on a vocab.txt (the Chinese models)
-  tokenizer_json.py, json_unigram.py  Hugging Face's tokenizer.json read and applied
-                   (what transformers 5 saves); json_graph.py is its in-graph side
+  vocab_txt.py     `read_vocab`: vocab.txt read line by line as the original reads it
+  tokenizer_json.py, json_unigram.py, json_wordpiece.py  Hugging Face's tokenizer.json
+                   read and applied (what transformers 5 saves); json_graph.py in the graph
   preprocessor.py  `AlbertPreprocessor`: the same rules as TensorFlow ops, a Keras
                    layer for tf.data and SavedModels; it imports `spm`, never the reverse
 

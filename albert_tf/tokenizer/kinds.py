@@ -60,7 +60,8 @@ def python_tokenizer(path: str | os.PathLike, do_lower_case: bool = True,
         has none).
     """
     if is_tokenizer_json(path):
-        from albert_tf.tokenizer.tokenizer_json import JsonWordPieceTokenizer, read_tokenizer_json
+        from albert_tf.tokenizer.json_wordpiece import JsonWordPieceTokenizer
+        from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
         spec = read_tokenizer_json(path)
         if spec.kind == WORDPIECE:
             return JsonWordPieceTokenizer(spec)

@@ -13,7 +13,7 @@ read component by component:
                               model's user-defined symbols `( ) " - . – £ €` are such);
                               `json_unigram.JsonUnigramTokenizer`; `kinds.python_tokenizer` builds either
   WordPiece (BertTokenizer)   BertNormalizer + BertPreTokenizer + WordPiece "##": the
-                              options map onto `WordPieceTokenizer` (`JsonWordPieceTokenizer`)
+                              options map onto `WordPieceTokenizer` (`json_wordpiece.JsonWordPieceTokenizer`)
 
 Both take their [CLS]/[SEP] from the post_processor, which must be the
 `[CLS] $A [SEP] $B:1 [SEP]:1` template. Anything else (BPE, WordLevel, another normalizer
@@ -28,7 +28,6 @@ import dataclasses
 import functools
 import json
 import os
-import unicodedata
 from collections.abc import Sequence
 
 from albert_tf.errors import UserError
@@ -38,12 +37,9 @@ from albert_tf.tokenizer.wordpiece import (
     SPECIAL_TOKENS,
     SUFFIX,
     UNK_TOKEN,
-    WordPieceTokenizer,
-    _to_text,
 )
 
 __all__ = ["TokenizerJsonError", "TokenizerJson", "read_tokenizer_json", "json_kind",
-           "JsonWordPieceTokenizer",
            "AddedToken", "split_added", "WHITE_SPACE"]
 
 UNIGRAM, WORDPIECE_MODEL = "Unigram", "WordPiece"
@@ -306,76 +302,6 @@ def read_tokenizer_json(path: str | os.PathLike) -> TokenizerJson:
 def json_kind(path: str | os.PathLike) -> str:
     """"sentencepiece" for a Unigram tokenizer.json, "wordpiece" for a WordPiece one."""
     return read_tokenizer_json(path).kind
-
-
-class JsonWordPieceTokenizer(WordPieceTokenizer):
-    """`WordPieceTokenizer` with the vocabulary and options of a WordPiece tokenizer.json.
-
-    BertNormalizer's lowercase, strip_accents and handle_chinese_chars are
-    do_lower_case, strip_accents and tokenize_chinese_chars; BertPreTokenizer is the
-    basic tokenizer's whitespace and punctuation split; the WordPiece model is the
-    same greedy "##" longest match; the added tokens (the specials) are cut out of the
-    text first. Where `tokenizers`' BertNormalizer departs from the original rules, its
-    own apply: unassigned code points are kept (only Cc, Cf, Co and Cs are dropped as
-    control), U+2028 and U+2029 are whitespace, and lower-casing goes code point by code
-    point (a capital sigma is always "σ").
-    """
-
-    lowers_final_sigma = False
-
-    @staticmethod
-    def dropped(char: str) -> bool:
-        return char in "\x00\ufffd" or (char not in "\t\n\r" and unicodedata.category(
-            char) in ("Cc", "Cf", "Co", "Cs"))
-
-    @staticmethod
-    def spacing(char: str) -> bool:
-        return char in WHITE_SPACE
-
-    @staticmethod
-    def lower(word: str) -> str:
-        return "".join(c.lower() for c in word)
-
-    def __init__(self, spec: TokenizerJson):
-        bert = spec.bert
-        self.spec = spec
-        super(WordPieceTokenizer, self).__init__(  # BasicTokenizer: nothing read from a file
-            bert["lowercase"], strip_accents=bert["strip_accents"],
-            tokenize_chinese_chars=bert["handle_chinese_chars"])
-        self.vocab_path = spec.path
-        self.tokens = [token for token, _ in spec.vocab]
-        self.vocab = {token: i for i, token in enumerate(self.tokens)}
-        self.pad_id, self.unk_id, _, _, self.mask_id = (self.vocab[t] for t in SPECIAL_TOKENS)
-        self.cls_id, self.sep_id = spec.cls_id, spec.sep_id
-
-    def _stretches(self, text):
-        text = _to_text(text)
-        return text, split_added(text, self.spec.added)
-
-    def tokenize(self, text: str | bytes) -> list[str]:
-        """The tokens of `text`, the added tokens (the specials) matched in it first."""
-        text, stretches = self._stretches(text)
-        pieces = []
-        for s, e, token in stretches:
-            pieces += WordPieceTokenizer.tokenize(self, text[s:e]) if token is None else [
-                self.tokens[token]]
-        return pieces
-
-    def encode(self, text: str | bytes) -> list[int]:
-        return [self.vocab[piece] for piece in self.tokenize(text)]
-
-    def encode_with_offsets(self, text: str | bytes) -> tuple[list[int], list[tuple[int, int]]]:
-        text, stretches = self._stretches(text)
-        ids, offsets = [], []
-        for s, e, token in stretches:
-            if token is not None:
-                ids.append(token)
-                offsets.append((s, e))
-                continue
-            part_ids, part_offsets = super().encode_with_offsets(text[s:e])
-            ids += part_ids
-            offsets += [(a + s, b + s) for a, b in part_offsets]
-        return ids, offsets
 
 
 def split_added(text: str, added: Sequence[AddedToken]) -> list[tuple[int, int, int | None]]:

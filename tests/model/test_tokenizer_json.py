@@ -16,12 +16,9 @@ import pytest
 
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.json_unigram import JsonUnigramTokenizer
+from albert_tf.tokenizer.json_wordpiece import JsonWordPieceTokenizer
 from albert_tf.tokenizer.kinds import kind_of_file, python_tokenizer
-from albert_tf.tokenizer.tokenizer_json import (
-    JsonWordPieceTokenizer,
-    TokenizerJsonError,
-    read_tokenizer_json,
-)
+from albert_tf.tokenizer.tokenizer_json import TokenizerJsonError, read_tokenizer_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "tokenizer_json")
 ALBERT, BERT = os.path.join(FIXTURES, "albert"), os.path.join(FIXTURES, "bert")
