@@ -130,17 +130,18 @@ def _original_vocabulary(directory: str, kind: str) -> str | None:
     return find_spm_model(directory)
 
 
-def find_vocabulary(directory: str, kind: str) -> str | None:
+def find_vocabulary(directory: str, kind: str, quiet: bool = False) -> str | None:
     """The tokenizer file of `kind` shipped in `directory`: the original one
     (`find_spm_model`, or the first of `WORDPIECE_FILES` present), else a
     tokenizer.json; None when there is none. When both are there the original wins
-    (ALBERT's own rules), said in one INFO line with how to choose the other."""
+    (ALBERT's own rules), said in one INFO line (unless `quiet`) with how to choose the
+    other."""
     original = _original_vocabulary(directory, kind)
     json_path = os.path.join(directory, TOKENIZER_JSON)
     if not _shipped(json_path):
         return original
-    if original is None:
-        return json_path
+    if original is None or quiet:
+        return original or json_path
     logger.info("%s: using %s, not %s beside it: the original file's rules are ALBERT's own; "
                 "pass --spm-model %s for transformers' tokenization (what a model fine-tuned "
                 "with transformers 5 learned)", directory, os.path.basename(original),
@@ -205,10 +206,11 @@ def hf_tokenizer_options(directory: str) -> dict:
                               f"({', '.join(HF_TOKENIZER_CLASSES)})")
     kind = HF_TOKENIZER_CLASSES[named] if named else shipped_kind(directory)
     other = SENTENCEPIECE if kind == WORDPIECE else WORDPIECE
-    if named and not find_vocabulary(directory, kind) and find_vocabulary(directory, other):
+    if named and not find_vocabulary(directory, kind, quiet=True) and \
+            find_vocabulary(directory, other, quiet=True):
         raise CheckpointError(
             f"{path}: tokenizer_class={named!r} needs a {VOCABULARY_FILES[kind]}, but the "
-            f"directory ships {os.path.basename(find_vocabulary(directory, other))} (the "
+            f"directory ships {os.path.basename(find_vocabulary(directory, other, quiet=True))} (the "
             f"vocabulary of {', '.join(c for c, k in HF_TOKENIZER_CLASSES.items() if k == other)}"
             "): fix tokenizer_class or ship the vocabulary it names")
     options = {**DEFAULT_OPTIONS, "tokenizer": kind, "tokenize_chinese_chars": True}

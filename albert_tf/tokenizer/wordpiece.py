@@ -143,9 +143,10 @@ class BasicTokenizer:
         """Step 1's whitespace, made a space: where a word ends (`is_word_separator`)."""
         return is_word_separator(char)
 
-    def is_word_separator(self, char: str) -> bool:
+    @classmethod
+    def is_word_separator(cls, char: str) -> bool:
         """Where this tokenizer ends a word of raw text (fine-tuning's NER files read it)."""
-        return self.spacing(char)
+        return cls.spacing(char)
 
     @staticmethod
     def lower(word: str) -> str:

@@ -244,7 +244,7 @@ def test_bad_arguments_and_inputs(spm_model_path, tmp_path):
     pre = AlbertPreprocessor(spm_model_path, 16)
     with pytest.raises(TypeError, match="tf.string"):
         pre(tf.constant([1, 2]))
-    with pytest.raises(ValueError, match="one or two text segments"):
+    with pytest.raises(ValueError, match="takes 1 or 2 text segments, not 3"):
         pre((_strings(["a"]), _strings(["b"]), _strings(["c"])))
     with pytest.raises(ValueError, match=r"shape \[batch\]"):
         pre(tf.constant([["a", "b"]]))
