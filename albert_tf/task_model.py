@@ -27,6 +27,7 @@ import types
 from collections.abc import Mapping
 
 import keras
+import numpy as np
 
 import albert_tf  # the task record, from_preset's loader, on first use: albert_tf.loader
 from albert_tf import api_inputs, tasks
@@ -109,6 +110,14 @@ def _may_be_text(x) -> bool:
     return getattr(dtype, "kind", None) in ("S", "U", "O") or "string" in str(dtype)
 
 
+def _as_array(v):
+    """Labels or weights given as Python lists as NumPy arrays (beside token-id arrays,
+    Keras takes arrays only), dicts of them key by key."""
+    if isinstance(v, dict):
+        return {name: _as_array(value) for name, value in v.items()}
+    return np.asarray(v) if isinstance(v, (list, tuple)) else v
+
+
 class RecordAssetError(UserError):
     """A `.keras` file's task record that cannot be read or disagrees with its model."""
 
@@ -152,6 +161,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
                                                 dtype=self.dtype_policy)
         self.preprocessor = preprocessor
         self._task_record = None  # a TaskRecord given by from_preset, a .keras file or the user
+        self._traced_text = None  # raw text's preprocessing, traced on first use (_text_as_arrays)
 
     def _built(self) -> None:
         """Marks the model built (each subclass calls it once its heads exist) and
@@ -303,56 +313,58 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         return set(self.compute_output_spec(specs))
 
     def _as_model_data(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
-        """(x, y, sample_weight, batch_size) for Keras: raw text through the preprocessor
-        into a batched tf.data pipeline; plain labels keyed by the task's output (a
+        """(x, y, sample_weight, batch_size) for Keras: in-memory raw text as token-id
+        arrays, a text pipeline mapped through the preprocessor; plain labels keyed by the task's output (a
         single-output task's labels are its one target, unkeyed)."""
         spec = self.task_spec
         owner = type(self).__name__
         api_inputs.check_text_rows(x, owner)  # an empty batch, a None row: named, not guessed
         api_inputs.check_labels(self, y, rows=api_inputs.row_count(x),
                                 choices=api_inputs.choice_count(x))
-        if not _may_be_text(x):
-            if spec.single_output:
-                if isinstance(y, dict) and set(y) == {spec.label_output}:
-                    y = y[spec.label_output]
-            elif y is not None and not isinstance(y, dict) and spec.label_output is not None:
-                y = {spec.label_output: y}
-            return x, y, sample_weight, batch_size
-        text = _text_inputs()
-        segments = text.text_form(x)
-        if hasattr(x, "element_spec") and segments is None:  # tokenized tf.data
-            return text.keyed_dataset(x, spec.label_output, spec.single_output), y, \
-                sample_weight, batch_size
-        if segments is None:
-            problem = text.choices_problem(x)
-            raise TypeError(f"{type(self).__name__}: {problem}" if problem else
-                            f"{type(self).__name__} takes a dict of token ids "
-                            f"({', '.join(INPUT_NAMES)}) or raw text, not {type(x).__name__}")
-        if segments not in spec.text_segments:
-            forms = {1: "one text per example", 2: "(text_a, text_b) pairs",
-                     tasks.CHOICE_TEXTS: "(contexts, choices) with choices [B, K]"}
-            takes = " or ".join(forms[s] for s in spec.text_segments) or "token ids only"
-            raise TypeError(f"{type(self).__name__} ({self.task}) takes {takes} as raw text, "
-                            f"not {forms[segments]}")
-        if self.preprocessor is None:
-            raise ValueError(f"{type(self).__name__} has no preprocessor for raw text: load it "
-                             "with from_preset (a checkpoint with its SentencePiece model), or "
-                             "set model.preprocessor = AlbertPreprocessor(...)")
-        dataset = text.as_dataset(
-            self.preprocessor, x, y, sample_weight,
-            label_output=None if spec.single_output else spec.label_output,
-            batch_size=batch_size, shuffle=shuffle,
-            max_qa_length=self.task_record.max_qa_length if spec.choices else None)
-        return dataset, None, None, None
+        text = _text_inputs() if _may_be_text(x) else None
+        if text is not None and not hasattr(x, "element_spec"):  # in-memory text: ids
+            x = self._text_as_arrays(text, x)
+            y, sample_weight = _as_array(y), _as_array(sample_weight)
+        elif text is not None:  # a tf.data pipeline
+            if text.text_form(x) is None:  # tokenized
+                return text.keyed_dataset(x, spec.label_output, spec.single_output), y, \
+                    sample_weight, batch_size
+            text.check_text_form(self, x)
+            if y is not None or sample_weight is not None:
+                raise ValueError("a dataset carries its own labels; pass y and sample_weight "
+                                 "inside its elements")
+            dataset = text.as_dataset(
+                self.preprocessor, x,
+                label_output=None if spec.single_output else spec.label_output,
+                max_qa_length=self._max_qa_length())
+            return dataset, None, None, None
+        if spec.single_output:
+            if isinstance(y, dict) and set(y) == {spec.label_output}:
+                y = y[spec.label_output]
+        elif y is not None and not isinstance(y, dict) and spec.label_output is not None:
+            y = {spec.label_output: y}
+        return x, y, sample_weight, batch_size
+
+    def _max_qa_length(self) -> int | None:
+        return self.task_record.max_qa_length if self.task_spec.choices else None
+
+    def _text_as_arrays(self, text, x) -> dict:
+        """In-memory raw text as token-id arrays, through the preprocessing traced once
+        for this model (`text_inputs.TracedText`): later calls run it, not trace it."""
+        text.check_text_form(self, x)
+        if self._traced_text is None:
+            self._traced_text = text.TracedText()
+        return text.as_arrays(self._traced_text, self.preprocessor, x,
+                              max_qa_length=self._max_qa_length())
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, **kwargs):
         """`keras.Model.fit`; `x` may be raw text (see the module docstring)."""
-        rows, arrays = batch_size, not _may_be_text(x)
+        rows, pipeline = batch_size, hasattr(x, "element_spec")
         x, y, sample_weight, batch_size = self._as_model_data(x, y, sample_weight, batch_size,
                                                               shuffle)
-        shuffle = shuffle and arrays  # text is shuffled by its pipeline
+        shuffle = shuffle and not pipeline  # a text pipeline shuffles itself
         if isinstance(validation_data, tuple):  # (x, y[, sample_weight])
             vx, vy, vw = (*validation_data, None)[:3]
             vx, vy, vw, _ = self._as_model_data(vx, vy, vw, kwargs.get(
