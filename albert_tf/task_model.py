@@ -36,6 +36,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config, input_specs
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.lengths import TaskSequenceLength
 
 __all__ = ["AlbertTaskModel", "default_optimizer", "LOSSES", "METRICS",
            "FINETUNE_LEARNING_RATE", "FINETUNE_WEIGHT_DECAY"]
@@ -122,7 +123,7 @@ class RecordAssetError(UserError):
     """A `.keras` file's task record that cannot be read or disagrees with its model."""
 
 
-class AlbertTaskModel(ExportMixin, keras.Model):
+class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
     """The encoder, a head, and the task's shared behaviour (see the module docstring).
 
     Args:
@@ -130,6 +131,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
       encoder: an encoder to reuse (its config must be `config`).
       preprocessor: an `AlbertPreprocessor` for raw text (`from_preset` builds it from
         the checkpoint's vocabulary); None: token ids only.
+      seq_length / sequence_length (attributes): the length raw text is packed to, the
+        preprocessor's; setting it repacks from the next call (`lengths`).
       remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
       compile: compile with the task's defaults once built (`compile()`); False: leave
         it uncompiled.
