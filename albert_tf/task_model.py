@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 # warmup and decay schedule needs the number of steps: `albert_tf.create_optimizer`.
 FINETUNE_LEARNING_RATE = 2e-5
 FINETUNE_WEIGHT_DECAY = 0.01
+KERAS_BATCH_SIZE = 32  # Keras' own default batch size for arrays
 _NO_DECAY = ("gamma", "beta", "bias")
 
 # The loss and metric kinds a task's entry names (`Task.losses`, `Task.metrics`).
@@ -109,14 +110,6 @@ def _may_be_text(x) -> bool:
         return True
     dtype = getattr(x, "dtype", None)
     return getattr(dtype, "kind", None) in ("S", "U", "O") or "string" in str(dtype)
-
-
-def _as_array(v):
-    """Labels or weights given as Python lists as NumPy arrays (beside token-id arrays,
-    Keras takes arrays only), dicts of them key by key."""
-    if isinstance(v, dict):
-        return {name: _as_array(value) for name, value in v.items()}
-    return np.asarray(v) if isinstance(v, (list, tuple)) else v
 
 
 class RecordAssetError(UserError):
@@ -327,7 +320,7 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
         text = _text_inputs() if _may_be_text(x) else None
         if text is not None and not hasattr(x, "element_spec"):  # in-memory text: ids
             x = self._text_as_arrays(text, x)
-            y, sample_weight = _as_array(y), _as_array(sample_weight)
+            y, sample_weight = text.label_arrays(y), text.label_arrays(sample_weight)
         elif text is not None:  # a tf.data pipeline
             if text.text_form(x) is None:  # tokenized
                 return text.keyed_dataset(x, spec.label_output, spec.single_output), y, \
@@ -388,8 +381,19 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
                                 sample_weight=sample_weight, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """`keras.Model.predict`; `x` may be raw text."""
+        """`keras.Model.predict`; `x` may be raw text. In-memory text with no `steps`,
+        `callbacks` or progress bar asked for (verbose "auto" or 0) runs batch by batch
+        through `predict_on_batch` (Keras' predict function, traced once; no data pipeline
+        built per call), so a repeated call costs what the model costs."""
+        in_memory_text = _may_be_text(x) and not hasattr(x, "element_spec")
         x, _, _, batch_size = self._as_model_data(x, batch_size=batch_size)
+        if in_memory_text and steps is None and not callbacks and verbose in ("auto", 0):
+            rows = len(next(iter(x.values())))
+            size = batch_size or KERAS_BATCH_SIZE
+            parts = [self.predict_on_batch({name: value[start:start + size]
+                                            for name, value in x.items()})
+                     for start in range(0, rows, size)]
+            return keras.tree.map_structure(lambda *p: np.concatenate(p), *parts)
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
                                callbacks=callbacks)
 

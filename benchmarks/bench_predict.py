@@ -10,6 +10,8 @@ which the project does not depend on). The ratio is ours / theirs on the median 
 
     python benchmarks/bench_predict.py
     python benchmarks/bench_predict.py --peer-python /work/refvenv/bin/python --calls 7 --rows 8
+    git archive COMMIT | tar -x -C /tmp/before   # and a row for another checkout of ours:
+    python benchmarks/bench_predict.py --baseline-root /tmp/before
 
 Take the figures on a quiet machine: the table prints the load average and CPU flags.
 """
@@ -61,8 +63,9 @@ def _timed(call) -> float:
     return time.perf_counter() - start
 
 
-def _run_side(python: str, side: str, rows: int, calls: int) -> list[float]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+def _run_side(python: str, side: str, rows: int, calls: int, root: str = ROOT) -> list[float]:
+    """`side`'s seconds per call, run in a fresh `python` that imports albert_tf from `root`."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": root}
     result = subprocess.run([python, os.path.abspath(__file__), "--side", side,
                              "--rows", str(rows), "--calls", str(calls)],
                             capture_output=True, text=True, env=env, cwd=ROOT)
@@ -86,6 +89,8 @@ def main(argv=None) -> None:
     parser.add_argument("--calls", type=int, default=7, help="calls per side")
     parser.add_argument("--peer-python", default="/work/refvenv/bin/python",
                         help="interpreter with transformers and torch")
+    parser.add_argument("--baseline-root", help="another checkout of albert-tf (e.g. the "
+                        "commit before a change): one more row, its predict on text")
     parser.add_argument("--side", choices=("ours", "peer"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.side:  # a child process: one side, its seconds as JSON on the last line
@@ -95,12 +100,17 @@ def main(argv=None) -> None:
     load = os.getloadavg()
     ours = _run_side(sys.executable, "ours", args.rows, args.calls)
     peer = _run_side(args.peer_python, "peer", args.rows, args.calls)
+    baseline = args.baseline_root and _run_side(sys.executable, "ours", args.rows, args.calls,
+                                                os.path.abspath(args.baseline_root))
     lines = [f"CPU flags: {_cpu_flags()}; load average before: {load[0]:.2f}, after: "
              f"{os.getloadavg()[0]:.2f}",
              f"{args.calls} calls of predict on {args.rows} texts, seconds per call",
              "| | first | median | slowest |", "|---|---:|---:|---:|"]
-    for name, seconds in (("albert-tf `model.predict(texts)`", ours),
-                          ("transformers `pipeline(\"text-classification\")`", peer)):
+    named = [("albert-tf `model.predict(texts)`", ours),
+             ("transformers `pipeline(\"text-classification\")`", peer)]
+    if baseline:
+        named.append((f"albert-tf at {args.baseline_root}", baseline))
+    for name, seconds in named:
         lines.append(f"| {name} | {seconds[0]:.3f} | {statistics.median(seconds):.3f} | "
                      f"{max(seconds):.3f} |")
     ratio = statistics.median(ours) / statistics.median(peer)

@@ -24,8 +24,8 @@ from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tasks import CHOICE_TEXTS
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
-__all__ = ["is_text", "text_form", "check_text_form", "as_dataset", "as_arrays", "keyed_dataset", "TracedText",
-           "AlbertPreprocessor"]
+__all__ = ["is_text", "text_form", "check_text_form", "as_dataset", "as_arrays", "label_arrays",
+           "keyed_dataset", "TracedText", "AlbertPreprocessor"]
 
 # Rows tokenized per call of a traced preprocessor (`as_arrays`): bounds the graph's
 # intermediate tensors on a large list, and any count reuses the one trace.
@@ -232,6 +232,14 @@ def as_arrays(traced: TracedText, preprocessor, x, *,
               for start in range(0, max(rows, 1), ARRAY_CHUNK_ROWS)]
     return {name: np.concatenate([chunk[name].numpy() for chunk in chunks])
             for name in chunks[0]}
+
+
+def label_arrays(v):
+    """Labels or weights given as Python lists as NumPy arrays (beside `as_arrays`' token
+    ids, Keras takes arrays only), dicts of them key by key."""
+    if isinstance(v, dict):
+        return {name: label_arrays(value) for name, value in v.items()}
+    return np.asarray(v) if isinstance(v, (list, tuple)) else v
 
 
 def keyed_dataset(dataset: tf.data.Dataset, label_output: str | None,

@@ -36,14 +36,18 @@ def test_a_second_predict_on_text_reuses_the_trace(traces):
     model = AlbertSequenceClassifier.from_preset(CLASSIFIER)
     first = model.predict(TEXTS, verbose=0)
     assert len(traces) == 1
+    predict_function = model.predict_function  # Keras' own, traced on the first call
     again = model.predict(TEXTS, verbose=0)
     fewer = model.predict(TEXTS[:2], verbose=0)  # another row count: the same trace
-    assert len(traces) == 1
+    assert len(traces) == 1 and model.predict_function is predict_function
     np.testing.assert_array_equal(again, first)
     np.testing.assert_allclose(fewer, first[:2], atol=1e-6, rtol=0)  # another batch shape
     ids = {name: value.numpy() for name, value in model.preprocessor(TEXTS).items()}
     np.testing.assert_allclose(model.predict(ids, verbose=0), first, atol=1e-6, rtol=0)
     assert len(traces) == 2  # the eager call above, not predict
+    np.testing.assert_allclose(model.predict(TEXTS * 7, batch_size=4, verbose=0),
+                               np.concatenate([first] * 7), atol=1e-6, rtol=0)  # 11 batches
+    np.testing.assert_allclose(model.predict(TEXTS, verbose=1), first, atol=1e-6, rtol=0)
 
 
 def test_pairs_have_their_own_trace_and_fit_on_text_still_trains(traces):
