@@ -11,5 +11,8 @@ INPUT_WORD_IDS = "input_word_ids"
 INPUT_MASK = "input_mask"
 INPUT_TYPE_IDS = "input_type_ids"
 INPUT_NAMES = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
+# Hugging Face's names for the same three (a tokenizer called with names="hf").
+HF_INPUT_NAMES = {INPUT_WORD_IDS: "input_ids", INPUT_MASK: "attention_mask",
+                  INPUT_TYPE_IDS: "token_type_ids"}
 # The masked-LM heads' extra input: int32 [B, P], the positions to predict.
 MASKED_LM_POSITIONS = "masked_lm_positions"

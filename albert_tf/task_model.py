@@ -4,18 +4,17 @@ A task model holds its encoder, its head, and (when it came from a checkpoint wi
 vocabulary) a `preprocessor` and the `task_record` it is served by. Its class's
 entry in `albert_tf.tasks` (`task_spec`) decides the rest:
 
-* `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint`
-  reads (`albert_tf.checkpoint.presets`, reached through `albert_tf.loader`: the
-  layers import no checkpoint I/O);
+* `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint` reads
+  (`albert_tf.checkpoint.presets`, through `albert_tf.loader`: no checkpoint I/O here);
 * it comes compiled: `compile()`'s defaults (AdamW, the task's loss and metrics) are
   applied on construction (`compile=False` skips it), so `fit` works at once;
 * a single-output task (classifier, regressor, token classifier, multiple choice)
   returns its array from `call`/`predict`, as KerasHub's tasks do; the others a dict;
-* `fit`, `evaluate`, `predict` take raw text (a list of strings, a `(texts_a,
-  texts_b)` pair, a batched `tf.data` of them) as well as token-id dicts; a label
-  array is the target of the task's `label_output`;
-* a `.keras` file carries the preprocessor's SentencePiece model and the task
-  record as assets, so it reloads with the checkpoint directory gone;
+* `fit`, `evaluate`, `predict` take raw text (a list of strings, a `(texts_a, texts_b)`
+  pair, a batched `tf.data` of them) as well as token-id dicts; a label array is the
+  target of the task's `label_output`;
+* a `.keras` file carries the preprocessor's vocabulary and the task record as
+  assets, so it reloads with the checkpoint directory gone;
 * `export(path)` (Keras') needs no call first.
 """
 
@@ -27,6 +26,7 @@ import types
 from collections.abc import Mapping
 
 import keras
+import numpy as np
 
 import albert_tf  # the task record, from_preset's loader, on first use: albert_tf.loader
 from albert_tf import api_inputs, tasks
@@ -35,6 +35,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder, ExportMixin, as_config, input_specs
 from albert_tf.errors import UserError
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.lengths import TaskSequenceLength
 
 __all__ = ["AlbertTaskModel", "default_optimizer", "LOSSES", "METRICS",
            "FINETUNE_LEARNING_RATE", "FINETUNE_WEIGHT_DECAY"]
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 # warmup and decay schedule needs the number of steps: `albert_tf.create_optimizer`.
 FINETUNE_LEARNING_RATE = 2e-5
 FINETUNE_WEIGHT_DECAY = 0.01
+KERAS_BATCH_SIZE = 32  # Keras' own default batch size for arrays
 _NO_DECAY = ("gamma", "beta", "bias")
 
 # The loss and metric kinds a task's entry names (`Task.losses`, `Task.metrics`).
@@ -113,7 +115,7 @@ class RecordAssetError(UserError):
     """A `.keras` file's task record that cannot be read or disagrees with its model."""
 
 
-class AlbertTaskModel(ExportMixin, keras.Model):
+class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
     """The encoder, a head, and the task's shared behaviour (see the module docstring).
 
     Args:
@@ -121,6 +123,8 @@ class AlbertTaskModel(ExportMixin, keras.Model):
       encoder: an encoder to reuse (its config must be `config`).
       preprocessor: an `AlbertPreprocessor` for raw text (`from_preset` builds it from
         the checkpoint's vocabulary); None: token ids only.
+      seq_length / sequence_length (attributes): the length raw text is packed to, the
+        preprocessor's; setting it repacks from the next call (`lengths`).
       remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
       compile: compile with the task's defaults once built (`compile()`); False: leave
         it uncompiled.
@@ -154,6 +158,7 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         if preprocessor is not None:  # so a .keras file's vocabulary is checked against it
             preprocessor.model_vocab_size = self.config.vocab_size
         self._task_record = None  # a TaskRecord given by from_preset, a .keras file or the user
+        self._traced_text = None  # raw text's preprocessing, traced on first use (_text_as_arrays)
 
     def _built(self) -> None:
         """Marks the model built (each subclass calls it once its heads exist) and
@@ -305,57 +310,58 @@ class AlbertTaskModel(ExportMixin, keras.Model):
         return set(self.compute_output_spec(specs))
 
     def _as_model_data(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
-        """(x, y, sample_weight, batch_size) for Keras: raw text through the preprocessor
-        into a batched tf.data pipeline; plain labels keyed by the task's output (a
-        single-output task's labels are its one target, unkeyed)."""
-        spec = self.task_spec
-        owner = type(self).__name__
+        """(x, y, sample_weight, batch_size) for Keras: in-memory raw text as token-id arrays,
+        a text pipeline mapped through the preprocessor; plain labels keyed by the task's
+        output (a single-output task's labels are its one target, unkeyed)."""
+        spec, owner = self.task_spec, type(self).__name__
         api_inputs.check_batch_size(batch_size, owner)
         api_inputs.check_text_rows(x, owner)  # an empty batch, a None row: named, not guessed
         api_inputs.check_labels(self, y, rows=api_inputs.row_count(x),
                                 choices=api_inputs.choice_count(x))
-        if not _may_be_text(x):
-            if spec.single_output:
-                if isinstance(y, dict) and set(y) == {spec.label_output}:
-                    y = y[spec.label_output]
-            elif y is not None and not isinstance(y, dict) and spec.label_output is not None:
-                y = {spec.label_output: y}
-            return x, y, sample_weight, batch_size
-        text = _text_inputs()
-        segments = text.text_form(x)
-        if hasattr(x, "element_spec") and segments is None:  # tokenized tf.data
-            return text.keyed_dataset(x, spec.label_output, spec.single_output), y, \
-                sample_weight, batch_size
-        if segments is None:
-            problem = text.choices_problem(x)
-            raise TypeError(f"{type(self).__name__}: {problem}" if problem else
-                            f"{type(self).__name__} takes a dict of token ids "
-                            f"({', '.join(INPUT_NAMES)}) or raw text, not {type(x).__name__}")
-        if segments not in spec.text_segments:
-            forms = {1: "one text per example", 2: "(text_a, text_b) pairs",
-                     tasks.CHOICE_TEXTS: "(contexts, choices) with choices [B, K]"}
-            takes = " or ".join(forms[s] for s in spec.text_segments) or "token ids only"
-            raise TypeError(f"{type(self).__name__} ({self.task}) takes {takes} as raw text, "
-                            f"not {forms[segments]}")
-        if self.preprocessor is None:
-            raise ValueError(f"{type(self).__name__} has no preprocessor for raw text: load it "
-                             "with from_preset (a checkpoint with its SentencePiece model), or "
-                             "set model.preprocessor = AlbertPreprocessor(...)")
-        dataset = text.as_dataset(
-            self.preprocessor, x, y, sample_weight,
-            label_output=None if spec.single_output else spec.label_output,
-            batch_size=batch_size, shuffle=shuffle,
-            max_qa_length=self.task_record.max_qa_length if spec.choices else None)
-        return dataset, None, None, None
+        text = _text_inputs() if _may_be_text(x) else None
+        if text is not None and not hasattr(x, "element_spec"):  # in-memory text: ids
+            x = self._text_as_arrays(text, x)
+            y, sample_weight = text.label_arrays(y), text.label_arrays(sample_weight)
+        elif text is not None:  # a tf.data pipeline
+            if text.text_form(x) is None:  # tokenized
+                return text.keyed_dataset(x, spec.label_output, spec.single_output), y, \
+                    sample_weight, batch_size
+            text.check_text_form(self, x)
+            if y is not None or sample_weight is not None:
+                raise ValueError("a dataset carries its own labels; pass y and sample_weight "
+                                 "inside its elements")
+            dataset = text.as_dataset(
+                self.preprocessor, x,
+                label_output=None if spec.single_output else spec.label_output,
+                max_qa_length=self._max_qa_length())
+            return dataset, None, None, None
+        if spec.single_output:
+            if isinstance(y, dict) and set(y) == {spec.label_output}:
+                y = y[spec.label_output]
+        elif y is not None and not isinstance(y, dict) and spec.label_output is not None:
+            y = {spec.label_output: y}
+        return x, y, sample_weight, batch_size
+
+    def _max_qa_length(self) -> int | None:
+        return self.task_record.max_qa_length if self.task_spec.choices else None
+
+    def _text_as_arrays(self, text, x) -> dict:
+        """In-memory raw text as token-id arrays, through the preprocessing traced once
+        for this model (`text_inputs.TracedText`): later calls run it, not trace it."""
+        text.check_text_form(self, x)
+        if self._traced_text is None:
+            self._traced_text = text.TracedText()
+        return text.as_arrays(self._traced_text, self.preprocessor, x,
+                              max_qa_length=self._max_qa_length())
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, **kwargs):
         """`keras.Model.fit`; `x` may be raw text (see the module docstring)."""
-        rows, arrays = batch_size, not _may_be_text(x)
+        rows, pipeline = batch_size, hasattr(x, "element_spec")
         x, y, sample_weight, batch_size = self._as_model_data(x, y, sample_weight, batch_size,
                                                               shuffle)
-        shuffle = shuffle and arrays  # text is shuffled by its pipeline
+        shuffle = shuffle and not pipeline  # a text pipeline shuffles itself
         if isinstance(validation_data, tuple):  # (x, y[, sample_weight])
             vx, vy, vw = (*validation_data, None)[:3]
             vx, vy, vw, _ = self._as_model_data(vx, vy, vw, kwargs.get(
@@ -376,8 +382,19 @@ class AlbertTaskModel(ExportMixin, keras.Model):
                                 sample_weight=sample_weight, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """`keras.Model.predict`; `x` may be raw text."""
+        """`keras.Model.predict`; `x` may be raw text. In-memory text with no `steps`,
+        `callbacks` or progress bar asked for (verbose "auto" or 0) runs batch by batch
+        through `predict_on_batch` (Keras' predict function, traced once; no data pipeline
+        built per call), so a repeated call costs what the model costs."""
+        in_memory_text = _may_be_text(x) and not hasattr(x, "element_spec")
         x, _, _, batch_size = self._as_model_data(x, batch_size=batch_size)
+        if in_memory_text and steps is None and not callbacks and verbose in ("auto", 0):
+            rows = len(next(iter(x.values())))
+            size = batch_size or KERAS_BATCH_SIZE
+            parts = [self.predict_on_batch({name: value[start:start + size]
+                                            for name, value in x.items()})
+                     for start in range(0, rows, size)]
+            return keras.tree.map_structure(lambda *p: np.concatenate(p), *parts)
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
                                callbacks=callbacks)
 

@@ -8,6 +8,7 @@ Keras, tensorflow_text, apache_beam, torch) that process imported, read from
 
     python benchmarks/bench_cli_help.py                 # every command, 3 repeats
     python benchmarks/bench_cli_help.py --commands export predict --repeats 5
+    python benchmarks/bench_cli_help.py --typo   # `COMMAND --chekpoint x`: the refusal instead
 
 Take the figures on a quiet machine: the table prints the load average and CPU flags.
 """
@@ -43,21 +44,31 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def wall_seconds(command: str) -> tuple[float, float]:
-    """(wall, CPU) seconds of one `albert-tf COMMAND --help`; CPU time varies less with
-    the machine's load than wall time does."""
+# A mistyped option (`--typo`): every command refuses it, before TensorFlow loads.
+TYPO = ("--chekpoint", "x")
+
+
+def wall_seconds(command: str, typo: bool = False) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `albert-tf COMMAND --help` (`typo`: `COMMAND --chekpoint
+    x`, refused); CPU time varies less with the machine's load than wall time does."""
     cpu, start = _children_cpu(), time.perf_counter()
-    result = subprocess.run([*_entry_point(), command, "--help"], capture_output=True, text=True)
+    result = subprocess.run([*_entry_point(), command, *(TYPO if typo else ("--help",))],
+                            capture_output=True, text=True)
     elapsed, cpu = time.perf_counter() - start, _children_cpu() - cpu
-    if result.returncode != 0 or "usage:" not in result.stdout:
-        raise SystemExit(f"albert-tf {command} --help failed: {result.stderr[-500:]}")
+    answered = (result.returncode == 2 and f"unrecognized option {TYPO[0]}" in result.stderr
+                if typo else result.returncode == 0 and "usage:" in result.stdout)
+    if not answered:
+        raise SystemExit(f"albert-tf {command} {'typo' if typo else '--help'} failed: "
+                         f"{result.stderr[-500:]}")
     return elapsed, cpu
 
 
-def heavy_imports(command: str) -> list[str]:
-    """The HEAVY top-level packages `albert-tf COMMAND --help` imports (-X importtime)."""
+def heavy_imports(command: str, typo: bool = False) -> list[str]:
+    """The HEAVY top-level packages `albert-tf COMMAND --help` (or the typo) imports
+    (-X importtime)."""
     code = "import sys; from albert_tf.infra.cli import main; sys.exit(main(sys.argv[1:]))"
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code, command, "--help"],
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code, command,
+                             *(TYPO if typo else ("--help",))],
                             capture_output=True, text=True)
     names = set()
     for line in result.stderr.splitlines():
@@ -84,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", nargs="+", default=None, help="default: every command")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--typo", action="store_true",
+                        help="time `COMMAND --chekpoint x` (refused) instead of --help")
     args = parser.parse_args(argv)
     commands = args.commands or _commands()
     print(f"# CPU: {cpu_flags()}")
@@ -91,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'command':<12} {'wall median s':>13} {'wall max s':>10} {'CPU median s':>12}  "
           "heavy imports")
     for command in commands:
-        runs = [wall_seconds(command) for _ in range(args.repeats)]
+        runs = [wall_seconds(command, args.typo) for _ in range(args.repeats)]
         wall, cpu = [r[0] for r in runs], [r[1] for r in runs]
-        heavy = heavy_imports(command)
+        heavy = heavy_imports(command, args.typo)
         print(f"{command:<12} {statistics.median(wall):>13.2f} {max(wall):>10.2f} "
               f"{statistics.median(cpu):>12.2f}  {', '.join(heavy) or '-'}", flush=True)
     print(f"# load average after: {os.getloadavg()[0]:.2f}")

@@ -704,7 +704,7 @@ def test_predict_accepts_a_reply_that_fits(capsys, tmp_path):
                              "--input", source, "--output", out)
     assert code == 0, line
     assert [json.loads(r) for r in out.read_text().splitlines()] == [
-        {"label": "pos", "probabilities": [0.25, 0.75]}] * 2
+        {"index": i, "label": "pos", "probabilities": [0.25, 0.75]} for i in range(2)]
 
 
 @pytest.mark.parametrize("route, names", [

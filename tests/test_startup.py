@@ -33,25 +33,57 @@ print("\\n" + json.dumps({{"code": code, "heavy": heavy}}))
 """
 
 
-def _fresh(script: str, *args: str) -> tuple[dict, str]:
+def _fresh(script: str, *args: str) -> tuple[dict, str, str]:
     """Runs `script` in a fresh interpreter; returns the JSON its last stdout line holds,
-    and all of stdout."""
+    all of stdout and all of stderr."""
     result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1]), result.stdout
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stdout, result.stderr
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_commands_help_imports_no_heavy_framework(command):
-    outcome, stdout = _fresh(HELP, command, "--help")
+    outcome, stdout, _ = _fresh(HELP, command, "--help")
     assert outcome["code"] == 0 and f"usage: albert-tf {command}" in stdout
     assert outcome["heavy"] == [], (command, outcome["heavy"])
 
 
 def test_a_usage_error_is_reported_before_tensorflow_loads():
-    outcome, _ = _fresh(HELP, "export", "--checkpoint", "c")  # --output missing
+    outcome, _, _ = _fresh(HELP, "export", "--checkpoint", "c")  # --output missing
     assert outcome == {"code": 2, "heavy": []}
+
+
+# A mistyped option of each command, and the option it should suggest.
+TYPOS = {
+    "demo": ("--outptu", "--output"), "vocab": ("--vocab-sise", "--vocab-size"),
+    "create-data": ("--spm-modle", "--spm-model"), "pretrain": ("--train-dta", "--train-data"),
+    "finetune": ("--chekpoint", "--checkpoint"), "export": ("--chekpoint", "--checkpoint"),
+    "predict": ("--saved-modle", "--saved-model"), "convert": ("--overwirte", "--overwrite"),
+    "params": ("--biuld", "--build"), "presets": ("--jsno", "--json"),
+    "ablate": ("--gird", "--grid"),
+}
+
+
+def test_every_command_has_a_typo_case():
+    assert set(TYPOS) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(TYPOS))
+def test_a_mistyped_option_is_refused_with_a_suggestion_before_tensorflow_loads(command):
+    typo, meant = TYPOS[command]
+    outcome, _, stderr = _fresh(HELP, command, typo, "x")  # required options missing too
+    assert outcome == {"code": 2, "heavy": []}
+    assert stderr.splitlines() == [
+        f"albert-tf {command}: unrecognized option {typo}; did you mean {meant}?"]
+
+
+def test_an_unknown_command_is_answered_with_the_closest_one():
+    outcome, _, stderr = _fresh(HELP, "exprot", "--checkpoint", "c")
+    assert outcome == {"code": 2, "heavy": []}
+    assert stderr.splitlines()[0] == "albert-tf: unknown command 'exprot'; did you mean export?"
+    _, _, stderr = _fresh(HELP, "zzz")
+    assert stderr.splitlines()[0] == "albert-tf: unknown command 'zzz'"
 
 
 def test_importing_the_packages_registers_no_file_system_and_imports_no_tensorflow():
@@ -60,7 +92,7 @@ def test_importing_the_packages_registers_no_file_system_and_imports_no_tensorfl
               "from albert_tf.infra import atomic\n"
               "print(json.dumps({'registered': atomic._remote_filesystem is not None,\n"
               "                  'tensorflow': 'tensorflow' in sys.modules}))\n")
-    outcome, _ = _fresh(script)
+    outcome, _, _ = _fresh(script)
     assert outcome == {"registered": False, "tensorflow": False}
 
 

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
 import math
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -83,6 +85,38 @@ class ArgumentParser(argparse.ArgumentParser):
         namespace, extras = super().parse_known_args(args, namespace)
         namespace.__dict__.pop(_GIVEN, None)
         return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with a mistyped option refused first, naming the closest one
+        (before a missing required option is reported: the typo is the cause)."""
+        self.check_options(sys.argv[1:] if args is None else list(args))
+        return super().parse_args(args, namespace)
+
+    def parse_intermixed_args(self, args=None, namespace=None):
+        """argparse's, with `parse_args`' check of mistyped options first."""
+        self.check_options(sys.argv[1:] if args is None else list(args))
+        return super().parse_intermixed_args(args, namespace)
+
+    def check_options(self, args: Sequence[str]) -> None:
+        """Refuses the first `--option` of `args` that names none of this parser's
+        options (nor abbreviates exactly one): "unrecognized option --chekpoint; did
+        you mean --checkpoint?" when one is close (`suggestion`)."""
+        known = [s for s in self._option_string_actions if s.startswith("--")]
+        for arg in args:
+            if arg == "--":
+                return
+            option = arg.split("=", 1)[0]
+            if not option.startswith("--") or option in known or (
+                    self.allow_abbrev and any(k.startswith(option) for k in known)):
+                continue
+            options = [k for k in known if k != "--help"]  # never the suggestion for a typo
+            raise UsageError(f"unrecognized option {option}{suggestion(option, options)}")
+
+
+def suggestion(word: str, choices: Sequence[str]) -> str:
+    """"; did you mean X?" for the choice closest to a mistyped `word` (difflib), or ""."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 

@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 
 from albert_tf.errors import UserError
-from albert_tf.infra import tf_startup
+from albert_tf.infra import arguments, tf_startup
 
 DEBUG_ENV = "ALBERT_TF_DEBUG"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"albert-tf: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        print(f"albert-tf: unknown command {name!r}{arguments.suggestion(name, COMMANDS)}"
+              f"\n\n{_usage()}", file=sys.stderr)
         return 2
     if not debug_enabled():
         # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is not for command-line

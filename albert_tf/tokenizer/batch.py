@@ -1,9 +1,10 @@
 """Calling a tokenizer on a batch, as Hugging Face and KerasHub tokenizers are called.
 
 `BatchTokenizerMixin.__call__(texts, texts_pair=None, padding=True, truncation=True,
-max_length=None, return_tensors=None, return_offsets_mapping=False)` gives the model's
-inputs (`input_word_ids`, `input_mask`, `input_type_ids`) for one text, a batch, or a
-batch of pairs. Each row holds the ids `encode_pair` gives it: the tokenizer's own
+max_length=None, return_tensors=None, return_offsets_mapping=False, names="albert")` gives
+the model's inputs (`input_word_ids`, `input_mask`, `input_type_ids`; with names="hf",
+Hugging Face's `input_ids`, `attention_mask`, `token_type_ids`) for one text, a batch, or
+a batch of pairs. Each row holds the ids `encode_pair` gives it: the tokenizer's own
 `encode` and `pack` do the work (one home for packing and the truncation rule), this
 module only batches, pads and converts.
 
@@ -20,15 +21,17 @@ from typing import Any
 import numpy as np
 
 from albert_tf.config import DEFAULT_SEQ_LENGTH, MIN_SEQ_LENGTH
-from albert_tf.inputs import INPUT_NAMES, INPUT_WORD_IDS
+from albert_tf.inputs import HF_INPUT_NAMES, INPUT_NAMES, INPUT_WORD_IDS
 
-__all__ = ["BatchTokenizerMixin", "OFFSET_MAPPING", "PADDING_CHOICES", "RETURN_TENSORS"]
+__all__ = ["BatchTokenizerMixin", "OFFSET_MAPPING", "PADDING_CHOICES", "RETURN_TENSORS", "NAMES"]
 
 # The name Hugging Face gives a row's character offsets: (start, end) per token, (0, 0)
 # for [CLS], [SEP] and padding.
 OFFSET_MAPPING = "offset_mapping"
 PADDING_CHOICES = (True, False, "longest", "max_length", "do_not_pad")
 RETURN_TENSORS = (None, "np", "tf")
+# The key names a call returns: ours (the models' inputs) or Hugging Face's.
+NAMES = ("albert", "hf")
 _NO_OFFSET = (0, 0)
 
 
@@ -44,7 +47,9 @@ def _column(texts, name: str) -> tuple[list, bool]:
     return list(texts), False
 
 
-def _check_options(padding, truncation, max_length, return_tensors) -> None:
+def _check_options(padding, truncation, max_length, return_tensors, names) -> None:
+    if names not in NAMES:
+        raise ValueError(f"names={names!r} is not one of {NAMES}")
     if padding not in PADDING_CHOICES:
         raise ValueError(f"padding={padding!r} is not one of {PADDING_CHOICES}")
     if return_tensors not in RETURN_TENSORS:
@@ -68,7 +73,7 @@ class BatchTokenizerMixin:
     def __call__(self, texts: str | Sequence[str], texts_pair: str | Sequence[str] | None = None,
                  padding: bool | str = True, truncation: bool = True,
                  max_length: int | None = None, return_tensors: str | None = None,
-                 return_offsets_mapping: bool = False) -> dict[str, Any]:
+                 return_offsets_mapping: bool = False, names: str = "albert") -> dict[str, Any]:
         """The model inputs of `texts` (and `texts_pair`), one row per text.
 
         Args:
@@ -84,15 +89,18 @@ class BatchTokenizerMixin:
           return_tensors: None (lists of ints), "np" (int32 [B, T]) or "tf".
           return_offsets_mapping: add `offset_mapping`: per token its (start, end)
             characters in its own text, (0, 0) for [CLS], [SEP] and padding.
+          names: "albert" (the models' input names) or "hf" (Hugging Face's, for code
+            written against its tokenizers; the same values).
 
         Returns:
-          {"input_word_ids", "input_mask", "input_type_ids"[, "offset_mapping"]}: [B, T]
-          rows (for one string without return_tensors: one row, unbatched).
+          {"input_word_ids", "input_mask", "input_type_ids"[, "offset_mapping"]} (names="hf":
+          {"input_ids", "attention_mask", "token_type_ids"[, ...]}): [B, T] rows (for one
+          string without return_tensors: one row, unbatched).
 
         Example:
             >>> tok(["a question", "another"], ["its passage", "and its"], max_length=16)
         """
-        _check_options(padding, truncation, max_length, return_tensors)
+        _check_options(padding, truncation, max_length, return_tensors, names)
         column_a, single = _column(texts, "texts")
         column_b = None
         if texts_pair is not None:
@@ -121,6 +129,8 @@ class BatchTokenizerMixin:
                     offsets += [*row["offsets_b"], _NO_OFFSET]
                 pad = (width or length) - len(offsets)
                 batch[OFFSET_MAPPING].append(offsets + [_NO_OFFSET] * pad)
+        if names == "hf":
+            batch = {HF_INPUT_NAMES.get(name, name): rows for name, rows in batch.items()}
         return _converted(batch, return_tensors, single)
 
     def _row(self, text_a, text_b, limit: int | None, truncation: bool, offsets: bool,

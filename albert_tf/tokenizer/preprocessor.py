@@ -32,10 +32,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 import albert_tf
-from albert_tf.config import check_sequence_length
 from albert_tf.errors import UserError
 from albert_tf.infra import textio
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.lengths import PreprocessorSettings
 from albert_tf.tokenizer.json_graph import UnigramGraph, wordpiece_with_added
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,
@@ -71,7 +71,7 @@ class VocabularyAssetError(UserError):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPreprocessor(keras.layers.Layer):
+class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
     """Raw text -> ALBERT model inputs, in the graph; the same ids as `AlbertTokenizer.encode_pair`.
 
     Works eagerly, in `tf.data.Dataset.map`, and in a `tf.function` exported to a
@@ -91,7 +91,7 @@ class AlbertPreprocessor(keras.layers.Layer):
         vocab.txt, or a tokenizer.json, whose own rules apply (`json_graph`)
         (`kinds.kind_of_file`; read once, at construction; None: given later by
         `load_assets`).
-      seq_length: length of every output row, >= 3.
+      seq_length: length of every output row, >= 3 (also `sequence_length`, settable).
       do_lower_case, keep_accents: as for `AlbertTokenizer` (WordPiece: keep_accents
         False strips accents).
       tokenize_chinese_chars, split_characters: WordPiece's options, every CJK ideograph or
@@ -110,7 +110,7 @@ class AlbertPreprocessor(keras.layers.Layer):
                  tokenize_chinese_chars: bool = True, split_characters: bool = False, **kwargs):
         kwargs.pop("trainable", None)  # get_config() carries it; the layer has no weights
         super().__init__(trainable=False, **kwargs)
-        self.seq_length = check_sequence_length(seq_length)
+        self.seq_length = seq_length  # checked (PreprocessorSettings), as when set later
         self.spm_model_path = None if spm_model_path is None else os.fspath(spm_model_path)
         self.do_lower_case = bool(do_lower_case)
         self.keep_accents = bool(keep_accents)
@@ -123,6 +123,7 @@ class AlbertPreprocessor(keras.layers.Layer):
         self.model_vocab_size = None  # set by a task model: checks a .keras file's asset
         if self.spm_model_path is not None:
             self._set_vocabulary(self.spm_model_path)
+        self._close_settings()  # a mistyped setting is an error from here on
 
     def _set_vocabulary(self, path: str) -> None:
         """Reads the vocabulary at `path` and builds the ops that use it."""
@@ -176,8 +177,7 @@ class AlbertPreprocessor(keras.layers.Layer):
 
     @property
     def tokenizer(self):
-        """The Python tokenizer of the same vocabulary (special ids, vocab_size):
-        `AlbertTokenizer` or `WordPieceTokenizer`."""
+        """The Python tokenizer of the same vocabulary: `AlbertTokenizer` / `WordPieceTokenizer`."""
         return self._vocabulary()
 
     @property

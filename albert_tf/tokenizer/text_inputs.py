@@ -1,5 +1,6 @@
-"""Raw text for a task model's `fit`, `evaluate` and `predict`: a `tf.data` pipeline
-through the model's `AlbertPreprocessor`.
+"""Raw text for a task model's `fit`, `evaluate` and `predict`: in-memory text becomes
+token-id arrays through the model's `AlbertPreprocessor` traced once (`TracedText`,
+`as_arrays`), a `tf.data` pipeline of text is mapped through it (`as_dataset`).
 
 Part of the in-graph preprocessor (TensorFlow at module level); the models import it
 only when they are given text, so they run on any Keras backend with token ids.
@@ -19,13 +20,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tasks import CHOICE_TEXTS
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
-__all__ = ["is_text", "text_form", "as_dataset", "keyed_dataset", "AlbertPreprocessor", "DEFAULT_BATCH_SIZE"]
+__all__ = ["is_text", "text_form", "check_text_form", "as_dataset", "as_arrays", "label_arrays",
+           "keyed_dataset", "TracedText", "AlbertPreprocessor"]
 
-# Keras' own default batch size for arrays.
-DEFAULT_BATCH_SIZE = 32
+# Rows tokenized per call of a traced preprocessor (`as_arrays`): bounds the graph's
+# intermediate tensors on a large list, and any count reuses the one trace.
+ARRAY_CHUNK_ROWS = 1024
 
 
 def _is_text_column(x) -> bool:
@@ -111,6 +115,28 @@ def text_form(x) -> int | str | None:
     return 1 if _is_text_column(x) else None
 
 
+def check_text_form(model, x) -> None:
+    """Refuses raw text `x` of a form the task model does not take, or a model without a
+    preprocessor: a TypeError / ValueError naming the model's class."""
+    owner, spec = type(model).__name__, model.task_spec
+    segments = text_form(x)
+    if segments is None:
+        problem = choices_problem(x)
+        raise TypeError(f"{owner}: {problem}" if problem else
+                        f"{owner} takes a dict of token ids ({', '.join(INPUT_NAMES)}) or raw "
+                        f"text, not {type(x).__name__}")
+    if segments not in spec.text_segments:
+        forms = {1: "one text per example", 2: "(text_a, text_b) pairs",
+                 CHOICE_TEXTS: "(contexts, choices) with choices [B, K]"}
+        takes = " or ".join(forms[s] for s in spec.text_segments) or "token ids only"
+        raise TypeError(f"{owner} ({model.task}) takes {takes} as raw text, "
+                        f"not {forms[segments]}")
+    if model.preprocessor is None:
+        raise ValueError(f"{owner} has no preprocessor for raw text: load it with from_preset "
+                         "(a checkpoint with its SentencePiece model), or set "
+                         "model.preprocessor = AlbertPreprocessor(...)")
+
+
 def _column(x) -> tf.Tensor:
     return tf.convert_to_tensor([x] if isinstance(x, (str, bytes)) else x, tf.string)
 
@@ -122,39 +148,18 @@ def _target(y, label_output: str | None):
     return {label_output: y}
 
 
-def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str | None,
-               batch_size: int | None = None, shuffle: bool = False,
+def as_dataset(preprocessor, dataset: tf.data.Dataset, *, label_output: str | None,
                max_qa_length: int | None = None) -> tf.data.Dataset:
-    """A batched dataset of (model inputs, labels[, sample weights]) from raw text.
+    """A dataset of (model inputs, labels[, sample weights]) from a batched dataset of raw
+    text (in-memory text takes `as_arrays`).
 
     Args:
       preprocessor: the model's `AlbertPreprocessor`.
-      x: texts (see the module docstring); a dataset's elements may carry their labels.
-      y, sample_weight: labels and weights for in-memory `x` (row-aligned with it).
+      dataset: batches of texts (see the module docstring), alone or with their labels.
       label_output: the output a label array is the target of (`Task.label_output`).
-      batch_size: rows per batch for in-memory `x` (default 32; a dataset is taken
-        as batched).
-      shuffle: reshuffle in-memory rows every epoch (as Keras does for arrays).
       max_qa_length: for (contexts, choices): the pieces each choice keeps
         (`AlbertPreprocessor.pack_choices`, the task record's).
     """
-    if isinstance(x, tf.data.Dataset):
-        if y is not None or sample_weight is not None:
-            raise ValueError("a dataset carries its own labels; pass y and sample_weight "
-                             "inside its elements")
-        dataset = x
-    else:
-        texts = tuple(_column(c) for c in x) if text_form(x) != 1 else _column(x)
-        if isinstance(texts, tuple) and texts[0].shape[0] != texts[1].shape[0]:
-            raise ValueError(f"the two text columns differ in rows: {texts[0].shape[0]} and "
-                             f"{texts[1].shape[0]}")
-        parts: Any = (texts,) + tuple(v for v in (y, sample_weight) if v is not None)
-        if y is None and sample_weight is not None:
-            raise ValueError("sample_weight needs y")
-        dataset = tf.data.Dataset.from_tensor_slices(parts if len(parts) > 1 else texts)
-        if shuffle:
-            dataset = dataset.shuffle(int(dataset.cardinality()), reshuffle_each_iteration=True)
-        dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
 
     def inputs(texts):
         if _is_choices_spec(tf.nest.map_structure(tf.TensorSpec.from_tensor, texts)):
@@ -169,6 +174,72 @@ def as_dataset(preprocessor, x, y=None, sample_weight=None, *, label_output: str
         prepare = lambda texts, labels, *weights: (  # noqa: E731
             inputs(texts), _target(labels, label_output), *weights)
     return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+class TracedText:
+    """A model's raw-text preprocessing traced once and reused: one `tf.function` per
+    (preprocessor, seq_length, text form, max_qa_length), each with a fixed input
+    signature ([None] texts, [None, None] choices), so every later call with any
+    number of rows runs the traced graph. Tracing the preprocessor costs seconds;
+    running it, milliseconds.
+
+    A plain object, not a dict or a `tf.Module`: a SavedModel of the model that
+    holds it must not save these functions.
+    """
+
+    def __init__(self):
+        self._functions: dict[tuple, Any] = {}
+
+    def function(self, preprocessor, form, max_qa_length: int | None = None):
+        """The traced preprocessing of `form` (1, 2 or CHOICE_TEXTS) by `preprocessor`."""
+        key = (id(preprocessor), preprocessor.seq_length, form, max_qa_length)
+        entry = self._functions.get(key)
+        if entry is not None and entry[0] is preprocessor:
+            return entry[1]
+        column = tf.TensorSpec([None], tf.string)
+        if form == CHOICE_TEXTS:
+            if max_qa_length is None:
+                raise ValueError("(contexts, choices) needs max_qa_length")
+            function = tf.function(
+                lambda contexts, choices: preprocessor.pack_choices(contexts, choices,
+                                                                    max_qa_length),
+                input_signature=[column, tf.TensorSpec([None, None], tf.string)])
+        elif form == 2:
+            function = tf.function(lambda a, b: preprocessor((a, b)),
+                                   input_signature=[column, column])
+        else:
+            function = tf.function(preprocessor, input_signature=[column])
+        # a preprocessor replaced or resized leaves its old entries behind: drop them
+        self._functions = {k: v for k, v in self._functions.items() if v[0] is preprocessor}
+        self._functions[key] = (preprocessor, function)
+        return function
+
+
+def as_arrays(traced: TracedText, preprocessor, x, *,
+              max_qa_length: int | None = None) -> dict[str, np.ndarray]:
+    """In-memory raw text `x` (not a dataset) as the model's token-id arrays
+    {input_word_ids, input_mask, input_type_ids}: int32 [B, seq_length] ([B, K,
+    seq_length] for (contexts, choices)), through `traced`'s function, ARRAY_CHUNK_ROWS
+    rows per call."""
+    form = text_form(x)
+    columns = tuple(_column(c) for c in x) if form != 1 else (_column(x),)
+    if len(columns) == 2 and columns[0].shape[0] != columns[1].shape[0]:
+        raise ValueError(f"the two text columns differ in rows: {columns[0].shape[0]} and "
+                         f"{columns[1].shape[0]}")
+    function = traced.function(preprocessor, form, max_qa_length)
+    rows = int(columns[0].shape[0])
+    chunks = [function(*(c[start:start + ARRAY_CHUNK_ROWS] for c in columns))
+              for start in range(0, max(rows, 1), ARRAY_CHUNK_ROWS)]
+    return {name: np.concatenate([chunk[name].numpy() for chunk in chunks])
+            for name in chunks[0]}
+
+
+def label_arrays(v):
+    """Labels or weights given as Python lists as NumPy arrays (beside `as_arrays`' token
+    ids, Keras takes arrays only), dicts of them key by key."""
+    if isinstance(v, dict):
+        return {name: label_arrays(value) for name, value in v.items()}
+    return np.asarray(v) if isinstance(v, (list, tuple)) else v
 
 
 def keyed_dataset(dataset: tf.data.Dataset, label_output: str | None,

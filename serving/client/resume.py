@@ -34,7 +34,9 @@ from . import replies
 
 PARTIAL_SUFFIX = ".partial"
 RECORD_SUFFIX = ".partial.json"
-RECORD_FORMAT = 1
+# 2: output lines begin with their row's index (`run.output_line`); a partial output of
+# format 1 has none, so it is not continued.
+RECORD_FORMAT = 2
 _HASH_CHUNK = 1 << 20
 
 logger = logging.getLogger(__name__)

@@ -52,6 +52,20 @@ class ClientError(UserError, RuntimeError):
 
 # The output `--embeddings` writes: sentence embeddings [H] per input (serving/signatures).
 EMBEDDING_OUTPUT = "mean_pooled"
+# The first key of every output line: its input row's 0-based position (blank JSON Lines
+# are not rows), so a line names its input whatever the concurrency, route or resume.
+INDEX_KEY = "index"
+
+
+def output_line(index: int, row: Mapping[str, Any]) -> str:
+    """One JSON output line: `INDEX_KEY` first, then the outputs by name in sorted order,
+    so its bytes depend on the row's values alone (not on the route's or the server's key
+    order, nor on where a resumed run started)."""
+    if INDEX_KEY in row:
+        raise ClientError(f"the signature has an output named {INDEX_KEY!r}, the key each "
+                          "output line gives its input row's position")
+    return json.dumps({INDEX_KEY: index, **{name: row[name] for name in sorted(row)}},
+                      ensure_ascii=False) + "\n"
 
 
 # -------------------------------------------------------------------- inputs
@@ -152,17 +166,19 @@ class Plan:
 
 def predict_file(backend, signature: str, input_path: str, output_stream, batch_size: int,
                  jsonl: bool, plan: Plan | None = None) -> int:
-    """Streams rows from `input_path` through `signature`; writes one JSON line per row,
-    in input order, flushed batch by batch (a killed run keeps every row it wrote).
+    """Streams rows from `input_path` through `signature`; writes one JSON line per row
+    (`output_line`), in input order, flushed batch by batch (a killed run keeps every row
+    it wrote).
 
     A batch the model refuses (`RequestError`) is one error naming the file and rows.
 
     Returns:
       The number of rows written.
     """
-    count = 0
+    plan, count = plan or Plan(), 0
     for rows in predicted_rows(backend, signature, input_path, batch_size, jsonl, plan):
-        output_stream.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        first = plan.skip + count
+        output_stream.write("".join(output_line(first + i, row) for i, row in enumerate(rows)))
         output_stream.flush()
         count += len(rows)
     return count

@@ -183,8 +183,11 @@ def servers(models):
 
 
 def _read_jsonl(path):
+    """The output rows without their "index", which must count the input rows from 0."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+        rows = [json.loads(line) for line in f]
+    assert [row.pop("index") for row in rows] == list(range(len(rows)))
+    return rows
 
 
 def test_predict_gives_the_same_rows_over_rest_grpc_and_locally(models, servers, tmp_path):

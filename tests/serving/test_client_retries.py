@@ -121,7 +121,10 @@ def _args(server, source, output, *extra):
 
 
 def _rows(path):
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The output rows without their "index", which must count the input rows from 0."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [row.pop("index") for row in rows] == list(range(len(rows)))
+    return rows
 
 
 def test_concurrent_run_through_a_server_failing_every_third_request(tmp_path, serve, caplog):
@@ -188,6 +191,18 @@ def test_a_failed_run_is_continued_without_repeating_a_row(tmp_path, serve):
     assert sorted(asked) == sorted(texts)
     assert _rows(output) == [expected_row(t) for t in texts]
     assert not partial.exists()
+    # The continued output is byte for byte one run's, whatever the batches.
+    whole = tmp_path / "whole.jsonl"
+    assert client.main(_args(serve(), source, whole, "--batch-size", "7")) == 0
+    assert output.read_bytes() == whole.read_bytes()
+
+
+def test_an_output_line_is_its_index_then_the_outputs_in_sorted_order():
+    line = client.output_line(7, {"probabilities": [0.25, 0.75], "label": "caf\u00e9",
+                                  "label_id": 1})
+    assert line == '{"index": 7, "label": "caf\u00e9", "label_id": 1, "probabilities": [0.25, 0.75]}\n'
+    with pytest.raises(client.ClientError, match="an output named 'index'"):
+        client.output_line(0, {"index": 3})
 
 
 def test_a_killed_run_is_continued_without_duplicates(tmp_path, serve):

@@ -24,6 +24,13 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
 
 
+def results_line(results: Mapping[str, object]) -> str:
+    """"name=value, ..." for a log line: scores to four decimals, counts (the epoch, a
+    number of examples) as the integers they are (`epoch=8, accuracy=0.8125`)."""
+    return ", ".join(f"{name}={value:.4f}" if isinstance(value, (float, np.floating))
+                     else f"{name}={value}" for name, value in results.items())
+
+
 # ------------------------------------------------------------------ GLUE
 def accuracy(labels: Sequence[int], predictions: Sequence[int]) -> float:
     """Fraction of `predictions` equal to `labels` (both [N])."""

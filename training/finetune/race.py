@@ -219,7 +219,7 @@ class RaceTask:
         if self.test is None:
             return paths
         result, predicted = self._accuracies(predict, self.test, self.levels["test"])
-        logger.info("RACE test: %s", ", ".join(f"{k}={v:.4f}" for k, v in result.items()))
+        logger.info("RACE test: %s", metrics.results_line(result))
         path = os.path.join(output_dir, PREDICTION_FILES[1])
         atomic.atomic_write_json(path, {"results": result, "predictions": dict(zip(
             self.test_ids, (CHOICES[i] for i in predicted)))}, indent=1)

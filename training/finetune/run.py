@@ -23,7 +23,7 @@ from albert_tf.infra import arguments, atomic, cli
 
 from ..runtime import distribute
 from ..runtime.fit_steps import check_accumulation
-from . import command, ner, race, sequence, squad
+from . import command, metrics, ner, race, sequence, squad
 from .bucketing import check_buckets
 from .families import build_task, canonical_task, family, listed, task_defaults
 from .train import RUN_FILES, TrainConfig, finetune
@@ -206,7 +206,7 @@ def run_command(args: argparse.Namespace) -> int:
     summary = run(FinetuneOptions(**vars(args)))
     best = summary["best"]
     if best:
-        logger.info("best: %s", ", ".join(f"{k}={v:.4f}" for k, v in best.items()))
+        logger.info("best: %s", metrics.results_line(best))
     logger.info("fine-tuned model in %s%s", summary["checkpoint"],
                 "; predictions: " + ", ".join(summary["predictions"]) if summary["predictions"] else "")
     return 0

@@ -41,6 +41,7 @@ from ..runtime.fit_steps import (
 )
 from ..runtime.optimization import create_optimizer
 from ..runtime.tensorboard import ScalarLogger, write_scalars
+from . import metrics
 from .bucketing import Encoded, check_buckets, default_buckets, make_dataset
 
 logger = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
         write_scalars(self.writer, results, epoch + 1)
         self.history.append({"epoch": epoch + 1, **results})
         logger.info("epoch %d evaluation (%.1fs): %s", epoch + 1, time.time() - start,
-                    ", ".join(f"{k}={v:.4f}" for k, v in results.items()))
+                    metrics.results_line(results))
         if self.best is None or value > self.best:
             self.best, self.wait = value, 0
             self.best_weights, self.best_results = self.model.get_weights(), self.history[-1]

@@ -158,3 +158,9 @@ def test_no_answer_threshold_equals_brute_force_with_ties():
 def test_metrics_are_symmetric_where_they_should_be():
     for a, b in itertools.permutations([[0, 1, 1, 0, 1], [1, 1, 0, 0, 1]], 2):
         assert metrics.matthews_corrcoef(a, b) == pytest.approx(metrics.matthews_corrcoef(b, a))
+
+
+def test_a_results_line_prints_counts_as_integers_and_scores_to_four_decimals():
+    line = metrics.results_line({"epoch": 8, "accuracy": 0.8125, "f1": np.float32(0.5),
+                                 "examples": np.int64(872)})
+    assert line == "epoch=8, accuracy=0.8125, f1=0.5000, examples=872"
