@@ -83,7 +83,8 @@ def test_the_readme_says_where_each_old_flag_name_works():
 def test_the_commands_that_read_checkpoints_name_every_format():
     from albert_tf.checkpoint.formats import FORMATS
 
-    names = ["KerasHub", "albert-tf", "Hugging Face", "TF-Hub", "Model Garden", "TF1"]
+    names = ["KerasHub", "albert-tf", "Hugging Face", "TF-Hub", "Model Garden", "brightmart",
+             "TF1"]
     assert len(names) == len(FORMATS)
     for command in ("convert", "export", "finetune"):
         # argparse wraps lines at hyphens too ("TF-" / "Hub"): join them back

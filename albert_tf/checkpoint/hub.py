@@ -57,7 +57,7 @@ HUB_TIMEOUT_ENV, DEFAULT_HUB_TIMEOUT = "ALBERT_TF_HUB_TIMEOUT", 60.0
 _HINT = "pip install 'albert-tf[hub]'"
 # What every command's help says a checkpoint argument may be.
 CHECKPOINT_HELP = ("a checkpoint directory (albert-tf, Hugging Face, original TF1, KerasHub, "
-                   "Model Garden TF2, TF-Hub SavedModel), a hub handle (hf://ORG/NAME[@REV], "
+                   "Model Garden TF2, TF-Hub SavedModel, brightmart/albert_zh), a hub handle (hf://ORG/NAME[@REV], "
                    "kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]) or a released name "
                    "(albert-tf presets)")
 
