@@ -175,9 +175,11 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
     """Evaluates the task after each epoch, keeps the best weights, stops early."""
 
     def __init__(self, task: FinetuneJob, predict: Predict, config: TrainConfig,
-                 save: Callable[[], None]):
+                 save: Callable[[], None], steps_per_epoch: int,
+                 losses: Callable[[], dict[str, float]]):
         super().__init__()
         self.task, self.predict, self.config, self.save = task, predict, config, save
+        self.steps_per_epoch, self.losses = steps_per_epoch, losses
         self.best, self.best_weights, self.best_results = None, None, None
         self.wait, self.history = 0, []
         self.writer = tf.summary.create_file_writer(
@@ -185,9 +187,10 @@ class _EvaluateEachEpoch(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         start = time.time()
-        results = self.task.evaluate(self.predict)
+        results = {**self.losses(), **self.task.evaluate(self.predict)}
         value = results[self.task.main_metric]
-        write_scalars(self.writer, results, epoch + 1)
+        # The global step at the end of the epoch: the train curves' axis (ScalarLogger).
+        write_scalars(self.writer, results, (epoch + 1) * self.steps_per_epoch)
         self.history.append({"epoch": epoch + 1, **results})
         logger.info("epoch %d evaluation (%.1fs): %s", epoch + 1, time.time() - start,
                     metrics.results_line(results))
@@ -243,7 +246,11 @@ def finetune(task: FinetuneJob, source: str | OpenedCheckpoint | AlbertConfig, c
                 warmup, config.optimizer, config.learning_rate)
     callbacks = [ScalarLogger(run_layout.tensorboard_dir(config.output_dir),
                               every=max(1, min(100, per_epoch // 10)))]
-    evaluation = _EvaluateEachEpoch(task, predict, config, save) if task.evals else None
+    def losses() -> dict[str, float]:
+        return eval_losses(model, task.evals, config.eval_batch_size, config.seq_length, buckets)
+
+    evaluation = (_EvaluateEachEpoch(task, predict, config, save, per_epoch, losses)
+                  if task.evals else None)
     callbacks += [evaluation] if evaluation else []
     train_ds = make_dataset(task.train, config.batch_size, config.seq_length, buckets,
                             training=True, seed=config.seed)
@@ -259,8 +266,32 @@ def finetune(task: FinetuneJob, source: str | OpenedCheckpoint | AlbertConfig, c
     if save.chief:
         summary["predictions"] = task.write_predictions(predict, config.output_dir)
         atomic.atomic_write_json(os.path.join(config.output_dir, RESULTS_FILE),
-                                 {"best": summary["best"], "history": history}, indent=1)
+                                 results_file(summary["best"], history), indent=1)
     return summary
+
+
+def results_file(best: dict | None, history: list[dict]) -> dict:
+    """eval_results.json: the best epoch's results as flat `eval_*` keys beside `epoch`, as
+    transformers' run_glue / run_ner write them (`eval_loss`, `eval_accuracy`, ...), then
+    `best` and every epoch's `history`."""
+    flat = {} if best is None else {
+        "epoch": best["epoch"], **{f"eval_{k}": v for k, v in best.items() if k != "epoch"}}
+    return {**flat, "best": best, "history": history}
+
+
+def eval_losses(model: keras.Model, evals: dict[str, Encoded], batch_size: int, seq_length: int,
+                buckets: list[int] | None) -> dict[str, float]:
+    """The task's training loss (the model's compiled loss) on each labelled evaluation set:
+    {"loss"}, or {"loss_<set>", ...} with several sets (the metrics' naming); a set without
+    labels (SQuAD's dev, scored on its answer texts) has none."""
+    losses = {}
+    for name, data in evals.items():
+        if not data.labels:
+            continue
+        ds = make_dataset(data, batch_size, seq_length, buckets)
+        result = model.evaluate(ds, verbose=0, return_dict=True)
+        losses["loss" + (f"_{name}" if len(evals) > 1 else "")] = float(result["loss"])
+    return losses
 
 
 def _compiled_model(task: FinetuneJob, source, config: TrainConfig, strategy, total: int,

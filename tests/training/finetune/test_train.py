@@ -118,6 +118,40 @@ def test_early_stopping_and_best_weights(spm_model_path, tmp_path):
     assert open_checkpoint(out).task_record.to_dict()["label_names"] == ["a", "b"]
 
 
+def _tiny_config(tokenizer):
+    return AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=12,
+                        num_hidden_layers=1, num_attention_heads=3, intermediate_size=16,
+                        max_position_embeddings=16)
+
+
+def test_results_as_run_glue_writes_them_and_eval_curves_on_the_step_axis(spm_model_path,
+                                                                          tmp_path):
+    tokenizer = AlbertTokenizer(spm_model_path)
+    task = _tiny_task(tokenizer)
+    out = str(tmp_path / "out")
+    # lr 1e-20: the weights do not move, so every epoch's eval loss is the final model's.
+    finetune(task, _tiny_config(tokenizer), TrainConfig(
+        out, epochs=3, batch_size=8, learning_rate=1e-20, seq_length=16, jit_compile=False,
+        verbose=0))
+    with open(os.path.join(out, "eval_results.json")) as f:
+        results = json.load(f)
+    best = results["best"]
+    assert results["epoch"] == best["epoch"] == 1
+    assert results["eval_accuracy"] == best["accuracy"]
+    assert [h["epoch"] for h in results["history"]] == [1, 2, 3]
+    # The eval loss is the cross entropy of the dev set, recomputed here in float64.
+    model = load_checkpoint(out)
+    logits = np.stack(predict_rows(model, task.evals["dev"], 8, 16, None)).astype(np.float64)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    labels = task.evals["dev"].labels["logits"]
+    expected = -np.mean(log_probs[np.arange(len(labels)), labels])
+    assert results["eval_loss"] == pytest.approx(expected, rel=1e-4)
+    # 24 examples in batches of 8: 3 steps an epoch; evaluations at steps 3, 6 and 9.
+    evaluation = _scalars(os.path.join(out, "tensorboard", "eval"))
+    assert evaluation["accuracy"] == evaluation["loss"] == [3, 6, 9]
+    assert _scalars(os.path.join(out, "tensorboard", "train"))["loss"] == list(range(1, 10))
+
+
 def test_schedule():
     config = TrainConfig("x", epochs=3, batch_size=10)
     assert config.schedule(105) == (3, 10, 30, 3)  # warmup 10% of 30
