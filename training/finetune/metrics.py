@@ -229,16 +229,39 @@ def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[st
       {"precision", "recall", "f1"}; a score with nothing to divide is 0.0, as
       conlleval and seqeval report it.
     """
+    counts = _entity_counts(gold, predicted).values()
+    return _scores(*(sum(c[i] for c in counts) for i in range(3)))
+
+
+def entity_report(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
+                  ) -> dict[str, dict[str, float]]:
+    """`entity_scores` per entity type, as seqeval's classification_report gives them.
+
+    Returns:
+      type -> {"precision", "recall", "f1", "support" (the gold entities of the
+      type)}, for every type found in either side, sorted by type.
+    """
+    return {kind: {**_scores(correct, found, expected), "support": expected}
+            for kind, (correct, found, expected)
+            in sorted(_entity_counts(gold, predicted).items())}
+
+
+def _entity_counts(gold, predicted) -> dict[str, list[int]]:
+    """type -> [correct, predicted, gold] entity counts over all sentences."""
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
-    correct = found = expected = 0
+    counts: dict[str, list[int]] = {}
     for gold_tags, predicted_tags in zip(gold, predicted):
         if len(gold_tags) != len(predicted_tags):
             raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted")
         gold_set, predicted_set = set(entities(gold_tags)), set(entities(predicted_tags))
-        correct += len(gold_set & predicted_set)
-        found += len(predicted_set)
-        expected += len(gold_set)
+        for column, found in enumerate((gold_set & predicted_set, predicted_set, gold_set)):
+            for kind, _, _ in found:
+                counts.setdefault(kind, [0, 0, 0])[column] += 1
+    return counts
+
+
+def _scores(correct: int, found: int, expected: int) -> dict[str, float]:
     precision = correct / found if found else 0.0
     recall = correct / expected if expected else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0

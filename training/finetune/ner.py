@@ -156,13 +156,18 @@ class NerTask:
                 for words in self.windows[name].reads]
 
     def evaluate(self, predict) -> dict[str, float]:
-        """Entity-level precision, recall and F1 (conlleval's) on every evaluation set."""
+        """Entity-level precision, recall and F1 (conlleval's) on every evaluation set,
+        then each entity type's as `<TYPE>_precision`, `_recall`, `_f1`, `_support`
+        (`metrics.entity_report`: seqeval's classification_report)."""
         results = {}
         for name, data in self.files.items():
-            scores = metrics.entity_scores([s.tags for s in data.sentences],
-                                           self.predicted_tags(name, predict))
+            gold = [s.tags for s in data.sentences]
+            predicted = self.predicted_tags(name, predict)
+            scores = metrics.entity_scores(gold, predicted)
             suffix = f"_{name}" if len(self.files) > 1 else ""
             results.update({key + suffix: scores[key] for key in SCORES})
+            for kind, row in metrics.entity_report(gold, predicted).items():
+                results.update({f"{kind}_{key}{suffix}": value for key, value in row.items()})
         return results
 
     def write_predictions(self, predict, output_dir: str) -> list[str]:

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from seqeval.metrics import f1_score, precision_score, recall_score
+from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.metrics.sequence_labeling import get_entities
 
 from albert_tf import tagging
@@ -64,6 +64,21 @@ def test_entities_and_scores_equal_seqeval(prefixes):
         assert ours["precision"] == pytest.approx(precision_score(gold, predicted), abs=1e-12)
         assert ours["recall"] == pytest.approx(recall_score(gold, predicted), abs=1e-12)
         assert ours["f1"] == pytest.approx(f1_score(gold, predicted), abs=1e-12)
+        _assert_report_equals_seqeval(metrics.entity_report(gold, predicted), gold, predicted)
+
+
+PER_TYPE = (("precision", "precision"), ("recall", "recall"), ("f1", "f1-score"),
+            ("support", "support"))  # ours, seqeval's
+
+
+def _assert_report_equals_seqeval(report, gold, predicted):
+    """Our per-type scores (type -> score -> value) equal seqeval's classification_report,
+    support included."""
+    expected = classification_report(gold, predicted, output_dict=True, zero_division=0)
+    assert sorted(report) == sorted(k for k in expected if not k.endswith(" avg"))
+    for kind, scores in report.items():
+        for score, theirs in PER_TYPE:
+            assert scores[score] == pytest.approx(expected[kind][theirs], abs=1e-12), (kind, score)
 
 
 def test_reads_conll_2003_as_distributed(tmp_path):
@@ -251,6 +266,9 @@ def test_finetune_ner_reports_seqeval_f1_of_its_predictions_file(tmp_path, tiny_
         assert best[f"precision_{name}"] == pytest.approx(precision_score(gold, predicted),
                                                           abs=1e-9)
         assert best[f"recall_{name}"] == pytest.approx(recall_score(gold, predicted), abs=1e-9)
+        report = {kind: {score: best[f"{kind}_{score}_{name}"] for score, _ in PER_TYPE}
+                  for kind in ("LOC", "PER")}
+        _assert_report_equals_seqeval(report, gold, predicted)
     assert best["f1_dev"] > 0.5  # learnt: the names are the entities
     record = open_checkpoint(out).task_record
     assert record.task == "token_classification" and record.tag_scheme == "iob1"
