@@ -276,7 +276,7 @@ def test_two_finetunes_into_the_same_new_output_exactly_one_wins(tmp_path, check
     # The task record, the metrics and the predictions are one run's.
     assert ("accuracy" in best) == (task == "classification"), (task, best)
     rows = (out / "predictions_eval.tsv").read_text().splitlines()
-    predictions = {row.split("\t")[-1] for row in rows[1:]}  # labels, or scores
+    predictions = {row.split("\t")[2] for row in rows[1:]}  # labels, or scores
     assert (predictions <= {"0", "1"}) == (task == "classification"), (task, predictions)
     assert sorted(os.listdir(tmp_path)) == ["out"]
 

@@ -30,8 +30,10 @@ METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 }
 
 Predict = Callable[[Encoded], "dict[str, list[np.ndarray]] | list[np.ndarray]"]
-# Evaluation predictions go to <output>/predictions_<set>.tsv (id, label, prediction).
+# Evaluation predictions go to <output>/predictions_<set>.tsv (id, label, prediction, and for
+# classification a probability column per class, PROBABILITY + its name).
 EVAL_PREDICTIONS = "predictions"
+PROBABILITY = "prob_"
 # What `SequenceTask.write_predictions` writes into a run directory (names or patterns).
 PREDICTION_FILES = (f"{EVAL_PREDICTIONS}_*.tsv", *glue.SUBMISSION_FILES)
 
@@ -101,14 +103,21 @@ class SequenceTask:
 
     def write_predictions(self, predict: Predict, output_dir: str) -> list[str]:
         """Writes each evaluation set's predictions as `predictions_<set>.tsv` (id, label,
-        prediction) and each test set's as `<stem>.tsv`; returns the paths."""
+        prediction, then for classification `prob_<class>`: each class's softmax
+        probability) and each test set's as `<stem>.tsv`; returns the paths."""
         paths = []
         for set_name, data in self.evals.items():
             ids = self.eval_ids.get(set_name) or [str(i) for i in range(len(data))]
+            outputs = predict(data)
             gold = self._strings(data.labels[self.output_key])
-            predicted = self._strings(self.predictions(predict(data)))
+            predicted = self._strings(self.predictions(outputs))
+            header, columns = ["id", "label", "prediction"], [ids, gold, predicted]
+            if not self.regression:
+                header += [PROBABILITY + name for name in self.output_names]
+                columns += [[repr(float(p)) for p in column]
+                            for column in softmax(np.stack(outputs)).T]
             paths.append(os.path.join(output_dir, f"{EVAL_PREDICTIONS}_{set_name}.tsv"))
-            write_tsv(paths[-1], ("id", "label", "prediction"), zip(ids, gold, predicted))
+            write_tsv(paths[-1], header, zip(*columns))
         for stem, (ids, data) in self.tests.items():
             path = os.path.join(output_dir, f"{stem}.tsv")
             glue.write_submission(path, ids, self.format_predictions(self.predictions(predict(data))))
@@ -120,6 +129,14 @@ class SequenceTask:
         if self.regression:
             return [repr(float(v)) for v in values]
         return [self.output_names[int(i)] for i in values]
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Class probabilities [N, C] of logits [N, C], in float64."""
+    shifted = np.asarray(logits, np.float64)
+    shifted = shifted - shifted.max(axis=-1, keepdims=True)  # no overflow in exp
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
 
 
 def glue_task(name: str, tokenizer, seq_length: int, data_dir: str | None = None,

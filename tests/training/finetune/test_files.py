@@ -7,14 +7,16 @@ import os
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 from sklearn import metrics as sklearn_metrics
 
+from albert_tf import load_checkpoint
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import DataError, TextExamples, encode_texts
 from albert_tf.training.finetune.files import read_text_file
 from albert_tf.training.finetune.run import main
+from albert_tf.training.finetune.train import predict_rows
 
 
 def _write(path, text):
@@ -169,10 +171,11 @@ def _sentences(corpus_documents, n):
     return [s.replace("\t", " ") for d in corpus_documents for s in d if 3 <= len(s.split()) <= 20][:n]
 
 
-def _predictions(path):
+def _predictions(path, classes=()):
+    """The rows of a predictions file, its header checked: a probability column per class."""
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    assert rows[0] == ["id", "label", "prediction"]
+    assert rows[0] == ["id", "label", "prediction", *(f"prob_{c}" for c in classes)]
     return rows[1:]
 
 
@@ -189,8 +192,19 @@ def test_cli_classify_headerless_with_label_names(tiny_checkpoint, corpus_docume
                  "--set", "jit_compile=false", "buckets=none"]) == 0
     with open(os.path.join(out, "eval_results.json")) as f:
         best = json.load(f)["best"]
-    predictions = _predictions(os.path.join(out, "predictions_eval.tsv"))
+    predictions = _predictions(os.path.join(out, "predictions_eval.tsv"),
+                               ["negative", "positive"])
     assert [r[0] for r in predictions] == [f"{dev}:{i}" for i in range(1, 9)]
+    # The probabilities are scipy's softmax of the saved model's logits.
+    saved = open_checkpoint(out)
+    tokenizer = saved.tokenizer_files().load()
+    texts = [line.split("\t")[3].rstrip("\n") for line in rows[12:]]
+    data = encode_texts(tokenizer, TextExamples(texts, None, np.zeros(8, int), [""] * 8), 32)
+    logits = np.stack(predict_rows(load_checkpoint(out), data, 8, 32, None))
+    probabilities = np.array([[float(p) for p in r[3:]] for r in predictions])
+    np.testing.assert_allclose(probabilities, special.softmax(logits, axis=-1), atol=1e-6)
+    assert [r[2] for r in predictions] == [["negative", "positive"][i]
+                                           for i in probabilities.argmax(-1)]
     assert [r[1] for r in predictions] == ["negative", "positive"] * 4
     gold = [["negative", "positive"].index(r[1]) for r in predictions]
     predicted = [["negative", "positive"].index(r[2]) for r in predictions]

@@ -206,8 +206,13 @@ def test_cli_reads_glue_data_and_writes_metrics_predictions_and_submissions(
     eval_keys = EVAL_SPLITS.get(name, {"validation": "dev"})
     for set_name, key in eval_keys.items():
         rows = _read_tsv(os.path.join(out, f"predictions_{set_name}.tsv"))
-        assert rows[0] == ["id", "label", "prediction"]
-        ids, gold, predicted = zip(*rows[1:])
+        classes = [] if spec.regression else list(spec.file_labels)
+        assert rows[0] == ["id", "label", "prediction", *(f"prob_{c}" for c in classes)]
+        ids, gold, predicted = zip(*(row[:3] for row in rows[1:]))
+        if classes:  # the probabilities sum to 1 and the prediction is the most probable class
+            probabilities = np.array([[float(p) for p in row[3:]] for row in rows[1:]])
+            np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-9)
+            assert list(predicted) == [classes[i] for i in probabilities.argmax(-1)]
         expected_gold = written[name][key][2]
         if spec.regression:  # scores as numbers ("0.000" in the file, 0.0 read back)
             np.testing.assert_allclose(np.asarray(gold, float), np.asarray(expected_gold, float))
