@@ -171,6 +171,42 @@ def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length:
     return rows[None] if single else rows
 
 
+# The plateau hint: a training loss still within PLATEAU_TOLERANCE (relative) of ln(C),
+# the loss of a uniform guess among C classes, at the first epoch end past PLATEAU_SHARE
+# of the steps means the model is not learning.
+PLATEAU_SHARE = 0.5
+PLATEAU_TOLERANCE = 0.01
+
+
+def chance_loss(task: FinetuneJob) -> float | None:
+    """ln(C) for a task of C >= 2 classes (classification, NER); None otherwise."""
+    classes = len(task.label_names or ())
+    return math.log(classes) if classes >= 2 else None
+
+
+class PlateauHint(keras.callbacks.Callback):
+    """One WARNING when the epoch's mean training loss is still ln(C) once
+    `PLATEAU_SHARE` of the steps are done, naming the learning rate and schedule."""
+
+    def __init__(self, chance: float, classes: int, steps_per_epoch: int, total: int,
+                 schedule: str):
+        super().__init__()
+        self.chance, self.classes, self.schedule = chance, classes, schedule
+        self.steps_per_epoch, self.total = steps_per_epoch, total
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = (epoch + 1) * self.steps_per_epoch
+        if self.chance is None or step < PLATEAU_SHARE * self.total or "loss" not in (logs or {}):
+            return
+        loss, chance, self.chance = float(logs["loss"]), self.chance, None  # checked once
+        if abs(loss - chance) <= PLATEAU_TOLERANCE * chance:
+            logger.warning(
+                "training loss %.4f is still ln(%d) = %.4f, a uniform guess among %d classes, "
+                "after %d of %d steps: the model is not learning with %s; try another "
+                "--learning-rate or --set warmup_steps=N", loss, self.classes, chance,
+                self.classes, step, self.total, self.schedule)
+
+
 class _EvaluateEachEpoch(keras.callbacks.Callback):
     """Evaluates the task after each epoch, keeps the best weights, stops early."""
 
@@ -244,8 +280,12 @@ def finetune(task: FinetuneJob, source: str | OpenedCheckpoint | AlbertConfig, c
                 task.name, len(task.train), epochs, per_epoch, config.batch_size,
                 f" in {parts} parts of {config.batch_size // parts}" if parts > 1 else "",
                 warmup, config.optimizer, config.learning_rate)
+    schedule = (f"learning rate {config.learning_rate:g} ({config.optimizer}), warmup {warmup} "
+                f"steps then linear decay to 0 at step {total}")
     callbacks = [ScalarLogger(run_layout.tensorboard_dir(config.output_dir),
-                              every=max(1, min(100, per_epoch // 10)))]
+                              every=max(1, min(100, per_epoch // 10))),
+                 PlateauHint(chance_loss(task), len(task.label_names or ()), per_epoch, total,
+                              schedule)]
     def losses() -> dict[str, float]:
         return eval_losses(model, task.evals, config.eval_batch_size, config.seq_length, buckets)
 

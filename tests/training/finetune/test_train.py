@@ -4,6 +4,8 @@ on CSV files, the best checkpoint kept, early stopping, the schedule and TensorB
 import csv
 import glob
 import json
+import logging
+import math
 import os
 
 import numpy as np
@@ -17,7 +19,7 @@ from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.sequence import SequenceTask
-from albert_tf.training.finetune.train import TrainConfig, finetune, predict_rows
+from albert_tf.training.finetune.train import PlateauHint, TrainConfig, finetune, predict_rows
 
 WORD = "if"
 
@@ -150,6 +152,33 @@ def test_results_as_run_glue_writes_them_and_eval_curves_on_the_step_axis(spm_mo
     evaluation = _scalars(os.path.join(out, "tensorboard", "eval"))
     assert evaluation["accuracy"] == evaluation["loss"] == [3, 6, 9]
     assert _scalars(os.path.join(out, "tensorboard", "train"))["loss"] == list(range(1, 10))
+
+
+def test_a_model_that_cannot_learn_gets_one_plateau_warning(spm_model_path, tmp_path, caplog):
+    tokenizer = AlbertTokenizer(spm_model_path)
+    # lr 1e-20: the weights do not move, the loss stays at ln(2) (a near-uniform guess).
+    with caplog.at_level(logging.WARNING, logger="albert_tf.training.finetune.train"):
+        finetune(_tiny_task(tokenizer), _tiny_config(tokenizer), TrainConfig(
+            str(tmp_path / "out"), epochs=4, batch_size=8, learning_rate=1e-20, seq_length=16,
+            jit_compile=False, verbose=0))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+                and "not learning" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    # Epoch 2 of 4 ends at step 6 of 12: half the steps.
+    assert "ln(2) = 0.6931" in warnings[0] and "after 6 of 12 steps" in warnings[0]
+    assert "learning rate 1e-20 (adamw), warmup 1 steps then linear decay to 0 at step 12" \
+        in warnings[0]
+
+
+@pytest.mark.parametrize("loss, warned", [(0.6931, True), (0.699, True), (0.68, False),
+                                          (0.30, False)])
+def test_the_plateau_hint_is_ln_c_within_one_percent_once(loss, warned, caplog):
+    hint = PlateauHint(math.log(2), 2, steps_per_epoch=10, total=40, schedule="lr x")
+    with caplog.at_level(logging.WARNING, logger="albert_tf.training.finetune.train"):
+        hint.on_epoch_end(0, {"loss": 0.6931})  # step 10 of 40: too early to tell
+        for epoch in (1, 2, 3):  # checked at step 20 only
+            hint.on_epoch_end(epoch, {"loss": loss if epoch == 1 else 0.6931})
+    assert len(caplog.records) == int(warned)
 
 
 def test_schedule():
