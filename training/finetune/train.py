@@ -345,6 +345,11 @@ def _compiled_model(task: FinetuneJob, source, config: TrainConfig, strategy, to
             loaded = opened.load()
             model = task.build_model(loaded.config, encoder=loaded.encoder)
         model.config.check_sequence_length(config.seq_length)
+        if not model.uses_pooled_output:
+            # A head that never reads the pooler (NER, SQuAD 1.1) gives it no gradient: it
+            # is kept as loaded, not handed to the optimizer (whose Keras base would warn
+            # "Gradients do not exist for variables [...pooler...]" at every trace).
+            model.encoder.pooler.trainable = False
         optimizer = create_optimizer(config.optimizer, config.learning_rate, total, warmup,
                                      weight_decay=config.weight_decay)
         # The loss and metrics are the task model's own (its entry in albert_tf.tasks).

@@ -7,15 +7,23 @@ import json
 import logging
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
-from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint, save_checkpoint
+from albert_tf import (
+    AlbertConfig,
+    AlbertPretrainer,
+    AlbertTokenClassifier,
+    load_checkpoint,
+    save_checkpoint,
+)
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
+from albert_tf.training.finetune.bucketing import Encoded
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.sequence import SequenceTask
@@ -201,6 +209,7 @@ from albert_tf import AlbertConfig
 from albert_tf.checkpoint import open_checkpoint
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.training.runtime.distribute import create_strategy
+from albert_tf.training.finetune.bucketing import Encoded
 from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.sequence import SequenceTask
 from albert_tf.training.finetune.train import TrainConfig, finetune
@@ -257,3 +266,43 @@ def test_gradient_accumulation_trains_the_same_model(spm_model_path, tmp_path, m
     assert len(weights[0]) == len(weights[1]) > 10
     for a, b in zip(*weights):
         np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)
+
+
+class _TokenTask:
+    """A token-tagging job over random pieces: a head that never reads the pooler."""
+
+    name, main_metric, label_names, evals = "tokens", "f1", ["O", "B-X"], {}
+
+    def __init__(self, vocab_size, n=16, length=8):
+        rng = np.random.default_rng(0)
+        ids = [rng.integers(5, vocab_size, length).astype(np.int32) for _ in range(n)]
+        labels = np.empty(n, object)
+        labels[:] = [(row % 2).astype(np.int32) for row in ids]
+        self.train = Encoded({"input_word_ids": ids,
+                              "input_mask": [np.ones(length, np.int32)] * n,
+                              "input_type_ids": [np.zeros(length, np.int32)] * n},
+                             {"logits": labels})
+
+    def build_model(self, config, encoder=None):
+        return AlbertTokenClassifier(config, len(self.label_names), encoder=encoder)
+
+    def write_predictions(self, predict, output_dir):
+        return []
+
+
+def test_a_head_without_the_pooler_trains_without_keras_gradient_warnings(spm_model_path,
+                                                                         tmp_path):
+    tokenizer = AlbertTokenizer(spm_model_path)
+    source = _checkpoint(tmp_path / "pretrained", tokenizer, spm_model_path)
+    task = _TokenTask(tokenizer.vocab_size)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        finetune(task, source, TrainConfig(
+            str(tmp_path / "out"), epochs=1, batch_size=8, learning_rate=1e-3, seq_length=16,
+            buckets=[], jit_compile=False, verbose=0))
+    assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
+    before, after = load_checkpoint(source).encoder, load_checkpoint(str(tmp_path / "out")).encoder
+    # The pooler is kept as loaded (the checkpoint still holds it); the rest was trained.
+    np.testing.assert_array_equal(after.pooler.kernel.numpy(), before.pooler.kernel.numpy())
+    assert not np.array_equal(after.embeddings.word_embeddings.embeddings.numpy(),
+                              before.embeddings.word_embeddings.embeddings.numpy())
