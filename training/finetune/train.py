@@ -149,18 +149,10 @@ def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length:
     `model.predict` call sees one static length and rows of per-token outputs have
     that bucket's length T >= the example's length.
     """
-    lengths = data.lengths()
-    if buckets:
-        group_of = np.searchsorted(np.asarray(buckets), lengths)  # smallest bucket >= length
-        groups = [(buckets[g], np.nonzero(group_of == g)[0]) for g in range(len(buckets))]
-    else:
-        groups = [(seq_length, np.arange(len(data)))]
     rows: dict[str, list] = {}
     single = False
-    for length, indices in groups:
-        if not len(indices):
-            continue
-        ds = make_dataset(data.subset(indices), batch_size, int(length))
+    for length, indices in _bucket_groups(data, seq_length, buckets):
+        ds = make_dataset(data.subset(indices), batch_size, length)
         ds = ds.map(lambda f, _: {name: f[name] for name in INPUT_NAMES})
         outputs = model.predict(ds, verbose=0)
         single = not isinstance(outputs, dict)
@@ -169,6 +161,19 @@ def predict_rows(model: keras.Model, data: Encoded, batch_size: int, seq_length:
             for row, index in zip(values, indices):
                 column[index] = row
     return rows[None] if single else rows
+
+
+def _bucket_groups(data: Encoded, seq_length: int, buckets: list[int] | None
+                   ) -> list[tuple[int, np.ndarray]]:
+    """(padded length, example indices) per non-empty bucket: each example in the smallest
+    bucket that holds it, or all at `seq_length` without buckets. One static length per
+    group, and a dataset whose size tf.data knows (Keras warns of "running out of data"
+    when it does not)."""
+    if not buckets:
+        return [(seq_length, np.arange(len(data)))]
+    group_of = np.searchsorted(np.asarray(buckets), data.lengths())  # smallest bucket >= length
+    return [(int(buckets[g]), np.nonzero(group_of == g)[0]) for g in range(len(buckets))
+            if np.any(group_of == g)]
 
 
 # The plateau hint: a training loss still within PLATEAU_TOLERANCE (relative) of ln(C),
@@ -328,9 +333,11 @@ def eval_losses(model: keras.Model, evals: dict[str, Encoded], batch_size: int, 
     for name, data in evals.items():
         if not data.labels:
             continue
-        ds = make_dataset(data, batch_size, seq_length, buckets)
-        result = model.evaluate(ds, verbose=0, return_dict=True)
-        losses["loss" + (f"_{name}" if len(evals) > 1 else "")] = float(result["loss"])
+        total = 0.0  # Keras' evaluate: the batches' losses weighted by their sizes
+        for length, indices in _bucket_groups(data, seq_length, buckets):
+            ds = make_dataset(data.subset(indices), batch_size, length)
+            total += len(indices) * model.evaluate(ds, verbose=0, return_dict=True)["loss"]
+        losses["loss" + (f"_{name}" if len(evals) > 1 else "")] = float(total / len(data))
     return losses
 
 
