@@ -5,8 +5,10 @@ checkpoint's encoder inside the distribution strategy's scope, trains it with
 warmup + linear decay, evaluates the task's official metric after every epoch,
 keeps the best weights (written to the output directory each time they improve,
 as a checkpoint `albert-tf export` reads), stops early after `patience`
-evaluations without improvement, logs to TensorBoard and writes the task's
-prediction files with the best weights.
+evaluations without improvement, logs to TensorBoard (evaluations at the global step
+ending their epoch), warns once when the training loss stays at ln(C) (`PlateauHint`),
+writes the task's prediction files with the best weights and `eval_results.json`
+(`results_file`: run_glue's flat `eval_*` keys, the eval loss among them).
 """
 
 from __future__ import annotations
@@ -291,6 +293,7 @@ def finetune(task: FinetuneJob, source: str | OpenedCheckpoint | AlbertConfig, c
                               every=max(1, min(100, per_epoch // 10))),
                  PlateauHint(chance_loss(task), len(task.label_names or ()), per_epoch, total,
                               schedule)]
+
     def losses() -> dict[str, float]:
         return eval_losses(model, task.evals, config.eval_batch_size, config.seq_length, buckets)
 
