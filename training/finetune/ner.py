@@ -7,8 +7,8 @@ sentence longer than seq_length - 2 pieces is cut into overlapping windows
 (`albert_tf.tagging.windows`); training sees every window, and a word's prediction
 comes from the window that gives it the most context (`tagging.best_window`).
 
-Evaluation reads entities from the tags by conlleval's rule (`metrics.entity_scores`);
-each evaluation set's words, gold tags and predicted tags are written to
+Evaluation reads entities from the tags by conlleval's rule (`metrics.entity_scores`,
+and per entity type `metrics.entity_report`); each evaluation set's words, gold tags and predicted tags are written to
 `predictions_<set>.txt` in conlleval's layout (`WORD GOLD PRED`, a blank line
 between sentences), so conlleval or seqeval can rescore the file.
 """
