@@ -352,9 +352,11 @@ class TensorIndexCheckpoint(OpenedCheckpoint):
         model = build_task_model(config, record)
         self.left_initialised = tuple(self._place(model, source, self._rows(model, source)))
         for part in self.left_initialised:
-            logger.warning("%s has no %s weights; %s keeps its random initialisation",
-                           source.path, part, "the pooler (unused by this model)"
-                           if part == POOLER else "that head")
+            # The pooler is optional only for a model that never reads it (names.py):
+            # nothing is lost, so it is no warning (HF saves those models without one).
+            logger.log(logging.INFO if part == POOLER else logging.WARNING,
+                       "%s has no %s weights; %s keeps its random initialisation", source.path,
+                       part, "the pooler (unused by this model)" if part == POOLER else "that head")
         self._check_loaded(model)
         logger.info("loaded %d tensors from %s (%s, %s)", len(source.shapes), source.path,
                     self.format, record.task)

@@ -8,6 +8,7 @@ heads, a NumPy transcription of run_squad_v2's equations for its beam head. No t
 
 from __future__ import annotations
 
+import logging
 import os
 
 import keras
@@ -149,10 +150,15 @@ def test_head_problems_are_listed_together(tmp_path):
         assert part in message
 
 
-def test_hf_span_model_has_no_pooler_and_loads_without_one():
+def test_hf_span_model_has_no_pooler_and_loads_without_one(caplog):
     tensors = load_file(os.path.join(TASKS, "qa", "hf", "model.safetensors"))
     assert not any(k.startswith("albert.pooler") for k in tensors)
-    assert type(load_checkpoint(os.path.join(TASKS, "qa", "hf"))) is AlbertSpanExtractor
+    with caplog.at_level(logging.INFO, logger="albert_tf.checkpoint"):
+        assert type(load_checkpoint(os.path.join(TASKS, "qa", "hf"))) is AlbertSpanExtractor
+    # The model never reads a pooler: its absence is said, not warned of.
+    pooler = [r for r in caplog.records if "has no encoder.pooler weights" in r.getMessage()]
+    assert [r.levelno for r in pooler] == [logging.INFO]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_beam_head_survives_our_format(tmp_path):
