@@ -151,3 +151,23 @@ def test_a_command_that_imports_tensorflow_prints_only_its_own_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"albert-tf predict: --saved-model {tmp_path / 'missing'}: no such directory"]
+
+
+# TensorFlow asked for its logger before our set-up (as every command's imports do), then
+# one of its INFO lines, as tf.saved_model.save writes it.
+TF_LOG_LINE = """
+import tensorflow as tf
+tf.get_logger()
+from albert_tf.infra import cli
+cli.setup_logging()
+tf.get_logger().info("Assets written to: %s", "X/assets")
+"""
+
+
+def test_a_tensorflow_log_line_is_printed_once_in_our_format():
+    result = subprocess.run([sys.executable, "-c", TF_LOG_LINE], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "Assets written to" in line]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(" INFO tensorflow: Assets written to: X/assets"), lines

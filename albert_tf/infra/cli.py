@@ -267,6 +267,12 @@ def setup_logging(level: int = logging.INFO) -> None:
     """One log format for every command (INFO by default; DEBUG with --debug)."""
     logging.basicConfig(level=logging.DEBUG if debug_enabled() else level, format=LOG_FORMAT,
                         datefmt="%H:%M:%S")
+    # TensorFlow gives its logger a handler of its own when it is first asked for before the
+    # root logger has one; its records also reach ours, so each line ("Assets written to:
+    # ...") would print twice. Ours alone prints them.
+    tensorflow = logging.getLogger("tensorflow")
+    for handler in list(tensorflow.handlers):
+        tensorflow.removeHandler(handler)
 
 
 def _usage() -> str:
