@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 
 __all__ = ["OUTSIDE", "SCHEMES", "PREFIXES", "split_tag", "entities", "starts_entity",
@@ -141,13 +142,21 @@ def windows(length: int, width: int) -> list[tuple[int, int]]:
 
 def best_window(position: int, spans: Sequence[tuple[int, int]]) -> int:
     """The window that gives `position` the most context on its shorter side (the
-    first on ties), as SQuAD's doc-stride windows pick a token's best window."""
+    first on ties), as SQuAD's doc-stride windows pick a token's best window.
+
+    `spans` are sorted as `windows` gives them (starts and ends increasing): only the few
+    that may hold `position` are read, so labelling every position costs linear time.
+    """
     best, score = -1, -1
-    for i, (start, end) in enumerate(spans):
-        if start <= position < end:
-            context = min(position - start, end - 1 - position)
-            if context > score:
-                best, score = i, context
+    # The windows holding `position` are those before the first one starting after it,
+    # back to the last one that ends at or before it.
+    i = bisect.bisect_right(spans, position, key=lambda span: span[0])
+    while i > 0 and spans[i - 1][1] > position:
+        i -= 1
+        start, end = spans[i]
+        context = min(position - start, end - 1 - position)
+        if context >= score:  # walking back: an earlier window wins a tie
+            best, score = i, context
     if best < 0:
         raise ValueError(f"position {position} lies in no window")
     return best

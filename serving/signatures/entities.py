@@ -26,7 +26,7 @@ from albert_tf.tokenizer.normalize import unicode_tables
 from albert_tf.tokenizer.wordpiece import CJK_RANGES
 from albert_tf.tokenizer.wordpiece_graph import separator_ranges
 
-from .offsets import ROW_STRIDE
+from .offsets import ROW_STRIDE, substrings
 
 # Prefix codes of the per-class tables; O is 0.
 _CODES = {tagging.OUTSIDE: 0, "B": 1, "I": 2, "E": 3, "S": 4}
@@ -196,7 +196,7 @@ def entities(texts: tf.Tensor, found: dict[str, tf.RaggedTensor], labels: tf.Ten
     score = total / tf.cast(end_key - start_key, tf.float32)
     start_byte = tf.gather(found["start_byte"].flat_values, start_flat)
     end_byte = tf.gather(found["end_byte"].flat_values, last_flat)
-    text = tf.strings.substr(tf.gather(texts, start_row), start_byte, end_byte - start_byte)
+    text = substrings(texts, start_row, start_byte, end_byte)
     kind_names = tf.constant(kind_names or [""], tf.string)
     per_row = lambda v, default: tf.RaggedTensor.from_value_rowids(  # noqa: E731
         v, start_row, nrows=tf.shape(texts, out_type=tf.int64)[0]).to_tensor(default)

@@ -70,14 +70,43 @@ def tokenize_with_offsets(pre, texts: tf.Tensor):
                                   norm_end))
 
 
+def _flat_chars(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor):
+    """(code points of `texts` [C] flat, the flat index of the character at each byte
+    offset [N] of texts[rows] (on character boundaries; a row's end gives its limit),
+    each row's first flat index [B])."""
+    codes, byte_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # [B, (C)]
+    key = codes.value_rowids() * ROW_STRIDE + byte_start.flat_values  # sorted
+    index = tf.searchsorted(key, tf.cast(rows, tf.int64) * ROW_STRIDE + byte_offsets,
+                            side="left", out_type=tf.int64)
+    return codes.flat_values, index, codes.row_starts()
+
+
+def chars_before(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
+    """int64 [N]: the characters of texts[rows] before each byte offset [N] (valid UTF-8,
+    offsets on character boundaries), in time and memory linear in the texts and N (a
+    prefix per offset would copy its text N times: quadratic in the text)."""
+    _, index, row_starts = _flat_chars(texts, rows, byte_offsets)
+    return index - tf.gather(row_starts, rows)
+
+
+def substrings(texts: tf.Tensor, rows: tf.Tensor, begin: tf.Tensor, end: tf.Tensor) -> tf.Tensor:
+    """tf.string [N]: texts[rows][begin:end] for byte ranges [N] on character boundaries of
+    valid UTF-8, linear in the texts and the ranges' lengths (`tf.strings.substr` on
+    `tf.gather(texts, rows)` copies a whole text per range)."""
+    codes, first, _ = _flat_chars(texts, rows, begin)
+    _, limit, _ = _flat_chars(texts, rows, end)
+    index = tf.ragged.range(first, tf.maximum(limit, first))  # [N, (characters)]
+    return tf.strings.unicode_encode(index.with_flat_values(tf.gather(codes, index.flat_values)),
+                                     "UTF-8")
+
+
 def _wordpiece_offsets(pre, texts: tf.Tensor):
     """`tokenize_with_offsets` for a WordPiece vocabulary: the ranges come from following
     each code point through BERT's normalisation (`WordPieceGraph.tokenize_with_offsets`),
     exact for every token; `visible` as for SentencePiece."""
     ids, starts, ends = pre.wordpiece.tokenize_with_offsets(texts)
     rows = ids.value_rowids()
-    spelled = tf.strings.substr(tf.gather(texts, rows), starts.flat_values,
-                                ends.flat_values - starts.flat_values)
+    spelled = substrings(texts, rows, starts.flat_values, ends.flat_values)
     visible = ~tf.strings.regex_full_match(spelled, IGNORABLE + "*")
     ids = tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
     return ids, starts, ends, ids.with_flat_values(visible)

@@ -48,12 +48,6 @@ from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inpu
 logger = logging.getLogger(__name__)
 
 
-def _chars_before(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
-    """Characters of texts[rows] before each byte offset (offsets on character boundaries)."""
-    prefix = tf.strings.substr(tf.gather(texts, rows), tf.zeros_like(byte_offsets), byte_offsets)
-    return tf.strings.length(prefix, unit="UTF8_CHAR")
-
-
 class TokenClassifierModule(ServingModule):
     """Per-token labels with the checkpoint's label names (e.g. NER tags)."""
 
@@ -79,8 +73,8 @@ class TokenClassifierModule(ServingModule):
         is_token = tf.sequence_mask(ids.row_lengths(), width)  # [B,N]
         label_id = tf.where(is_token, tf.argmax(probabilities, -1, output_type=tf.int32), -1)
         rows = ids.value_rowids()
-        start_char = ids.with_flat_values(_chars_before(text, rows, starts.flat_values))
-        end_char = ids.with_flat_values(_chars_before(text, rows, ends.flat_values))
+        start_char = ids.with_flat_values(offsets.chars_before(text, rows, starts.flat_values))
+        end_char = ids.with_flat_values(offsets.chars_before(text, rows, ends.flat_values))
         wordpiece = pre.wordpiece is not None
         found = entities.words(text, wordpiece and pre.tokenizer.tokenize_chinese_chars,
                                split_all=wordpiece and pre.tokenizer.split_characters,

@@ -15,6 +15,7 @@ between sentences), so conlleval or seqeval can rescore the file.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 import os
@@ -82,9 +83,9 @@ def encode_sentences(tokenizer, data: TaggedFile, label_names: list[str],
         first_example = len(labels)
         for start, end in spans:
             row = np.full(end - start + 2, IGNORED_LABEL, np.int32)  # [CLS] pieces [SEP]
-            for position, tag in zip(firsts, tags):
-                if start <= position < end:
-                    row[position - start + 1] = tag
+            # firsts increase: the window's words are one slice (linear over all windows)
+            for word in range(bisect.bisect_left(firsts, start), bisect.bisect_left(firsts, end)):
+                row[firsts[word] - start + 1] = tags[word]
             packed = tokenizer.pack(pieces[start:end], seq_length=seq_length)
             length = end - start + 2
             for name in INPUT_NAMES:

@@ -5,6 +5,7 @@ end (its reported F1 equals seqeval's rescoring of its predictions file)."""
 import json
 import os
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -194,6 +195,55 @@ def test_windows_cover_every_position():
     assert spans[0] == (0, 8) and spans[-1][1] == 21
     assert all(b[0] - a[0] == 4 for a, b in zip(spans, spans[1:]))
     assert tagging.best_window(6, spans) == 1  # (4, 12): 2 on the short side, not 1
+
+
+class _CountedSpans(Sequence):
+    """Windows that count how often one is read."""
+
+    def __init__(self, spans):
+        self.spans, self.reads = spans, 0
+
+    def __len__(self):
+        return len(self.spans)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return self.spans[i]
+
+
+def _best_window_oracle(position, spans):
+    """The most context on the shorter side, the first window on ties: every window read."""
+    held = [(min(position - s, e - 1 - position), -i) for i, (s, e) in enumerate(spans)
+            if s <= position < e]
+    return -max(held)[1]
+
+
+def test_best_window_reads_only_the_windows_near_a_position():
+    """A 50,000-piece sentence in 12,499 windows: each position reads a few of them (a
+    search and its neighbours), not all 12,499 (quadratic over the sentence)."""
+    spans = _CountedSpans(tagging.windows(50_000, 8))
+    positions = list(range(0, 50_000, 37)) + [49_999]
+    assert [tagging.best_window(p, spans) for p in positions] == \
+        [_best_window_oracle(p, spans.spans) for p in positions]
+    assert spans.reads < 40 * len(positions)
+
+
+def test_a_50000_word_sentence_is_windowed_word_by_word(tmp_path, spm_model_path):
+    tokenizer = AlbertTokenizer(spm_model_path)
+    words = ("the cat sat on a mat " * 8_334).split()[:50_000]
+    tags = ["B-MISC" if i % 7 == 0 else "O" for i in range(len(words))]
+    path = _write(tmp_path / "long.txt", "".join(f"{w} {t}\n" for w, t in zip(words, tags)))
+    windows = encode_sentences(tokenizer, conll.read_tagged(path), ["O", "B-MISC"], 64)
+    pieces = [tokenizer.encode(w) for w in words]
+    firsts = np.cumsum([0] + [len(p) for p in pieces])[:-1]
+    spans = tagging.windows(int(firsts[-1]) + len(pieces[-1]), 62)
+    labels = windows.encoded.labels["logits"]
+    for word in range(0, len(words), 97):  # each read where the oracle puts it, its tag there
+        example, position = windows.reads[0][word]
+        best = _best_window_oracle(int(firsts[word]), spans)
+        assert (example, position) == (best, firsts[word] - spans[best][0] + 1)
+        assert labels[example][position] == (1 if word % 7 == 0 else 0)
+    assert len(windows.reads[0]) == 50_000 and len(labels) == len(spans)
 
 
 def _whole_words(tokenizer, count):
