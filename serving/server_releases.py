@@ -86,10 +86,11 @@ def python_packages(release: str) -> tuple[str, str]:
     """
     parts = release.split(".")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"release {release!r}: expected X.Y.Z, e.g. {NEWEST_RELEASE}")
+        raise ValueError(f"{release!r} is not a tensorflow/serving release X.Y.Z "
+                         f"(e.g. {NEWEST_RELEASE})")
     first = tuple(int(p) for p in SERVING_RELEASES[0][0].split("."))
     if tuple(int(p) for p in parts) < first:
-        raise ValueError(f"release {release}: the table starts at {SERVING_RELEASES[0][0]}")
+        raise ValueError(f"{release}: the table starts at {SERVING_RELEASES[0][0]}")
     minor = f"{parts[0]}.{parts[1]}"
     return f"tensorflow=={minor}.*", f"tensorflow-text=={minor}.*"
 

@@ -47,7 +47,7 @@ def test_no_release_links_an_op_the_table_lacks_and_the_export_says_which():
 def test_python_packages_follow_the_release_and_refuse_what_is_not_one():
     assert sr.python_packages("2.20.0") == ("tensorflow==2.20.*", "tensorflow-text==2.20.*")
     assert sr.python_packages("2.12.1") == ("tensorflow==2.12.*", "tensorflow-text==2.12.*")
-    for bad, words in (("2.20", "expected X.Y.Z"), ("latest", "expected X.Y.Z"),
+    for bad, words in (("2.20", "is not a tensorflow/serving release"), ("latest", "X.Y.Z"),
                        ("2.9.0", "starts at 2.10.0")):
         with pytest.raises(ValueError, match=words):
             sr.python_packages(bad)
