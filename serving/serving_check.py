@@ -19,6 +19,7 @@ import base64
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,10 +121,14 @@ def ensure_venv(cache: str, release: str) -> str:
     partial = tempfile.mkdtemp(prefix=f".{VENV_DIR}-", dir=folder)
     logger.info("installing %s into %s (minutes; once per release)", " ".join(packages),
                 os.path.join(folder, VENV_DIR))
-    _run([sys.executable, "-m", "venv", partial], "python -m venv")
-    _run([os.path.join(partial, "bin", "python"), "-m", "pip", "install", "--progress-bar",
-          "off", *packages], "pip install " + " ".join(packages), progress=True)
-    os.rename(partial, os.path.join(folder, VENV_DIR))
+    try:
+        _run([sys.executable, "-m", "venv", partial], "python -m venv")
+        _run([os.path.join(partial, "bin", "python"), "-m", "pip", "install", "--progress-bar",
+              "off", *packages], "pip install " + " ".join(packages), progress=True)
+        os.rename(partial, os.path.join(folder, VENV_DIR))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # a half-made virtualenv is never reused
+        raise
     return python
 
 

@@ -4,6 +4,8 @@ this interpreter standing in for a release's (installing a TensorFlow is not a t
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 import sys
 
 import numpy as np
@@ -12,7 +14,9 @@ import pytest
 from albert_tf.infra import cli
 from albert_tf.serving import export, serving_check
 from albert_tf.serving.serving_check import ServingCheckError, compare
-from tests.helpers.paths import FIXTURES
+from tests.helpers.paths import FIXTURES, REPO
+
+_DOCS_MODEL = "models/albert_sst2/1"
 
 
 def test_compare_allows_atol_and_names_the_first_difference():
@@ -61,6 +65,7 @@ def test_the_replay_answers_alike_and_a_broken_export_is_one_line(tmp_path, monk
     assert export.main(["--checkpoint", os.path.join(FIXTURES, "tasks", "seq_single", "hf"),
                         "--output", output, "--seq-length", "16"]) == 0
     version = os.path.join(output, "1")
+    _docs_commands_run_the_signature(version)
     installs = []
     monkeypatch.setattr(serving_check, "ensure_venv",
                         lambda cache, release: installs.append(release) or sys.executable)
@@ -75,3 +80,20 @@ def test_the_replay_answers_alike_and_a_broken_export_is_one_line(tmp_path, monk
     with pytest.raises(ServingCheckError, match="cannot load or run the export: ") as e:
         serving_check.check(version, "2.20.0", str(tmp_path / "cache"), 1e-5)
     assert "\n" not in str(e.value)
+
+
+def _docs_commands_run_the_signature(version: str) -> None:
+    """docs/serving.md's replacements for `saved_model_cli run`, run as written on `version`."""
+    with open(os.path.join(REPO, "docs", "serving.md"), encoding="utf-8") as f:
+        section = f.read().split("## `saved_model_cli run` says")[1].split("\n## ")[0]
+    python = section.split("```python\n")[1].split("```")[0]
+    shell = section.split("```bash\n")[2].split("```")[0].replace("\\\n", " ")
+    outputs = [subprocess.run([sys.executable, "-c", python.replace(_DOCS_MODEL, version)],
+                              capture_output=True, text=True, timeout=600)]
+    argv = shlex.split(shell.replace(_DOCS_MODEL, version))
+    assert argv[0] == "python"
+    outputs.append(subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
+                                  timeout=600))
+    for done in outputs:
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "probabilities" in done.stdout and "label" in done.stdout, done.stdout[-2000:]
