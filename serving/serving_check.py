@@ -96,8 +96,7 @@ def compare(signatures: Sequence[str], want: list[dict], got: list[dict],
             elif a[key].shape != b[key].shape:
                 problem = f"output {key} has shape {b[key].shape}, not {a[key].shape}"
             elif a[key].dtype.kind in "fc":
-                delta = float(np.max(np.abs(a[key].astype(np.float64) - b[key].astype(np.float64)),
-                                     initial=0.0))
+                delta = _largest_difference(a[key], b[key])
                 row[2] = max(row[2], delta)
                 if not delta <= atol:  # NaN included
                     problem = f"output {key} differs by {delta:.3g} > {atol:g}"
@@ -106,6 +105,15 @@ def compare(signatures: Sequence[str], want: list[dict], got: list[dict],
             if problem and row[3] is None:
                 row[3] = f"request {row[1]}: {problem}"
     return [tuple(row) for row in rows.values()]
+
+
+def _largest_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b|, where equal values (the same infinity, NaN beside NaN) differ by 0; NaN
+    where one side is NaN or infinite and the other is not."""
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    same = (x == y) | (np.isnan(x) & np.isnan(y))
+    with np.errstate(invalid="ignore"):
+        return float(np.max(np.where(same, 0.0, np.abs(x - y)), initial=0.0))
 
 
 def ensure_venv(cache: str, release: str) -> str:

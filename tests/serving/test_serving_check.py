@@ -35,6 +35,11 @@ def test_compare_allows_atol_and_names_the_first_difference():
         "request 1: output probabilities differs by 0.001 > 1e-05")
     label = [close[0], dict(close[1], label=np.array([b"yes"], object))]
     assert compare(["s", "s"], want[:2], label, 1e-5)[0][3] == "request 2: output label differs"
+    # A span answer's "no score" is -inf on both sides: equal, not NaN apart.
+    edges = [{"score": np.array([-np.inf, np.nan, 2.0], np.float32)}]
+    assert compare(["s"], edges, edges, 1e-5)[0][2:] == (0.0, None)
+    inf = [{"score": np.array([np.inf, np.nan, 2.0], np.float32)}]
+    assert "differs by inf" in compare(["s"], edges, inf, 1e-5)[0][3]
     nan = [{"score": np.array([np.nan], np.float32)}]
     assert "differs by nan" in compare(["s"], want[2:], nan, 1e-5)[0][3]
     shape = [{"score": np.array([1.0, 1.0], np.float32)}]
