@@ -232,7 +232,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     logger.info("the server needs these ops beyond core TensorFlow: %s; the oldest "
                 "tensorflow/serving with them: %s (exported with TensorFlow %s; image %s)",
                 ", ".join(needed) or "none",
-                oldest or "none known (see albert_tf/serving/server_releases.py)",
+                oldest or "none: no release links " + ", ".join(
+                    server_releases.unlinked_ops(needed)),
                 tf_version(), server_releases.image(server_releases.NEWEST_RELEASE))
     return path
 

@@ -60,6 +60,8 @@ def provenance(record, checkpoint: str, model, custom_ops, versions: dict[str, s
         "weights_sha256": weights_sha256(model),
         "custom_ops": sorted(custom_ops),
         "oldest_tensorflow_serving": oldest,
+        # Empty when a release links them all; else what keeps every release from loading it.
+        "ops_no_release_links": server_releases.unlinked_ops(custom_ops),
         "tensorflow_serving_image": server_releases.image(
             server_releases.NEWEST_RELEASE),
     }

@@ -38,6 +38,7 @@ COMMANDS = {
     "pretrain": ("albert_tf.training.pretrain.run", "pretrain with model.fit under a distribution strategy"),
     "finetune": ("albert_tf.training.finetune.run", "fine-tune on GLUE, SQuAD, RACE or your own files"),
     "export": ("albert_tf.serving.export", "export a SavedModel with raw-text signatures for TF Serving"),
+    "serving-check": ("albert_tf.serving.serving_check", "load an export in a tensorflow/serving release's TensorFlow and compare its warmup answers"),
     "predict": ("albert_tf.serving.client.run", "query TF Serving (REST/gRPC) or a local SavedModel"),
     "convert": ("albert_tf.checkpoint.convert", "convert a checkpoint of any format it reads to albert-tf's, Hugging Face's or KerasHub's"),
     "params": ("albert_tf.params", "print parameter counts of the paper's configurations"),
@@ -54,6 +55,7 @@ COMMAND_LINES = {
     "pretrain": "albert_tf.training.pretrain.command",
     "finetune": "albert_tf.training.finetune.command",
     "export": "albert_tf.serving.export_command",
+    "serving-check": "albert_tf.serving.check_command",
     "predict": "albert_tf.serving.client.command",
     "ablate": "albert_tf.training.experiments.ablate.command",
 }
