@@ -778,10 +778,13 @@ def test_sigterm_mid_pretraining_leaves_whole_checkpoints(tmp_path, shard, spm_m
     proc = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
                         "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=100000))
     checkpoints = out / "checkpoints"
-    for _ in range(1200):
-        if len(list(checkpoints.glob("ckpt-*.index"))) >= 2 or proc.poll() is not None:
-            break
+    # Wait for the state the test needs (two whole checkpoints), not for a time: under load
+    # the first checkpoint can take minutes. The deadline is a safety net only.
+    deadline = time.monotonic() + 1800
+    while len(list(checkpoints.glob("ckpt-*.index"))) < 2 and proc.poll() is None:
+        assert time.monotonic() < deadline, "no two checkpoints in 30 minutes"
         time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
     proc.send_signal(signal.SIGTERM)
     code, lines = proc.wait(timeout=120), proc.stderr.read().strip().splitlines()
     assert code == 128 + signal.SIGTERM, lines[-3:]

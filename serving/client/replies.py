@@ -71,6 +71,11 @@ def check_rows(rows: Any, specs: Mapping[str, tuple[Any, int | None]], count: in
     return rows
 
 
+# The first key of every output line: its input row's 0-based position (blank JSON Lines
+# are not rows), so a line names its input whatever the concurrency, route or resume.
+INDEX_KEY = "index"
+
+
 def check_row(row: Any, specs: Mapping[str, tuple[Any, int | None]], where: str) -> None:
     """The one rule for a prediction row (a reply's, or one a resumed output holds): a dict
     of exactly the signature's outputs, each of its dtype and rank; ReplyError naming

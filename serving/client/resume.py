@@ -99,8 +99,13 @@ def complete_rows(partial: str, written: Written | None = None) -> int:
                 if count >= written.input_rows:
                     _refuse(f"{partial}:{number}: a row past the input's last row (the input "
                             f"holds {written.input_rows} rows)")
+                if row.get(replies.INDEX_KEY) != count:
+                    _refuse(f"{partial}:{number}: {replies.INDEX_KEY!r} is "
+                            f"{str(row.get(replies.INDEX_KEY))[:40]}, not this line's input row "
+                            f"{count}")
                 try:
-                    replies.check_row(row, written.specs, f"{partial}:{number}")
+                    replies.check_row({k: v for k, v in row.items() if k != replies.INDEX_KEY},
+                                      written.specs, f"{partial}:{number}")
                 except ReplyError as e:
                     _refuse(f"not a prediction row of this model: {e}")
             count, end = count + 1, end + len(line)

@@ -52,19 +52,14 @@ class ClientError(UserError, RuntimeError):
 
 # The output `--embeddings` writes: sentence embeddings [H] per input (serving/signatures).
 EMBEDDING_OUTPUT = "mean_pooled"
-# The first key of every output line: its input row's 0-based position (blank JSON Lines
-# are not rows), so a line names its input whatever the concurrency, route or resume.
-INDEX_KEY = "index"
-
-
 def output_line(index: int, row: Mapping[str, Any]) -> str:
-    """One JSON output line: `INDEX_KEY` first, then the outputs by name in sorted order,
+    """One JSON output line: `replies.INDEX_KEY` first, then the outputs by name in sorted order,
     so its bytes depend on the row's values alone (not on the route's or the server's key
     order, nor on where a resumed run started)."""
-    if INDEX_KEY in row:
-        raise ClientError(f"the signature has an output named {INDEX_KEY!r}, the key each "
+    if replies.INDEX_KEY in row:
+        raise ClientError(f"the signature has an output named {replies.INDEX_KEY!r}, the key each "
                           "output line gives its input row's position")
-    return json.dumps({INDEX_KEY: index, **{name: row[name] for name in sorted(row)}},
+    return json.dumps({replies.INDEX_KEY: index, **{name: row[name] for name in sorted(row)}},
                       ensure_ascii=False) + "\n"
 
 

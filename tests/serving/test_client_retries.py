@@ -301,14 +301,21 @@ def _failed_run(tmp_path, serve, texts, batches_before_failing=2):
     return source, output, partial
 
 
+def _renumbered(rows: list[str]) -> list[str]:
+    """Output lines whose "index" counts 0, 1, ... as a run's own lines do."""
+    return [json.dumps({**json.loads(r), "index": i}) + "\n" for i, r in enumerate(rows)]
+
+
 @pytest.mark.parametrize("edit, words", [
-    (lambda rows: rows + rows[:2] + rows,  # 20 rows for 10 inputs (rows 1-8 repeated)
+    (lambda rows: _renumbered(rows + rows[:2] + rows),  # 20 rows for 10 inputs
      ":11: a row past the input's last row (the input holds 10 rows)"),
-    (lambda rows: rows[:1] + ['{"label": "pos"}\n'] + rows[2:],
+    (lambda rows: rows + rows[:1],  # a row that is another input's
+     ":9: 'index' is 0, not this line's input row 8"),
+    (lambda rows: rows[:1] + ['{"index": 1, "label": "pos"}\n'] + rows[2:],
      ":2: expected the outputs ['digest', 'length'], got ['label']"),
-    (lambda rows: rows[:2] + ['{"digest": 7, "length": 3}\n'] + rows[3:],
+    (lambda rows: rows[:2] + ['{"index": 2, "digest": 7, "length": 3}\n'] + rows[3:],
      ":3: output 'digest' holds 7, not a string"),
-], ids=["more_rows_than_input", "foreign_keys", "wrong_value_type"])
+], ids=["more_rows_than_input", "another_rows_index", "foreign_keys", "wrong_value_type"])
 def test_a_partial_output_that_is_not_this_runs_rows_is_refused_and_kept(tmp_path, serve, capsys,
                                                                            edit, words):
     """Such a FILE.partial was resumed and published (20 rows out for 10 in)."""
