@@ -19,7 +19,6 @@ import base64
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from albert_tf.errors import UserError
-from albert_tf.infra import cli
+from albert_tf.infra import atomic, cli
 
 from . import check_command, layout, server_releases, warmup
 
@@ -39,9 +38,9 @@ VENV_DIR = "venv"
 # Run by both interpreters: loads the export, answers each request, writes TensorProtos
 # (bytes every TensorFlow version reads) or the first line of the error. It must run on
 # every TensorFlow the table names, so it uses only long-standing public APIs.
+_MARK = "albert-tf serving-check answer: "  # starts the child's one line of JSON
 _ANSWER = r"""
 import base64, json, sys
-out = sys.argv[3]
 try:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the custom ops)
@@ -59,7 +58,7 @@ try:
 except Exception as e:
     lines = str(e).strip().splitlines() or [""]
     result = {"error": type(e).__name__ + ": " + lines[0]}
-json.dump(result, open(out, "w"))
+print(MARK + json.dumps(result))  # the last stdout line: nothing is written to a file
 """
 
 
@@ -125,18 +124,14 @@ def ensure_venv(cache: str, release: str) -> str:
     if os.path.isfile(python):
         logger.info("using %s (%s)", os.path.join(folder, VENV_DIR), " ".join(packages))
         return python
-    os.makedirs(folder, exist_ok=True)
-    partial = tempfile.mkdtemp(prefix=f".{VENV_DIR}-", dir=folder)
     logger.info("installing %s into %s (minutes; once per release)", " ".join(packages),
                 os.path.join(folder, VENV_DIR))
-    try:
+    # Built under a hidden name and renamed when pip succeeded; removed on failure, so a
+    # half-made virtualenv is never reused.
+    with atomic.staged_directory(os.path.join(folder, VENV_DIR)) as partial:
         _run([sys.executable, "-m", "venv", partial], "python -m venv")
         _run([os.path.join(partial, "bin", "python"), "-m", "pip", "install", "--progress-bar",
               "off", *packages], "pip install " + " ".join(packages), progress=True)
-        os.rename(partial, os.path.join(folder, VENV_DIR))
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)  # a half-made virtualenv is never reused
-        raise
     return python
 
 
@@ -158,13 +153,12 @@ def _run(command: list[str], what: str, progress: bool = False) -> None:
 
 def answers(python: str, export_dir: str, requests_file: str, folder: str, name: str):
     """Starts `python` answering the requests; a handle for `collect`."""
-    out = os.path.join(folder, f"{name}.json")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONPATH", None)  # the release's interpreter sees its own packages only
-    process = subprocess.Popen([python, "-c", _ANSWER, export_dir, requests_file, out],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env=env)
-    return process, out
+    process = subprocess.Popen([python, "-c", f"MARK = {_MARK!r}\n" + _ANSWER, export_dir,
+                                requests_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, cwd=folder)
+    return process, name
 
 
 def collect(handle, who: str) -> dict:
@@ -172,13 +166,13 @@ def collect(handle, who: str) -> dict:
     import tensorflow as tf  # deferred: only to read the answers' TensorProtos
     from tensorflow.core.framework import tensor_pb2
 
-    process, out = handle
-    _, stderr = process.communicate()
-    if not os.path.isfile(out):
+    process, _ = handle
+    stdout, stderr = process.communicate()
+    lines = [line for line in stdout.splitlines() if line.startswith(_MARK)]
+    if not lines:
         last = (stderr.strip().splitlines() or [f"status {process.returncode}"])[-1]
         raise ServingCheckError(f"{who} did not answer: {last[:300]}")
-    with open(out, encoding="utf-8") as f:
-        result = json.load(f)
+    result = json.loads(lines[-1][len(_MARK):])
     if "error" in result:
         raise ServingCheckError(f"{who} cannot load or run the export: {result['error'][:400]}")
     result["answers"] = [{k: tf.make_ndarray(tensor_pb2.TensorProto.FromString(
@@ -199,8 +193,7 @@ def check(export_dir: str, release: str, cache: str, atol: float) -> list[str]:
     python = ensure_venv(cache, release)
     with tempfile.TemporaryDirectory(prefix="albert-tf-serving-check-") as folder:
         requests_file = os.path.join(folder, "requests.json")
-        with open(requests_file, "w", encoding="utf-8") as f:
-            json.dump(requests, f)
+        atomic.atomic_write_json(requests_file, requests)
         logger.info("replaying %d warmup requests here and in the release's TensorFlow",
                     len(requests))
         here = answers(sys.executable, export_dir, requests_file, folder, "here")

@@ -61,7 +61,7 @@ TYPOS = {
     "finetune": ("--chekpoint", "--checkpoint"), "export": ("--chekpoint", "--checkpoint"),
     "predict": ("--saved-modle", "--saved-model"), "convert": ("--overwirte", "--overwrite"),
     "params": ("--biuld", "--build"), "presets": ("--jsno", "--json"),
-    "ablate": ("--gird", "--grid"),
+    "ablate": ("--gird", "--grid"), "serving-check": ("--relase", "--release"),
 }
 
 
