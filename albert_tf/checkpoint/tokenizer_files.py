@@ -206,11 +206,12 @@ def hf_tokenizer_options(directory: str) -> dict:
                               f"({', '.join(HF_TOKENIZER_CLASSES)})")
     kind = HF_TOKENIZER_CLASSES[named] if named else shipped_kind(directory)
     other = SENTENCEPIECE if kind == WORDPIECE else WORDPIECE
-    if named and not find_vocabulary(directory, kind, quiet=True) and \
-            find_vocabulary(directory, other, quiet=True):
+    found_other = named and not find_vocabulary(directory, kind, quiet=True) and \
+        find_vocabulary(directory, other, quiet=True)
+    if found_other:
         raise CheckpointError(
             f"{path}: tokenizer_class={named!r} needs a {VOCABULARY_FILES[kind]}, but the "
-            f"directory ships {os.path.basename(find_vocabulary(directory, other, quiet=True))} (the "
+            f"directory ships {os.path.basename(found_other)} (the "
             f"vocabulary of {', '.join(c for c, k in HF_TOKENIZER_CLASSES.items() if k == other)}"
             "): fix tokenizer_class or ship the vocabulary it names")
     options = {**DEFAULT_OPTIONS, "tokenizer": kind, "tokenize_chinese_chars": True}
