@@ -278,3 +278,13 @@ def test_a_finished_progress_bar_gets_no_blank_line(monkeypatch):
 
     assert main() == 2
     assert both.getvalue() == "10/10 done\nalbert-tf pretrain: no checkpoint to export\n"
+
+
+def test_an_unexpected_errors_line_is_capped(capsys):
+    """A library that echoes a whole input in its message (a 10 MB token) prints a capped
+    line, its full length said; --debug shows it whole."""
+    from albert_tf.infra import cli
+
+    assert cli.report_error("export", RuntimeError("token: " + "x" * 10**6)) == 1
+    err = capsys.readouterr().err
+    assert len(err) < 1000 and "(1,000,007 characters)" in err and err.count("\n") == 1

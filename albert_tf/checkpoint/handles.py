@@ -15,12 +15,11 @@ import unicodedata
 from dataclasses import dataclass
 
 from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.errors import shown
 
-__all__ = ["HfHandle", "KaggleHandle", "parse_hf", "parse_kaggle", "shown", "check_inside",
-           "SHOWN_CHARS"]
+__all__ = ["HfHandle", "KaggleHandle", "parse_hf", "parse_kaggle", "check_inside"]
 
 HF_SCHEME, KAGGLE_SCHEME = "hf://", "kaggle://"
-SHOWN_CHARS = 80
 # The Hub's own limit for ORG/NAME is 96 characters; a revision (branch, tag, commit) 256.
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,96}")
 _REVISION_CHARS = 256
@@ -40,15 +39,6 @@ class KaggleHandle:
     name: str               # OWNER/MODEL/FRAMEWORK/VARIATION
     version: int | None     # None: the newest
 
-
-def shown(text: str) -> str:
-    """`text` as a message echoes it: at most SHOWN_CHARS characters, control characters
-    escaped (one line), the full length said when cut."""
-    if len(text) <= SHOWN_CHARS and all(unicodedata.category(c)[0] != "C" for c in text):
-        return text
-    cut = text[:SHOWN_CHARS]
-    rest = f"... ({len(text):,} characters)" if len(text) > SHOWN_CHARS else ""
-    return repr(cut)[1:-1] + rest
 
 
 def _check_name(handle: str, what: str, part: str) -> None:

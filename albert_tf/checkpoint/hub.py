@@ -31,11 +31,12 @@ import re
 from dataclasses import astuple
 
 import albert_tf.checkpoint.handles as handles
-from albert_tf.checkpoint.handles import HF_SCHEME, KAGGLE_SCHEME, check_inside, shown
+from albert_tf.checkpoint.handles import HF_SCHEME, KAGGLE_SCHEME, check_inside
 from albert_tf.checkpoint.kerashub import TASK_WEIGHTS
 from albert_tf.checkpoint.ours import WEIGHTS_FILE
 from albert_tf.checkpoint.readers import HF_TORCH_FILE, SAVED_MODEL_FILE, CheckpointError
 from albert_tf.checkpoint.released import find_released, suggest
+from albert_tf.errors import shown
 from albert_tf.ranges import EXCLUSIVE_MINIMUM, MAXIMUM, check_number
 
 __all__ = ["HF_SCHEME", "KAGGLE_SCHEME", "HF_FILES", "CHECKPOINT_HELP", "HUB_TIMEOUT_ENV",

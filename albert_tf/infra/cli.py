@@ -23,10 +23,13 @@ import threading
 import traceback
 from collections.abc import Callable
 
-from albert_tf.errors import UserError
+from albert_tf.errors import UserError, shown
 from albert_tf.infra import arguments, tf_startup
 
 DEBUG_ENV = "ALBERT_TF_DEBUG"
+# The most characters of an unexpected error's first line printed (a library may echo a
+# whole input in it); --debug shows all.
+UNEXPECTED_SHOWN_CHARS = 500
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -170,7 +173,8 @@ def report_error(name: str, e: BaseException) -> int:
         return getattr(e, "exit_status", 2)
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     print_error(f"albert-tf {name}: unexpected error: {type(e).__name__}"
-                f"{': ' + one_line(first) if first else ''} (rerun with --debug for the "
+                f"{': ' + shown(first, UNEXPECTED_SHOWN_CHARS) if first else ''} (rerun with "
+                "--debug for the "
                 "traceback)")
     return 1
 

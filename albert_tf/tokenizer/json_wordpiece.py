@@ -51,6 +51,9 @@ class JsonWordPieceTokenizer(WordPieceTokenizer):
         self.pad_id, self.unk_id, _, _, self.mask_id = (self.vocab[t] for t in SPECIAL_TOKENS)
         self.cls_id, self.sep_id = spec.cls_id, spec.sep_id
 
+    def token_place(self, token_id: int) -> str:
+        return f"{self.vocab_path} (model.vocab, id {token_id})"
+
     def _stretches(self, text):
         text = _to_text(text)
         return text, split_added(text, self.spec.added)

@@ -28,6 +28,7 @@ import os
 import unicodedata
 from collections.abc import Sequence
 
+from albert_tf.errors import shown
 from albert_tf.tokenizer.packing import Packing
 from albert_tf.tokenizer.vocab_txt import (  # the vocab.txt reader's names, re-exported
     SPECIAL_TOKENS,
@@ -42,6 +43,9 @@ __all__ = ["WordPieceTokenizer", "BasicTokenizer", "VocabFileError", "read_vocab
 
 SUFFIX = "##"  # a piece that continues a word
 MAX_WORD_CHARS = 100  # the original's max_input_chars_per_word: longer words are [UNK]
+# tensorflow-text's FastWordpieceTokenizer refuses a vocabulary token (without the
+# suffix indicator) over this many bytes of UTF-8.
+GRAPH_TOKEN_BYTES = 256
 # BERT's "Chinese character" ranges (CJK Unified Ideographs and extensions A-E,
 # compatibility ideographs): inclusive (first, last) code points.
 CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
@@ -263,10 +267,30 @@ class WordPieceTokenizer(BasicTokenizer, Packing):
     @property
     def reachable_tokens(self) -> list[str]:
         """`tokens` with each row no text can produce (an empty line, the earlier line of
-        a repeated token) spelled as a string no word can match: one distinct token per
-        id, what the graph's WordPiece op is built on. Words never hold a space."""
-        return [t if t and self.vocab[t] == i else f" unreachable row {i} "
-                for i, t in enumerate(self.tokens)]
+        a repeated token, a token longer than `MAX_WORD_CHARS`, which only a word read as
+        [UNK] could hold) spelled as a string no word can match: one distinct token per
+        id, what the graph's WordPiece op is built on. Words never hold a space.
+
+        Raises:
+          VocabFileError: a reachable token over the graph op's `GRAPH_TOKEN_BYTES`
+            (UTF-8), naming the file and line.
+        """
+        reachable = []
+        for i, t in enumerate(self.tokens):
+            if not t or self.vocab[t] != i or len(t.removeprefix(SUFFIX)) > MAX_WORD_CHARS:
+                t = f" unreachable row {i} "
+            elif len(t.removeprefix(SUFFIX).encode("utf-8")) > GRAPH_TOKEN_BYTES:
+                raise VocabFileError(
+                    f"{self.token_place(i)}: token {shown(t)!r} is "
+                    f"{len(t.encode('utf-8')):,} bytes of UTF-8; the in-graph WordPiece op "
+                    f"takes tokens of at most {GRAPH_TOKEN_BYTES} (the Python tokenizer "
+                    "reads it)")
+            reachable.append(t)
+        return reachable
+
+    def token_place(self, token_id: int) -> str:
+        """Where the vocabulary holds `token_id`, for a message: FILE:LINE of a vocab.txt."""
+        return f"{self.vocab_path}:{token_id + 1}"
 
     # ---------------------------------------------------------------- wordpiece
     def wordpiece(self, word: str) -> list[str]:

@@ -111,3 +111,33 @@ def test_keras_file_carries_vocab_txt(tmp_path):
     texts = tf.constant(WORDPIECE_CASES[:6])
     np.testing.assert_array_equal(loaded(texts)["input_word_ids"],
                                   model(texts)["input_word_ids"])
+
+
+def _vocab_with(tmp_path, row: int, token: str) -> str:
+    tokens = open(WORDPIECE_VOCAB, encoding="utf-8").read().split("\n")
+    tokens[row] = token
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens), encoding="utf-8")
+    return str(path)
+
+
+def test_token_longer_than_a_word_is_unreachable_in_the_graph(tmp_path):
+    """A 300-character token: BERT reads any word over 100 characters as [UNK], so no
+    text reaches it; the graph's op (which takes at most 256 bytes a token) is built
+    without it and gives the Python tokenizer's ids."""
+    vocab = _vocab_with(tmp_path, 200, "x" * 300)
+    layer = AlbertPreprocessor(vocab, 32, True, False, True)
+    python = WordPieceTokenizer(vocab)
+    lines = ["x" * 300, "x" * 100 + " the", "the " + "x" * 101]
+    assert layer.tokenize(tf.constant(lines)).to_list() == [python.encode(t) for t in lines]
+    assert python.encode("x" * 300) == [python.unk_id]
+
+
+def test_reachable_token_over_the_graph_ops_bytes_is_refused_naming_the_line(tmp_path):
+    """70 emoji (280 bytes) make a word BERT can reach, which the graph's op cannot hold:
+    one line naming the file and line, the token echoed capped."""
+    from albert_tf.tokenizer.vocab_txt import VocabFileError
+
+    vocab = _vocab_with(tmp_path, 200, "\U0001F600" * 70)
+    with pytest.raises(VocabFileError, match=r"vocab\.txt:201: token .* is 280 bytes"):
+        AlbertPreprocessor(vocab, 32, True, False, True)
