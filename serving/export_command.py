@@ -36,9 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-length", type=int, help="max tokens per request "
                    f"(default: the fine-tuning length, else {DEFAULT_SEQ_LENGTH} or "
                    "max_position_embeddings if fewer)")
-    p.add_argument("--doc-stride", type=int, help="span models: context pieces between "
+    p.add_argument("--doc-stride", type=arguments.positive_int, help="span models: context pieces between "
                    "window starts (default: the task record's)")
-    p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
+    p.add_argument("--max-windows", type=arguments.positive_int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
     p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none, or "
                    "its tokenizer.json over spiece.model / vocab.txt beside it: a SentencePiece "

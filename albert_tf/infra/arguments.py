@@ -240,6 +240,17 @@ def require_positive(name: str, value: Any, where: str = "") -> None:
     check_number(name, value, int, {MINIMUM: 1}, where)
 
 
+def positive_int(text: str) -> int:
+    """An argparse `type`: a whole number >= 1, else a usage error naming the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
 def number_field(default: Any, hint: str = "", **bounds: float) -> Any:
     """A dataclass field holding a number in a range `check_numbers` checks.
 

@@ -190,6 +190,9 @@ def predict_embeddings(backend, signature: str, input_path: str, output: str, ba
                           "come from an encoder's signatures (export --task encoder)")
     embeddings = [row[EMBEDDING_OUTPUT] for rows in predicted_rows(
         backend, signature, input_path, batch_size, jsonl, plan) for row in rows]
+    if not embeddings:  # H is known from a reply only: an [0, ?] array would be a guess
+        raise ClientError(f"--input {input_path}: no inputs, so no embeddings to write to "
+                          f"{output} (give at least one text)")
     array = np.asarray(embeddings, np.float32).reshape(len(embeddings), -1)  # [N, H]
     with atomic.atomic_write(output, mode="wb", encoding=None) as stream:
         np.save(stream, array)

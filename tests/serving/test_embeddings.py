@@ -86,6 +86,14 @@ def test_saved_model_and_tflite_serve_transformers_mean_pooling(reference, tmp_p
     assert got.dtype == np.float32 and got.shape == reference["mean_pooled"].shape
     np.testing.assert_allclose(got, reference["mean_pooled"], atol=ATOL, rtol=0)
 
+    # An empty input has no rows to size H by: one line, exit 2, nothing written.
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    none = tmp_path / "none.npy"
+    assert client.main(["--saved-model", saved, "--input", str(empty),
+                        "--embeddings", str(none)]) == 2
+    assert not none.exists()
+
 
 @pytest.mark.slow
 def test_predict_embeddings_refuses_a_signature_without_them(tmp_path, capsys):

@@ -234,7 +234,9 @@ def test_beam_head_decodes_across_windows_as_the_original(pre, examples):
 @pytest.mark.parametrize("checkpoint, flags, message", [
     ("seq_single/hf", ["--doc-stride", "8"], "albert-tf export: --doc-stride is for span "
      "(question answering) models; the checkpoint holds a classification model"),
-    ("qa/hf", ["--max-windows", "0"], "albert-tf export: max_windows=0 in "),
+    # a flag's bad value is the flag's, not the checkpoint's
+    ("qa/hf", ["--max-windows", "0"], "albert-tf export: argument --max-windows: 0 must be >= 1"),
+    ("qa/hf", ["--doc-stride", "0"], "albert-tf export: argument --doc-stride: 0 must be >= 1"),
 ])
 def test_export_window_flags_are_checked(tmp_path, capsys, checkpoint, flags, message):
     from albert_tf.serving import export
