@@ -214,8 +214,9 @@ def predicted_rows(backend, signature: str, input_path: str, batch_size: int,
                 plan.retries, plan.retried)
             if isinstance(rows, list) and len(rows) != len(batch):
                 # a short reply must not pass as complete output
-                raise ClientError(f"{where}: the server returned {len(rows)} predictions "
-                                  f"for {len(batch)} inputs; no output was kept")
+                raise backends.ServerError(f"{backend.where}: {where}: the server returned "
+                                           f"{len(rows)} predictions for {len(batch)} "
+                                           "inputs; no output was kept")
             return replies.check_rows(rows, specs, len(batch))  # before any is written
         except RequestError as e:
             raise ClientError(f"{where}: {e}") from None
