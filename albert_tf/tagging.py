@@ -28,7 +28,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 
 __all__ = ["OUTSIDE", "SCHEMES", "PREFIXES", "split_tag", "entities", "starts_entity",
-           "detect_scheme", "check_tag", "scheme_label_names", "window_step", "windows",
+           "detect_scheme", "left_open", "check_tag", "scheme_label_names", "window_step", "windows",
            "best_window"]
 
 OUTSIDE = "O"
@@ -95,6 +95,18 @@ def detect_scheme(sentences: Iterable[Sequence[str]]) -> str:
             iob1 = iob1 or (prefix == "I" and starts_entity(prev, prev_kind, prefix, kind))
             prev, prev_kind = prefix, kind
     return "iob1" if iob1 else "iob2"
+
+
+def left_open(previous: str | None, tag: str | None) -> bool:
+    """Whether, in BIOES, the entity `previous` opened (B-X, I-X) is left unended by `tag`
+    (None: the sentence ends): BIOES ends every multi-word entity with E-X, so only
+    I-X or E-X may follow. IOB2 data, which has no E-, leaves every one open."""
+    if previous is None:
+        return False
+    prefix, kind = split_tag(previous)
+    if prefix not in ("B", "I"):
+        return False
+    return tag is None or split_tag(tag) not in (("I", kind), ("E", kind))
 
 
 def scheme_label_names(kinds: Iterable[str], scheme: str) -> list[str]:

@@ -199,6 +199,26 @@ def check_scheme(data: TaggedFile, scheme: str) -> None:
             previous = tag
 
 
+def check_detected_bioes(data: TaggedFile) -> None:
+    """DataError when `data`'s E- / S- tags made its scheme BIOES but an entity is left
+    unended as IOB2 leaves them (a stray S-LOC in IOB2 data would switch the whole run):
+    names the line of the first E-/S- tag and of the first unended entity."""
+    first_es, open_at = None, None
+    for sentence, where in zip(data.sentences, data.places):
+        previous, previous_place = None, None
+        for tag, place in zip([*sentence.tags, None], [*where, None]):
+            if tag is not None and first_es is None and tagging.split_tag(tag)[0] in "ES":
+                first_es = (place, tag)
+            if open_at is None and tagging.left_open(previous, tag):
+                open_at = (previous_place, previous)
+            previous, previous_place = tag, place
+    if first_es and open_at:
+        raise DataError(f"{first_es[0]}: tag {first_es[1]!r} makes the tags BIOES, but "
+                        f"{open_at[0]}: the entity of {open_at[1]!r} is not ended by an E- tag "
+                        "(IOB2 leaves entities so); fix the tags, or give --set "
+                        "tag_scheme=iob2 (or bioes) to say how to read them")
+
+
 def check_labels(data: TaggedFile, label_names: list[str]) -> None:
     """DataError naming the line of the first tag not among `label_names`."""
     known = set(label_names)

@@ -31,7 +31,7 @@ from albert_tf.tokenizer.kinds import WORDPIECE
 
 from . import metrics
 from .bucketing import Encoded
-from .conll import TaggedFile, check_labels, check_scheme
+from .conll import TaggedFile, check_detected_bioes, check_labels, check_scheme
 from .examples import DataError, progress
 
 logger = logging.getLogger(__name__)
@@ -121,6 +121,8 @@ class NerTask:
                  tag_scheme: str | None = None):
         self.name = "ner"
         self.tag_scheme = tag_scheme or tagging.detect_scheme(s.tags for s in train.sentences)
+        if tag_scheme is None and self.tag_scheme == "bioes":
+            check_detected_bioes(train)
         for data in (train, *evals.values()):
             check_scheme(data, self.tag_scheme)
         kinds = {tagging.split_tag(t)[1] for s in train.sentences for t in s.tags} - {""}

@@ -150,6 +150,20 @@ def test_tags_outside_the_training_scheme_are_refused(tmp_path, spm_model_path, 
     assert str(e.value).startswith(f"{tmp_path / 'dev'}:{line}: {message}")
 
 
+def test_a_stray_bioes_tag_in_iob2_data_is_named_not_followed(tmp_path, spm_model_path):
+    """One S-LOC in IOB2 data would make the whole run BIOES: refused naming the S- tag's
+    line and the first entity IOB2 leaves unended; BIOES data, or the scheme given, reads."""
+    train = IOB2 + "\nRome S-LOC\n"
+    with pytest.raises(DataError) as e:
+        _task(tmp_path, spm_model_path, train, IOB2)
+    assert str(e.value).startswith(
+        f"{tmp_path / 'train'}:7: tag 'S-LOC' makes the tags BIOES, but {tmp_path / 'train'}:2: "
+        "the entity of 'I-PER' is not ended by an E- tag")
+    bioes = "Jan B-PER\nSmith E-PER\nsat O\nin O\nParis S-LOC\n"
+    assert _task(tmp_path, spm_model_path, bioes, bioes).tag_scheme == "bioes"
+    assert _task(tmp_path, spm_model_path, train, IOB2, tag_scheme="bioes").tag_scheme == "bioes"
+
+
 def test_iob1_declared_reads_what_iob2_refuses(tmp_path, spm_model_path):
     task = _task(tmp_path, spm_model_path, IOB2, "Anna B-PER\nwent O\nto O\nRome I-LOC\n",
                  tag_scheme="iob1")
