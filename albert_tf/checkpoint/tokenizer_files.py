@@ -33,6 +33,7 @@ import logging
 import os
 
 from albert_tf.checkpoint.readers import CheckpointError
+from albert_tf.errors import shown
 from albert_tf.infra.textio import check_file, json_type, read_json_object
 from albert_tf.tokenizer.kinds import (
     SENTENCEPIECE,
@@ -45,9 +46,16 @@ from albert_tf.tokenizer.kinds import (
     kind_of_file,
     python_tokenizer,
 )
-from albert_tf.tokenizer.spm import load_spm_model
+from albert_tf.tokenizer.spm import (
+    CLS_PIECE,
+    MASK_PIECE,
+    PAD_PIECE,
+    SEP_PIECE,
+    UNK_PIECE,
+    load_spm_model,
+)
 from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
-from albert_tf.tokenizer.wordpiece import read_vocab
+from albert_tf.tokenizer.wordpiece import SPECIAL_TOKENS, read_vocab
 
 __all__ = ["TokenizerFiles", "SPM_FILE", "VOCAB_FILE", "HF_TOKENIZER_CONFIG", "find_spm_model",
            "find_vocabulary", "shipped_kind", "hf_tokenizer_options", "VOCABULARY_FILES",
@@ -214,6 +222,8 @@ def hf_tokenizer_options(directory: str) -> dict:
             f"directory ships {os.path.basename(found_other)} (the "
             f"vocabulary of {', '.join(c for c, k in HF_TOKENIZER_CLASSES.items() if k == other)}"
             "): fix tokenizer_class or ship the vocabulary it names")
+    if not _only_tokenizer_json(directory):  # a tokenizer.json names its own
+        _check_special_tokens(path, values, kind)
     options = {**DEFAULT_OPTIONS, "tokenizer": kind, "tokenize_chinese_chars": True}
     for key in ("do_lower_case", "keep_accents", "tokenize_chinese_chars"):
         if values.get(key) is not None:
@@ -222,6 +232,29 @@ def hf_tokenizer_options(directory: str) -> dict:
         strip = values.get("strip_accents")
         options["keep_accents"] = (not options["do_lower_case"]) if strip is None else not strip
     return options
+
+
+# The special tokens albert-tf's tokenizers use, per role (tokenizer_config.json's keys).
+_SPECIAL_TOKENS = {
+    SENTENCEPIECE: dict(zip(_ROLES := ("pad_token", "unk_token", "cls_token", "sep_token",
+                                       "mask_token"),
+                            (PAD_PIECE, UNK_PIECE, CLS_PIECE, SEP_PIECE, MASK_PIECE))),
+    WORDPIECE: dict(zip(_ROLES, SPECIAL_TOKENS)),
+}
+
+
+def _check_special_tokens(path: str, values: dict, kind: str) -> None:
+    """CheckpointError when tokenizer_config.json names, for a role, another special token
+    than the one albert-tf's tokenizer of `kind` uses (its ids would differ from
+    transformers'); a string or an AddedToken object {"content": ...}."""
+    for role, ours in _SPECIAL_TOKENS[kind].items():
+        value = values.get(role)
+        content = value.get("content") if isinstance(value, dict) else value
+        if value is not None and content != ours:
+            raise CheckpointError(
+                f"{path}: {role}={shown(str(content))!r}, but albert-tf's "
+                f"{VOCABULARY_FILES[kind]} tokenizer uses {ours!r} (the original ALBERT's "
+                "special tokens); rename it in the vocabulary and tokenizer_config.json")
 
 
 def vocabulary_name(path: str | os.PathLike) -> str:

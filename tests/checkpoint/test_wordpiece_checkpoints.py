@@ -107,6 +107,27 @@ def test_tokenizer_config_options(tmp_path):
         _ = open_checkpoint(directory).tokenizer
 
 
+@pytest.mark.parametrize("role, value", [
+    ("unk_token", "<unk>"),                              # absent from the vocabulary
+    ("cls_token", {"content": "[PAD]", "lstrip": False}),  # another token of the vocabulary
+])
+def test_tokenizer_config_special_tokens_other_than_ours_are_refused(tmp_path, role, value):
+    """transformers would use the token tokenizer_config.json names; albert-tf's tokenizer
+    uses the original's: refused naming the file, the key and the value, not ignored."""
+    directory = _copy(HF, tmp_path / "specials")
+    config = os.path.join(directory, "tokenizer_config.json")
+    values = json.load(open(config, encoding="utf-8"))
+    json.dump({**values, "mask_token": {"content": "[MASK]", "lstrip": True}},
+              open(config, "w", encoding="utf-8"))  # the AddedToken form of ours reads
+    assert open_checkpoint(directory).tokenizer.kind == "wordpiece"
+    json.dump({**values, role: value}, open(config, "w", encoding="utf-8"))
+    content = value["content"] if isinstance(value, dict) else value
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"tokenizer_config.json: {role}={content!r}, but albert-tf's vocab.txt tokenizer "
+            "uses")):
+        _ = open_checkpoint(directory).tokenizer
+
+
 def test_vocab_size_that_disagrees_with_the_weights(tmp_path):
     directory = _copy(HF, tmp_path / "bigger")
     with open(os.path.join(directory, "vocab.txt"), "a", encoding="utf-8") as f:
