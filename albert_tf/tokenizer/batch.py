@@ -84,7 +84,8 @@ class BatchTokenizerMixin:
           truncation: cut rows longer than `max_length` (default 512, the released
             models' position table) as `encode_pair` does: a single segment keeps its
             first pieces, a pair loses pieces from the longer segment first, the second
-            on ties. False: a longer row is a ValueError naming it.
+            on ties. False: a longer row is a ValueError naming it (rows longer than
+            the position table would fail in the model).
           max_length: the longest row, [CLS] and [SEP]s included.
           return_tensors: None (lists of ints), "np" (int32 [B, T]) or "tf".
           return_offsets_mapping: add `offset_mapping`: per token its (start, end)
@@ -108,8 +109,8 @@ class BatchTokenizerMixin:
             if single_b != single or len(column_b) != len(column_a):
                 raise ValueError(f"texts has {len(column_a)} rows and texts_pair "
                                  f"{len(column_b)}: one second segment per text")
-        limit = max_length if max_length is not None else (
-            DEFAULT_SEQ_LENGTH if truncation else None)
+        # truncation=False refuses what truncation would cut: the limit is the same
+        limit = max_length if max_length is not None else DEFAULT_SEQ_LENGTH
         rows = [self._row(a, None if column_b is None else column_b[i], limit, truncation,
                           return_offsets_mapping, i)
                 for i, a in enumerate(column_a)]
@@ -133,14 +134,14 @@ class BatchTokenizerMixin:
             batch = {HF_INPUT_NAMES.get(name, name): rows for name, rows in batch.items()}
         return _converted(batch, return_tensors, single)
 
-    def _row(self, text_a, text_b, limit: int | None, truncation: bool, offsets: bool,
+    def _row(self, text_a, text_b, limit: int, truncation: bool, offsets: bool,
              index: int) -> dict[str, Any]:
         """One row's segments, cut to `limit` by the packing rule, and its length."""
         ids_a, offsets_a = self._ids(text_a, offsets)
         ids_b, offsets_b = self._ids(text_b, offsets) if text_b is not None else (None, None)
         specials = 2 if ids_b is None else 3
         length = len(ids_a) + len(ids_b or ()) + specials
-        if limit is not None and length > limit:
+        if length > limit:
             if not truncation:
                 raise ValueError(f"row {index} has {length} tokens, more than max_length="
                                  f"{limit} (truncation=False)")

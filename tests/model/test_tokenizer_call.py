@@ -40,6 +40,11 @@ def test_truncation_follows_encode_pairs_rule(spm_model_path):
         assert got == _rows(tok, TEXTS, pairs, 7)
     with pytest.raises(ValueError, match="row 0 has .* tokens, more than max_length=7"):
         tok(TEXTS, max_length=7, truncation=False)
+    # without max_length the docstring's default 512 holds for truncation=False too
+    long = " ".join(["word"] * 600)
+    assert len(tok(long)["input_word_ids"]) == 512
+    with pytest.raises(ValueError, match="row 0 has .* tokens, more than max_length=512"):
+        tok([long], truncation=False)
 
 
 def test_one_text_unpadded_rows_and_tensors(spm_model_path):
