@@ -30,6 +30,19 @@ a server holds it, and driven by C client threads that share it:
     python benchmarks/bench_load.py --model tiny --seconds 2 # a smoke run
 
 Take the figures on a quiet machine: the table prints the load average before and after.
+
+CPU kinds (--isa): one AMX machine also stands in for the CPUs without AMX, by capping the
+instructions oneDNN (TensorFlow's matmul library) may use, in each stack's process:
+
+    python benchmarks/bench_load.py --isa native AVX512_CORE_BF16 AVX2 --clients 1 4 \
+        --stacks savedmodel savedmodel_1t branches2_1t bf16_branches2_1t onnxruntime
+
+`AVX512_CORE_BF16` is AVX-512 with bf16 instructions and no AMX, `AVX2` a CPU with
+neither. The cap reaches oneDNN only: TensorFlow's own kernels and ONNX Runtime keep the
+machine's instructions (so the ONNX Runtime column is measured natively under every cap,
+and a table's ratio column compares each stack with the SavedModel as exported), and
+bfloat16 stacks are left out under caps without bf16 instructions (TensorFlow, which
+tests the real CPU, would hand oneDNN bf16 matmuls it cannot build).
 """
 
 from __future__ import annotations
@@ -68,6 +81,11 @@ LABELS = {SAVED: "SavedModel (as exported)", BATCHED: "SavedModel --batching",
 STACKS = (SAVED, SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED, BRANCHED_DEFAULT,
           BATCHED, LITE, ONNX, ONNX_ONE_THREAD, ONNX_INT8)
 PROFILE_CALLS, PROFILE_OPS = 10, 8  # --profile: calls timed and profiled, op types shown
+# --isa: the instruction sets oneDNN may use (its ONEDNN_MAX_CPU_ISA), "native" = all.
+ISA_ENV, NATIVE = "ONEDNN_MAX_CPU_ISA", "native"
+ISAS = (NATIVE, "AVX512_CORE_AMX", "AVX512_CORE_BF16", "AVX512_CORE", "AVX2")
+BF16_ISAS = (NATIVE, "AVX512_CORE_AMX", "AVX512_CORE_BF16")
+BF16_STACKS = ("bf16_1t", "bf16_branches2_1t")
 # Loaded with one intra-op thread and as many inter-op threads as cores.
 ONE_THREAD = (SAVED_ONE_THREAD, BF16_ONE_THREAD, BRANCHED, BF16_BRANCHED)
 
@@ -239,7 +257,7 @@ def profile_child(call, text: str) -> int:
 
 
 def run_child(stack: str, paths: dict, texts: list[str], args, rates=None,
-              profile: bool = False) -> dict:
+              profile: bool = False, isa: str = "native") -> dict:
     command = [sys.executable, __file__, "--child", json.dumps(paths), "--stack", stack,
                "--seconds", str(args.seconds), "--seq-length", str(args.seq_length),
                "--pool", str(args.pool), "--clients", *map(str, args.clients)]
@@ -247,8 +265,10 @@ def run_child(stack: str, paths: dict, texts: list[str], args, rates=None,
         command += ["--rates", *map(str, rates)]
     if profile:
         command += ["--profile"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=3600,
-                            env={**os.environ, "BENCH_LOAD_TEXTS": json.dumps(texts)})
+    env = {**os.environ, "BENCH_LOAD_TEXTS": json.dumps(texts)}
+    if isa != NATIVE:
+        env[ISA_ENV] = isa
+    result = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=env)
     line = [s for s in result.stdout.splitlines() if s.startswith("FIGURES ")]
     if result.returncode or not line:
         raise RuntimeError(result.stderr[-3000:])
@@ -279,18 +299,19 @@ def merged(runs: list[dict]) -> dict:
     return out
 
 
-def print_table(figures: dict, loads: list[str], title: str) -> None:
+def print_table(figures: dict, loads: list[str], title: str, base: str = ONNX) -> None:
+    """One row per load; the last column divides each stack's req/s by `base`'s."""
     stacks = list(figures)
     print(f"\n{title}\n\n| load | " + " | ".join(
         f"{LABELS[s]} req/s (p50 / p99 / max ms)" for s in stacks) +
-        (" | ours / ONNX Runtime req/s |" if ONNX in stacks else " |"))
-    print("|---|" + "---:|" * (len(stacks) + (ONNX in stacks)))
+        (f" | ours / {LABELS[base]} req/s |" if base in stacks else " |"))
+    print("|---|" + "---:|" * (len(stacks) + (base in stacks)))
     for key in loads:
         cells = [f"{figures[s][key]['rps']:.1f} ({figures[s][key]['p50']:.1f} / "
                  f"{figures[s][key]['p99']:.1f} / {figures[s][key]['max']:.1f})" for s in stacks]
-        if ONNX in stacks:
-            cells.append(", ".join(f"{s} {figures[s][key]['rps'] / figures[ONNX][key]['rps']:.2f}x"
-                                   for s in stacks if s != ONNX))
+        if base in stacks:
+            cells.append(", ".join(f"{s} {figures[s][key]['rps'] / figures[base][key]['rps']:.2f}x"
+                                   for s in stacks if s != base))
         print(f"| {key.replace('|', ' ')} | " + " | ".join(cells) + " |")
 
 
@@ -308,6 +329,9 @@ def main() -> int:
                         help="the stacks to measure (default: all; ONNX Runtime where installed)")
     parser.add_argument("--profile", action="store_true",
                         help="also profile each SavedModel stack by op type (one sentence)")
+    parser.add_argument("--isa", nargs="+", choices=ISAS, default=[NATIVE],
+                        help="oneDNN instruction caps to measure under, each a table "
+                        "(default: native)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--stack", help=argparse.SUPPRESS)
     parser.add_argument("--rates", type=float, nargs="*", help=argparse.SUPPRESS)
@@ -333,14 +357,20 @@ def main() -> int:
         print(f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; tf {tf.__version__}; "
               f"model={args.model}, seq_length {args.seq_length}; {args.seconds:.0f} s per load, "
               f"{args.repeats} repeats; load before {os.getloadavg()[0]:.2f}", flush=True)
-        stacks = [s for s in args.stacks if s in paths]
-        runs = {s: [] for s in stacks}
-        for repeat in range(args.repeats):
-            for stack in (stacks if repeat % 2 == 0 else stacks[::-1]):
-                runs[stack].append(run_child(stack, paths, texts, args))
-        closed = {s: merged(r) for s, r in runs.items()}
-        print_table(closed, [f"closed|{c}" for c in args.clients],
-                    "Closed loop: C clients, batch-1 requests back to back")
+        for isa in args.isa:
+            stacks = [s for s in args.stacks if s in paths
+                      and (isa in BF16_ISAS or s not in BF16_STACKS)]
+            runs = {s: [] for s in stacks}
+            for repeat in range(args.repeats):
+                for stack in (stacks if repeat % 2 == 0 else stacks[::-1]):
+                    runs[stack].append(run_child(stack, paths, texts, args, isa=isa))
+            closed = {s: merged(r) for s, r in runs.items()}
+            caption = "" if isa == NATIVE else (
+                f" (oneDNN capped at {isa}; ONNX Runtime native; bfloat16 left out where "
+                "the cap has no bf16)")
+            print_table(closed, [f"closed|{c}" for c in args.clients],
+                        f"Closed loop, {isa}: C clients, batch-1 requests back to back{caption}",
+                        base=SAVED if isa != NATIVE or ONNX not in stacks else ONNX)
         if args.open_loop:
             capacity = max(max(v["rps"] for v in closed[s].values()) for s in stacks)
             rates = [round(0.5 * capacity, 1), round(0.8 * capacity, 1)]
