@@ -1,6 +1,6 @@
 """`albert-tf export`: a checkpoint -> BASE/NAME/VERSION/, a SavedModel TF Serving loads as is.
 
-The SavedModel's signatures take raw text (see `signatures.py` and `span.py`),
+The SavedModel's signatures take raw text (see `signatures/`: `tasks.py`, `span.py`),
 tokenize it in the graph with the checkpoint's own SentencePiece model (embedded
 in the graph, so nothing is read from this machine at serve time), and carry
 `assets.extra/tf_serving_warmup_requests`. Versions are written atomically: a

@@ -1,4 +1,4 @@
-"""Writes the Hugging Face reference fixtures that tests/test_checkpoint.py checks against.
+"""Writes the Hugging Face reference fixtures that tests/checkpoint/test_checkpoint.py checks against.
 
 The numbers our tests compare with come from an independent implementation:
 Hugging Face `transformers.AlbertForPreTraining` (PyTorch), randomly initialised
@@ -252,8 +252,8 @@ def make_fixture(name: str, root: str) -> None:
 
 
 # ======================================================================================
-# Task heads: fine-tuned checkpoints with their heads (tests/test_checkpoint_tasks.py,
-# tests/test_serving_foreign.py). Written under tests/fixtures/tasks/<name>/:
+# Task heads: fine-tuned checkpoints with their heads (tests/checkpoint/test_checkpoint_tasks.py,
+# tests/serving/test_foreign.py). Written under tests/fixtures/tasks/<name>/:
 #
 #   hf/      config.json (architectures, id2label, problem_type), model.safetensors,
 #            spiece.model, tokenizer_config.json                (not for squad_v2_beam)

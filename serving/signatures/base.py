@@ -1,6 +1,6 @@
 """The base of the serving modules: a Keras model, its preprocessor, dynamic padding.
 
-Each task's module (`signatures.py`, `span.py`) subclasses `ServingModule` and
+Each task's module (`tasks.py`, `span.py`, ...) subclasses `ServingModule` and
 lists its tf.functions in `signatures()`; `warmup_examples()` gives a few real
 requests per signature for TF Serving's warmup file. `checked_inputs` is the one
 check of a request's inputs against their specs and each other: every signature
@@ -177,7 +177,7 @@ class ServingModule:
     A plain object, not a tf.Module: the SavedModel must not track the Keras
     model as a child, or TensorFlow 1's loader (TF Serving's C++ path) finds its
     variables twice and restores the wrong copy ("Could not find variable").
-    `export.save_module` saves the signatures with Keras' ExportArchive, which
+    `modules.save_module` saves the signatures with Keras' ExportArchive, which
     tracks exactly the variables and resources the signatures use.
 
     Args:
@@ -187,7 +187,7 @@ class ServingModule:
         `preprocessor.seq_length`.
     """
 
-    # In-graph batching of concurrent calls (`Batching`), set by `export.build_module` on
+    # In-graph batching of concurrent calls (`Batching`), set by `modules.build_module` on
     # the modules whose model call runs one row per text through `run_rows`.
     batching: Batching | None = None
     batchable = False

@@ -2,7 +2,7 @@
 
 These need no model: they check that what the client builds is what TF Serving's
 documented JSON mapping and TensorProto decoding turn back into the same arrays.
-The end-to-end checks against an exported model are in test_serving_export.py.
+The end-to-end checks against an exported model are in test_export.py.
 """
 
 import base64

@@ -6,7 +6,7 @@ against thresholds an untrained or broken model, or pretraining that does not pa
 fill-mask against the unigram baseline, the classifier from the pretrained encoder
 against the same fine-tuning from a random one. The budget (and `auto` precision) is
 tested as a mechanism by a short budget run on a small corpus. The
-fill-mask questions (tests/demo_questions.py, never in the training data) are
+fill-mask questions (tests/helpers/demo_questions.py, never in the training data) are
 scored by the demo's fresh serving process and checked to be the ones asked.
 """
 

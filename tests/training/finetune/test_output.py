@@ -1,7 +1,7 @@
 """`albert-tf finetune` never destroys what the user owns: an --output that is, holds or lies
 inside --checkpoint, or an existing run without --overwrite, is refused with one line and
 exit status 2 before any work, and nothing on disk changes. Task settings that do not fit
-are refused the same way. (--overwrite itself is exercised in test_serving_parity.py.)"""
+are refused the same way. (--overwrite itself is exercised in tests/serving/test_parity.py.)"""
 
 import hashlib
 import os

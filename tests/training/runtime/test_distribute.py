@@ -4,7 +4,7 @@ The multi-device scenarios run in subprocesses: logical CPU devices must be
 configured before TensorFlow initializes its runtime, and multi-worker training
 needs one process per worker. Each scenario trains a small Keras model (the bugs
 are in Keras' train loop, not in our model); the real pretrainer is covered in
-test_pretrain.py.
+tests/training/pretrain/test_run.py.
 """
 
 import json
@@ -69,7 +69,7 @@ def test_precision_policy_selection(monkeypatch):
     from albert_tf.training.runtime import distribute
 
     default = tf.distribute.get_strategy()
-    # No GPU, and a CPU without bf16 instructions (tests/test_precision.py covers those).
+    # No GPU, and a CPU without bf16 instructions (tests/training/runtime/test_precision.py covers those).
     monkeypatch.setattr(distribute, "cpu_bf16_features", frozenset)
     try:
         # "auto" keeps float32.
