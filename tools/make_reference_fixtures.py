@@ -186,7 +186,6 @@ def reference_outputs(model, inputs) -> dict[str, np.ndarray]:
 def write_tf1(directory: str, hf_config: dict, state: dict[str, torch.Tensor],
               prefix: str, with_slots: bool, step: int) -> None:
     """Writes an original-format TF1 checkpoint whose keys are the original variable names."""
-    import tensorflow as tf
 
     table = tf1_from_hf_table(hf_config["num_hidden_groups"], hf_config["inner_group_num"])
     names, tensors = [], []
@@ -203,6 +202,15 @@ def write_tf1(directory: str, hf_config: dict, state: dict[str, torch.Tensor],
     if with_slots:
         names.append(prefix + "global_step")
         tensors.append(np.array(step, np.int64))
+    write_tf1_files(directory, hf_config, names, tensors, step)
+
+
+def write_tf1_files(directory: str, hf_config: dict, names: list[str], tensors: list,
+                    step: int) -> None:
+    """model.ckpt-STEP (the tensors under the names), its `checkpoint` state file and
+    albert_config.json; checks that the stored keys are exactly `names`."""
+    import tensorflow as tf
+
     ckpt = os.path.join(directory, f"model.ckpt-{step}")
     tf.raw_ops.SaveV2(prefix=ckpt, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tf.constant(t) for t in tensors])
@@ -218,7 +226,6 @@ def write_tf1(directory: str, hf_config: dict, state: dict[str, torch.Tensor],
     with open(os.path.join(directory, "albert_config.json"), "w", encoding="utf-8") as f:
         json.dump(original, f, indent=2, sort_keys=True)
         f.write("\n")
-    # The check the issue asks for: the checkpoint keys are the original names.
     stored = tf.train.load_checkpoint(ckpt).get_variable_to_shape_map()
     if sorted(stored) != sorted(names):
         raise RuntimeError(f"{ckpt}: stored names differ from the table")
@@ -472,29 +479,10 @@ def tf1_task_table(hf_config, state, heads):
 
 
 def save_tf1(directory, hf_config, variables, step=1000):
-    import tensorflow as tf
-
     os.makedirs(directory, exist_ok=True)
     names = [n for n, _ in variables] + ["global_step"]
-    tensors = [tf.constant(np.asarray(v, np.float32)) for _, v in variables]
-    tensors.append(tf.constant(np.array(step, np.int64)))
-    ckpt = os.path.join(directory, f"model.ckpt-{step}")
-    tf.raw_ops.SaveV2(prefix=ckpt, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=tensors)
-    with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as f:
-        f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n')
-    original = {k: hf_config[k] for k in (
-        "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-        "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
-        "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-        "initializer_range")}
-    original["hidden_act"] = TF1_ACTIVATION[hf_config["hidden_act"]]
-    with open(os.path.join(directory, "albert_config.json"), "w", encoding="utf-8") as f:
-        json.dump(original, f, indent=2, sort_keys=True)
-        f.write("\n")
-    stored = tf.train.load_checkpoint(ckpt).get_variable_to_shape_map()
-    if sorted(stored) != sorted(names):
-        raise RuntimeError(f"{ckpt}: stored names differ from the table")
+    tensors = [np.asarray(v, np.float32) for _, v in variables] + [np.array(step, np.int64)]
+    write_tf1_files(directory, hf_config, names, tensors, step)
 
 
 def torch_inputs(inputs):
