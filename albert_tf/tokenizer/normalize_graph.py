@@ -77,7 +77,7 @@ class TextNormalizer:
                                              "\u0130", "i\u0307")
             chars = tf.strings.unicode_decode(texts, "UTF-8")
         if self.do_lower_case:
-            chars = chars.with_flat_values(self._lower(chars.flat_values, chars.value_rowids()))
+            chars = chars.with_flat_values(self.lower(chars.flat_values, chars.value_rowids()))
         return tf.strings.unicode_encode(chars, "UTF-8")
 
     def _collapse_whitespace(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -94,10 +94,13 @@ class TextNormalizer:
         return tf.ragged.boolean_mask(chars.with_flat_values(values),
                                       chars.with_flat_values(keep))
 
-    def _lower(self, chars: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
-        """`str.lower` on the flat code points [N] of rows `rows` [N]."""
+    def lower(self, chars: tf.Tensor, rows: tf.Tensor, final_sigma: bool = True) -> tf.Tensor:
+        """`str.lower` on the flat code points [N] of rows `rows` [N]; `final_sigma=False`:
+        code point by code point (a capital sigma is always "σ", as `tokenizers` lowers)."""
         lowered = tf.gather(tf.constant(self._ascii_lower), tf.minimum(chars, 127))
         lowered = _with_non_ascii(chars, lowered, self._lower_non_ascii)
+        if not final_sigma:
+            return lowered
         final = tf.cond(tf.reduce_any(chars == _SIGMA), lambda: self._final_sigma(chars, rows),
                         lambda: tf.zeros_like(chars, tf.bool))
         return tf.where(final, _FINAL_SIGMA, lowered)

@@ -33,7 +33,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.normalize import _range_arrays
-from albert_tf.tokenizer.normalize_graph import TextNormalizer, _with_non_ascii, member
+from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
 from albert_tf.tokenizer.wordpiece import (
     MAX_WORD_CHARS,
     SUFFIX,
@@ -107,9 +107,7 @@ class WordPieceGraph:
         self.tables = _tables(type(tokenizer))
         lower = TextNormalizer(do_lower_case=True, keep_accents=True)
         # str.lower with Final_Sigma, or code point by code point (a tokenizer.json's)
-        self._lower = lower._lower if tokenizer.lowers_final_sigma else (
-            lambda chars, rows: _with_non_ascii(chars, tf.gather(
-                tf.constant(lower._ascii_lower), tf.minimum(chars, 127)), lower._lower_non_ascii))
+        self._lower = functools.partial(lower.lower, final_sigma=tokenizer.lowers_final_sigma)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=tokenizer.reachable_tokens, suffix_indicator=SUFFIX, unknown_token=UNK_TOKEN,
             max_bytes_per_word=4 * MAX_WORD_CHARS + 4, token_out_type=tf.int64,
