@@ -40,7 +40,8 @@ from albert_tf.numerics import LAYER_NORM_EPSILON
 __all__ = ["Task", "TASKS", "RECORD_TASKS", "ENCODER", "get", "ALIASES", "canonical_name",
            "COMMON_FIELDS", "SPAN_DEFAULTS",
            "IGNORED_LABEL",
-           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS"]
+           "MULTIPLE_CHOICE_DEFAULTS", "BEAM_DEFAULTS", "MASKED_LM_DEFAULTS", "SET_FIELDS",
+           "TF1_ONE_OUTPUT_TASKS"]
 
 # The original scripts' values: run_squad_v1/v2 (--doc_stride 128, --max_query_length 64,
 # --max_answer_length 30, --n_best_size 20) and run_race (--max_qa_length 128).
@@ -116,7 +117,15 @@ class Task:
       hf_fields: record fields a Hugging Face head of this task implies.
       hf_problem_type: the `problem_type` Hugging Face's config gives this task when its
         class holds several (regression is a one-output AlbertForSequenceClassification).
+      hf_problem_types: the record's problem_type -> Hugging Face's `problem_type` for a
+        class that holds several (classification's single_label / multi_label).
       keras_hub: the KerasHub task class it is written as / read from (None: none).
+      tf1_one_output: an original (TF1) checkpoint of it has one-column output_weights
+        [1, H], as another task's may (`convert --task` / a task hint tells them apart).
+      set_fields: the record fields `albert-tf finetune --set KEY=VALUE` may give.
+      litert: the LiteRT module kind that serves it in a .tflite file
+        (`albert_tf.serving.litert.tasks.LITE_MODULES`); None: refused, `litert_refusal`
+        saying why.
       aliases: older names `albert-tf finetune --task` still accepts for it (never
         printed, never written to a record; `canonical_name`).
     """
@@ -140,7 +149,12 @@ class Task:
     hf_architecture: str | None = None
     hf_fields: Mapping[str, Any] = dataclasses.field(default_factory=lambda: _EMPTY)
     hf_problem_type: str | None = None
+    hf_problem_types: Mapping[str, str] = dataclasses.field(default_factory=lambda: _EMPTY)
     keras_hub: str | None = None
+    tf1_one_output: bool = False
+    set_fields: tuple[str, ...] = ()
+    litert: str | None = None
+    litert_refusal: str | None = None
     aliases: tuple[str, ...] = ()
 
     @property
@@ -166,45 +180,60 @@ class Task:
 
 
 def _task(name: str, model_class: str, **kwargs) -> Task:
-    for key in ("defaults", "losses", "metrics", "hf_fields"):
+    for key in ("defaults", "losses", "metrics", "hf_fields", "hf_problem_types"):
         if key in kwargs:
             kwargs[key] = types.MappingProxyType(dict(kwargs[key]))
     return Task(name, model_class, **kwargs)
 
 
 _SPAN_FIELDS = tuple(SPAN_DEFAULTS) + ("null_score_diff_threshold",)
+# What fine-tuning's --set may give a span model's record (answerability is the task
+# family's, max_windows and the threshold export's and evaluation's).
+_SPAN_SET = ("doc_stride", "max_query_length", "n_best", "max_answer_length",
+             "no_answer_threshold")
+_NO_OFFSETS = ("its answer is a substring of the context found through SentencePiece's byte "
+               "offsets, and LiteRT has no kernel that gives them or cuts strings")
 _ACCURACY = {"logits": ("accuracy",)}
 _CROSS_ENTROPY = {"logits": ("sparse_categorical_crossentropy", 1.0)}
 
-ENCODER = _task("encoder", "AlbertEncoder", recorded=False, text_segments=(1, 2))
+ENCODER = _task("encoder", "AlbertEncoder", recorded=False, text_segments=(1, 2),
+                litert="encoder")
 
 TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in (
     _task("pretraining", "AlbertPretrainer", masked_positions=True,
-          optional_heads=("mlm_head", "sop_head"), hf_architecture="AlbertForPreTraining"),
+          optional_heads=("mlm_head", "sop_head"), hf_architecture="AlbertForPreTraining",
+          litert="fill_mask"),
     _task("masked_lm", "AlbertMaskedLM", head_args=tuple(MASKED_LM_DEFAULTS),
           fields=tuple(MASKED_LM_DEFAULTS), defaults=MASKED_LM_DEFAULTS, masked_positions=True,
           losses={"mlm_logits": ("sparse_categorical_crossentropy", 1.0)},
           metrics={"mlm_logits": ("accuracy",)}, label_output="mlm_logits",
-          hf_architecture="AlbertForMaskedLM", keras_hub="keras_hub>AlbertMaskedLM"),
+          hf_architecture="AlbertForMaskedLM", keras_hub="keras_hub>AlbertMaskedLM",
+          litert="fill_mask"),
     _task("classification", "AlbertSequenceClassifier", head_args=("num_classes",),
           fields=_CLASSES + ("problem_type",), defaults={"problem_type": "single_label"},
           losses=_CROSS_ENTROPY, metrics=_ACCURACY, label_output="logits",
           labels="class_ids", single_output=True, text_segments=(1, 2), serving="classifier",
           hf_architecture="AlbertForSequenceClassification",
-          keras_hub="keras_hub>AlbertTextClassifier", aliases=("classify",)),
+          hf_problem_types={"single_label": "single_label_classification",
+                            "multi_label": "multi_label_classification"},
+          keras_hub="keras_hub>AlbertTextClassifier", aliases=("classify",),
+          litert="classifier"),
     _task("regression", "AlbertSequenceRegressor",
           losses={"score": ("mean_squared_error", 1.0)}, metrics={"score": ("mae",)},
           label_output="score", labels="scores", single_output=True, text_segments=(1, 2),
           serving="regressor",
           hf_architecture="AlbertForSequenceClassification", hf_problem_type="regression",
-          aliases=("regress",)),
+          aliases=("regress",), tf1_one_output=True, litert="regressor"),
     _task("token_classification", "AlbertTokenClassifier", head_args=("num_classes",),
           fields=_CLASSES + ("tag_scheme",),
           losses={"logits": ("token_crossentropy", 1.0)},
           metrics={"logits": ("token_accuracy",)}, label_output="logits",
           labels="token_class_ids", single_output=True, text_segments=(1,),
           serving="token_labels",
-          hf_architecture="AlbertForTokenClassification"),
+          hf_architecture="AlbertForTokenClassification", set_fields=("tag_scheme",),
+          litert_refusal="its outputs are per-piece character offsets and entities cut from "
+                         "the raw text, and LiteRT has no kernel that gives SentencePiece's "
+                         "offsets or cuts strings"),
     _task("span", "AlbertSpanExtractor", head_args=("answerability",), fields=_SPAN_FIELDS,
           defaults=SPAN_DEFAULTS,
           losses={"start_logits": ("sparse_categorical_crossentropy", 0.5),
@@ -212,21 +241,28 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
                   "answerable_logits": ("binary_crossentropy", 1.0)},
           text_segments=(2,), serving="span", hf_architecture="AlbertForQuestionAnswering",
           hf_fields={"answerability": False,
-                     "null_score_diff_threshold": NULL_SCORE_DIFF_THRESHOLD}),
+                     "null_score_diff_threshold": NULL_SCORE_DIFF_THRESHOLD},
+          set_fields=_SPAN_SET, litert_refusal=_NO_OFFSETS),
     _task("span_beam", "AlbertSpanBeamExtractor", head_args=tuple(BEAM_DEFAULTS),
           fields=_SPAN_FIELDS + tuple(BEAM_DEFAULTS), defaults={**SPAN_DEFAULTS, **BEAM_DEFAULTS},
-          text_segments=(2,), serving="span_beam"),
+          text_segments=(2,), serving="span_beam", set_fields=_SPAN_SET,
+          litert_refusal=_NO_OFFSETS),
     _task("multiple_choice", "AlbertMultipleChoice", fields=tuple(MULTIPLE_CHOICE_DEFAULTS),
           defaults=MULTIPLE_CHOICE_DEFAULTS, losses=_CROSS_ENTROPY, metrics=_ACCURACY,
           label_output="logits", labels="choice_ids", single_output=True, choices=True,
           text_segments=(CHOICE_TEXTS,),
           serving="multiple_choice",
-          hf_architecture="AlbertForMultipleChoice"),
+          hf_architecture="AlbertForMultipleChoice", tf1_one_output=True,
+          set_fields=tuple(MULTIPLE_CHOICE_DEFAULTS), litert="multiple_choice"),
 )})
 # The tasks a checkpoint's task record can name.
 RECORD_TASKS = tuple(TASKS)
 # Every task: what `export --task` and `open_checkpoint(task=...)` accept.
 ALL_TASKS: Mapping[str, Task] = types.MappingProxyType({**TASKS, ENCODER.name: ENCODER})
+# The record fields `finetune --set` may give, over every task.
+SET_FIELDS = tuple(dict.fromkeys(f for spec in TASKS.values() for f in spec.set_fields))
+# The tasks whose original (TF1) checkpoints have [1, H] output_weights.
+TF1_ONE_OUTPUT_TASKS = tuple(name for name, spec in TASKS.items() if spec.tf1_one_output)
 # Older spellings of task names (`--task classify`): alias -> the entry's name.
 ALIASES: Mapping[str, str] = types.MappingProxyType(
     {alias: spec.name for spec in ALL_TASKS.values() for alias in spec.aliases})

@@ -1,9 +1,9 @@
 """Docs, docstrings and comments name files and modules that exist.
 
 A file is renamed or split and the lines that pointed readers to it keep the old name:
-every `NAME.py` path written in a tracked .py or .md file must be a file of the repository
+every `*.py` path written in a tracked .py or .md file must be a file of the repository
 (by its path, or by its name when written without a folder), and every backticked dotted
-`albert_tf.MODULE[.NAME]` must be a module that defines NAME. Files of other projects that
+name that starts with albert_tf must be a module, or a name a module defines. Files of other projects that
 the code cites as references (the original ALBERT's, transformers', Keras') are listed in
 FOREIGN; the corpus modules' examples of source-file names are not references.
 """
@@ -24,10 +24,10 @@ FOREIGN = {"tokenization.py", "modeling.py", "run_pretraining.py",
            "albert_presets.py", "run_squad_v1.py", "run_squad_v2.py", "modeling_albert.py",
            "run_classifier.py", "optimization.py", "run_glue.py", "run_ner.py"}
 FOREIGN_FOLDERS = ("keras/src/",)
-# The embedded corpus names source files as examples of what it reads (library/os.py).
+# The embedded corpus names source files as examples of what it reads.
 CORPUS_FILES = {"docs/corpus.md", "training/data/embedded.py", "training/data/split.py",
                 "tests/training/data/test_embedded.py", "tests/training/data/test_split.py"}
-# A path: folders, then NAME.py; not a fragment of a glob (*_test.py) or of a longer name.
+# A path: folders, then a file name ending in .py; not a fragment of a glob (*_test.py) or of a longer name.
 PATH = re.compile(r"(?<![\w/.*-])((?:[\w.-]+/)*[\w-]+\.py)\b")
 DOTTED = re.compile(r"`(albert_tf(?:\.[A-Za-z_]\w*)+)")
 

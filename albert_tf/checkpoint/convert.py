@@ -34,6 +34,7 @@ from albert_tf.checkpoint.hub import CHECKPOINT_HELP
 from albert_tf.checkpoint.ours import check_replaceable, save_checkpoint
 from albert_tf.checkpoint.writers import TARGETS, WRITERS, check_destination, check_target
 from albert_tf.infra import arguments, atomic, cli
+from albert_tf.tasks import TF1_ONE_OUTPUT_TASKS
 
 __all__ = ["convert", "main"]
 
@@ -53,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="the vocabulary is cased: do not lower-case text")
     parser.add_argument("--overwrite", "--force", dest="force", action="store_true",
                         help="replace the checkpoint in DST (as a whole)")
-    parser.add_argument("--task", choices=("regression", "multiple_choice"),
+    parser.add_argument("--task", choices=TF1_ONE_OUTPUT_TASKS,
                         help="for a TF1 checkpoint whose output_weights [1, H] fit both "
                              "run_classifier's regression and run_race")
     parser.add_argument("--to", choices=TARGETS, default="albert-tf",

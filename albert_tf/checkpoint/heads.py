@@ -41,14 +41,11 @@ for _spec in tasks.TASKS.values():
         HF_ARCHITECTURES.setdefault(_spec.hf_architecture, _spec.name)
 HF_ARCHITECTURES["AlbertModel"] = tasks.get("pretraining").name
 # HF's problem types: the classification record's, or the task that HF writes under one.
-_PROBLEM_TYPES = {"single_label_classification": "single_label",
-                  "multi_label_classification": "multi_label"}
+_PROBLEM_TYPES = {hf: ours for ours, hf in tasks.get("classification").hf_problem_types.items()}
 _PROBLEM_TASKS = {spec.hf_problem_type: spec for spec in tasks.TASKS.values()
                   if spec.hf_problem_type}
 HF_PROBLEM_TYPES = (*_PROBLEM_TYPES, *_PROBLEM_TASKS)
 
-# Hints a caller may give for a TF1 checkpoint whose variables fit two scripts.
-_TF1_ONE_OUTPUT_TASKS = ("regression", "multiple_choice")
 
 
 def _record(task: str, **fields) -> dict[str, Any]:
@@ -170,7 +167,7 @@ def tf1_task_record(prefix: str, shapes: dict[str, tuple[int, ...]],
         classes = shapes["output_weights"][0]
         if classes > 1:
             record = _record("classification", num_classes=classes, problem_type="single_label")
-        elif task_hint in _TF1_ONE_OUTPUT_TASKS:
+        elif task_hint in tasks.TF1_ONE_OUTPUT_TASKS:
             record = _record(task_hint)
         else:
             raise CheckpointError(

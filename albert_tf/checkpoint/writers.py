@@ -79,8 +79,6 @@ HF_ACTIVATION_NAMES = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact":
 # Each task's Hugging Face class and KerasHub task, as its entry in albert_tf.tasks says.
 HF_ARCHITECTURE = {name: spec.hf_architecture for name, spec in TASKS.items()
                    if spec.hf_architecture}
-_HF_PROBLEM_TYPES = {"single_label": "single_label_classification",
-                     "multi_label": "multi_label_classification"}
 # ALBERT's special pieces, as the released SentencePiece models number them (HF's defaults).
 HF_SPECIAL_TOKENS = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]",
                      "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "<pad>",
@@ -271,7 +269,7 @@ def _hf_head_fields(record: TaskRecord) -> dict[str, Any]:
         # (and leaves unset); one class would be taken for regression.
         if record.problem_type is not None and (record.problem_type != "single_label"
                                                 or record.num_classes == 1):
-            fields["problem_type"] = _HF_PROBLEM_TYPES[record.problem_type]
+            fields["problem_type"] = record.spec.hf_problem_types[record.problem_type]
         return fields
     if record.spec.hf_problem_type is not None:  # regression: one output, a classifier's class
         return {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},

@@ -1,10 +1,11 @@
-"""What a .tflite file serves per task: one table, keyed by the model's `task`.
+"""What a .tflite file serves per task: the module kind each task's entry names
+(`albert_tf.tasks`: `litert`, or `litert_refusal`), built here.
 
-Each entry is a `LiteModule` subclass: its signatures take raw text (`serving_default`,
+Each kind is a `LiteModule` subclass: its signatures take raw text (`serving_default`,
 `text_pair` where the SavedModel has it, `fill_mask`) and token ids (`token_ids`, LiteRT
 builtins only), and return the SavedModel's output names (`serving/signatures/`), each
 through the module's one `readout` of the Keras model's outputs. `REFUSED` names the
-tasks whose outputs a LiteRT graph cannot give, with the reason.
+tasks whose outputs a LiteRT graph cannot give, with the reason (the task table's).
 
 | task | signatures | outputs |
 |---|---|---|
@@ -21,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tasks import ALL_TASKS
 from albert_tf.tokenizer.spm import MASK_PIECE, choice_qa_length, cut_choice
 
 from ..signatures.base import IDS_SPEC, TEXT_SPEC
@@ -234,24 +236,18 @@ class MultipleChoiceLite(LiteModule):
                  reference_features(rows), self.readout)]
 
 
-# The one place a task picks its LiteRT outputs ("encoder": any checkpoint's features).
-LITE_TASKS = {
+# Each LiteRT module kind a task's entry names (`albert_tf.tasks.Task.litert`).
+LITE_MODULES = {
     "encoder": EncoderLite,
-    "pretraining": FillMaskLite,
-    "masked_lm": FillMaskLite,
-    "classification": ClassifierLite,
-    "regression": RegressorLite,
+    "fill_mask": FillMaskLite,
+    "classifier": ClassifierLite,
+    "regressor": RegressorLite,
     "multiple_choice": MultipleChoiceLite,
 }
-REFUSED = {
-    "token_classification": "its outputs are per-piece character offsets and entities "
-                            "cut from the raw text, and LiteRT has no kernel that gives "
-                            "SentencePiece's offsets or cuts strings",
-    "span": "its answer is a substring of the context found through SentencePiece's byte "
-            "offsets, and LiteRT has no kernel that gives them or cuts strings",
-    "span_beam": "its answer is a substring of the context found through SentencePiece's byte "
-                 "offsets, and LiteRT has no kernel that gives them or cuts strings",
-}
+# The tasks a .tflite file serves, and those it refuses with why: the task table's facts.
+LITE_TASKS = {name: LITE_MODULES[spec.litert] for name, spec in ALL_TASKS.items()
+              if spec.litert}
+REFUSED = {name: spec.litert_refusal for name, spec in ALL_TASKS.items() if spec.litert_refusal}
 
 
 def lite_module(model, tokenizer, seq_length: int, record, task: str) -> LiteModule:

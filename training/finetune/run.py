@@ -31,8 +31,7 @@ from .train import RUN_FILES, TrainConfig, finetune
 logger = logging.getLogger("albert_tf.finetune")
 
 # --set keys that are task record fields (TaskRecord holds their types and defaults).
-TASK_KEYS = ("doc_stride", "max_query_length", "n_best", "max_answer_length",
-             "no_answer_threshold", "max_qa_length", "tag_scheme")
+TASK_KEYS = tasks.SET_FIELDS
 # What a fine-tuning run may hold: what --overwrite replaces (anything else is refused).
 RUN_ENTRIES = (*RUN_FILES, *sequence.PREDICTION_FILES, *squad.PREDICTION_FILES,
                *race.PREDICTION_FILES, *ner.PREDICTION_FILES)
