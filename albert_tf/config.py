@@ -3,7 +3,11 @@
 One frozen dataclass is the single home for architectural defaults. It reads the
 original google-research `albert_config.json` files as released (brightmart/albert_zh's
 too, with their own keys) and Hugging Face ALBERT `config.json` files, writes
-`albert_config.json`, and carries the paper's presets.
+`albert_config.json`, and carries the paper's sizes (`SIZES`: albert-base, ...).
+
+Words: a *size* is one of the paper's architectures (`AlbertConfig.from_size`); a
+*preset*, as in KerasHub, is whatever `from_preset` loads weights from (a checkpoint
+directory, a hub handle or a released name: `albert-tf presets`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import warnings
 from typing import Any
 
 import albert_tf  # the file reading and writing, on first use: albert_tf.loader
@@ -140,7 +145,7 @@ class AlbertConfig:
     "after_sum" (google-research's) or "before_sum" (brightmart/albert_zh's own layout).
 
     Example:
-        >>> cfg = AlbertConfig.from_preset("albert-large")
+        >>> cfg = AlbertConfig.from_size("albert-large")
         >>> cfg.hidden_size, cfg.num_attention_heads
         (1024, 16)
     """
@@ -338,27 +343,35 @@ class AlbertConfig:
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
 
-    # --------------------------------------------------------------- presets
+    # --------------------------------------------------------------- sizes
+    @classmethod
+    def from_size(cls, name: str, **overrides: Any) -> AlbertConfig:
+        """The paper's configurations (Table 1): albert-{base,large,xlarge,xxlarge}, bert-{base,large}."""
+        if name not in SIZES:
+            raise ConfigError(f"unknown size {name!r}; choose one of {', '.join(SIZES)}")
+        return cls(**{**SIZES[name], **overrides})
+
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> AlbertConfig:
-        """The paper's configurations (Table 1): albert-{base,large,xlarge,xxlarge}, bert-{base,large}."""
-        if name not in PRESETS:
-            raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        return cls(**{**PRESETS[name], **overrides})
+        """The old name of `from_size` (a FutureWarning; it goes in a later release)."""
+        warnings.warn("AlbertConfig.from_preset is now AlbertConfig.from_size (a preset is "
+                      "what a model's from_preset loads weights from)", FutureWarning,
+                      stacklevel=2)
+        return cls.from_size(name, **overrides)
 
     @classmethod
-    def from_preset_or_file(cls, spec: str) -> AlbertConfig:
-        """A preset name (albert-base, ...) or the path of a config JSON file.
+    def from_size_or_file(cls, spec: str) -> AlbertConfig:
+        """A size (albert-base, ...) or the path of a config JSON file.
 
-        Something that is neither is reported as an unknown preset listing the
-        presets, unless it looks like a path (a separator or .json), which is
-        reported as a missing file.
+        Something that is neither is reported as an unknown size listing the sizes,
+        unless it looks like a path (a separator or .json), which is reported as a
+        missing file.
         """
-        if spec in PRESETS:
-            return cls.from_preset(spec)
+        if spec in SIZES:
+            return cls.from_size(spec)
         if os.path.exists(spec) or os.sep in spec or spec.endswith(".json"):
             return cls.from_json_file(spec)
-        raise ConfigError(f"unknown preset {spec!r}; presets: {', '.join(PRESETS)} "
+        raise ConfigError(f"unknown size {spec!r}; sizes: {', '.join(SIZES)} "
                           "(or give the path of an albert_config.json)")
 
     def default_seq_length(self) -> int:
@@ -370,8 +383,8 @@ class AlbertConfig:
         return check_sequence_length(seq_length, self.max_position_embeddings, where)
 
     @classmethod
-    def preset_names(cls) -> tuple[str, ...]:
-        return tuple(PRESETS)
+    def size_names(cls) -> tuple[str, ...]:
+        return tuple(SIZES)
 
 
 def _arch(hidden: int, layers: int, embedding: int, sharing: str = "all") -> dict[str, Any]:
@@ -381,7 +394,7 @@ def _arch(hidden: int, layers: int, embedding: int, sharing: str = "all") -> dic
                 sharing=sharing)
 
 
-PRESETS: dict[str, dict[str, Any]] = {
+SIZES: dict[str, dict[str, Any]] = {
     "albert-base": _arch(768, 12, 128),
     "albert-large": _arch(1024, 24, 128),
     "albert-xlarge": _arch(2048, 24, 128),

@@ -108,7 +108,7 @@ class AlbertEncoder(ExportMixin, keras.Model):
     that `model.export` and SavedModel signatures take).
 
     Example:
-        >>> enc = AlbertEncoder(AlbertConfig.from_preset("albert-base"))
+        >>> enc = AlbertEncoder(AlbertConfig.from_size("albert-base"))
         >>> out = enc({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
     """
 

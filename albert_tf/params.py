@@ -16,8 +16,8 @@ def encoder_parameters(config: AlbertConfig) -> int:
 
 def parameter_table(build: bool = False) -> list[tuple[str, int, str]]:
     rows = []
-    for name in AlbertConfig.preset_names():
-        config = AlbertConfig.from_preset(name)
+    for name in AlbertConfig.size_names():
+        config = AlbertConfig.from_size(name)
         if build:
             from albert_tf import AlbertEncoder
 
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     rows = parameter_table(build=args.build)
     if args.config:
-        config = AlbertConfig.from_preset_or_file(args.config)
+        config = AlbertConfig.from_size_or_file(args.config)
         rows.append((args.config, encoder_parameters(config), "-"))
     width = max(len(r[0]) for r in rows)
     print(f"{'model':<{width}}  {'parameters':>13}  {'':>7}  paper")

@@ -15,11 +15,15 @@ Three vocabularies, each word meaning one thing:
 
 Older spellings stay accepted, printed nowhere as a choice: training's `fp32`, `float16`,
 `fp16`, `bfloat16`, `bf16` (the mixed policies: `TRAINING_ALIASES`), export's `auto`
-(`as-trained`: `EXPORT_ALIASES`).
+(`as-trained`: `EXPORT_ALIASES`). Three of them mean another thing in another vocabulary
+(`AMBIGUOUS`): training's `bfloat16` and `float16` are the mixed policies, not Keras'
+pure ones nor export's whole cast; export's `auto` is "as trained", not training's "chosen
+for the device". Each of those warns (once a process), naming the word to write instead.
 """
 
 from __future__ import annotations
 
+import logging
 import types
 from collections.abc import Mapping
 
@@ -43,6 +47,12 @@ AS_TRAINED = "as-trained"
 EXPORT_PRECISIONS = ("float32", "bfloat16")
 EXPORT_WORDS = (AS_TRAINED, *EXPORT_PRECISIONS)
 EXPORT_ALIASES: Mapping[str, str] = types.MappingProxyType({"auto": AS_TRAINED})
+# Aliases whose word means something else in another vocabulary: (vocabulary, word) ->
+# what it means elsewhere.
+AMBIGUOUS: Mapping[tuple[str, str], str] = types.MappingProxyType({
+    ("training", "bfloat16"): "Keras' pure bfloat16 policy, and export's whole bfloat16 cast",
+    ("training", "float16"): "Keras' pure float16 policy",
+    ("export", "auto"): "training's precision chosen for the device"})
 
 
 def listed(words: tuple[str, ...]) -> str:
@@ -50,23 +60,32 @@ def listed(words: tuple[str, ...]) -> str:
     return f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-def _resolve(word: str, words: tuple[str, ...], aliases: Mapping[str, str], option: str) -> str:
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _resolve(word: str, words: tuple[str, ...], aliases: Mapping[str, str], option: str,
+             vocabulary: str) -> str:
     found = aliases.get(word, word)
     if found not in words:
         raise ValueError(f"{option}{word!r}: expected one of {listed(words)}")
+    elsewhere = AMBIGUOUS.get((vocabulary, word))
+    if elsewhere and (vocabulary, word) not in _WARNED:  # once a process: a word is
+        _WARNED.add((vocabulary, word))                   # resolved at several stages
+        logging.getLogger("albert_tf").warning(
+            "%s%s means %s here (not %s); write %s", option, word, found, elsewhere, found)
     return found
 
 
 def training_precision(word: str, option: str = "precision=") -> str:
     """A training `--precision` word, its alias resolved: "auto" or a TRAINING_PRECISIONS
     policy. Raises ValueError naming `option` (its prefix) and the words."""
-    return _resolve(word, TRAINING_WORDS, TRAINING_ALIASES, option)
+    return _resolve(word, TRAINING_WORDS, TRAINING_ALIASES, option, "training")
 
 
 def export_precision(word: str, option: str = "--precision ") -> str:
     """An `export --precision` word, its alias resolved: "as-trained", "float32" or
     "bfloat16". Raises ValueError naming `option` (its prefix) and the words."""
-    return _resolve(word, EXPORT_WORDS, EXPORT_ALIASES, option)
+    return _resolve(word, EXPORT_WORDS, EXPORT_ALIASES, option, "export")
 
 
 def served_dtype(word: str, trained: str | None) -> str:

@@ -50,7 +50,7 @@ def build_model(name: str, vocab_size: int):
     from albert_tf.training.runtime.optimization import create_optimizer
 
     if name == "base":
-        config = AlbertConfig.from_preset("albert-base").replace(vocab_size=vocab_size)
+        config = AlbertConfig.from_size("albert-base").replace(vocab_size=vocab_size)
     else:
         config = AlbertConfig(vocab_size=vocab_size, embedding_size=64, hidden_size=128,
                               num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)

@@ -80,7 +80,7 @@ def bench_train_step(pattern: str, seq: int, batch: int, steps: int) -> dict:
     from albert_tf.training.pretrain.pipeline import pretraining_dataset
     from albert_tf.training.runtime.optimization import create_optimizer
 
-    model = AlbertPretrainer(AlbertConfig.from_preset("albert-base"))
+    model = AlbertPretrainer(AlbertConfig.from_size("albert-base"))
     model.compile(optimizer=create_optimizer("lamb", 1e-4))
     batches = list(pretraining_dataset(pattern, batch, seq, 20, seed=0).take(steps + 2))
     for x, y in batches[:2]:  # tracing and compilation

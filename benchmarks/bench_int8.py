@@ -48,7 +48,7 @@ def main() -> None:
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
     from albert_tf.training.runtime.distribute import cpu_bf16_features
 
-    config = AlbertConfig(**{**AlbertConfig.from_preset("albert-base").to_dict(),
+    config = AlbertConfig(**{**AlbertConfig.from_size("albert-base").to_dict(),
                              "vocab_size": 5000})
     model = AlbertSequenceClassifier(config, 3)
     rng = np.random.default_rng(0)

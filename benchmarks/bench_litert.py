@@ -216,7 +216,7 @@ def main() -> int:
         spm_path = spm_model(args.spm_model, folder)
         tokenizer = AlbertTokenizer(spm_path)
         if args.model == "base":
-            config = AlbertConfig.from_preset("albert-base")
+            config = AlbertConfig.from_size("albert-base")
         else:
             config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=32,
                                   hidden_size=64, num_hidden_layers=2, num_attention_heads=4,

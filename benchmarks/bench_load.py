@@ -347,7 +347,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         spm_path = spm_model(args.spm_model, folder)
         tokenizer = AlbertTokenizer(spm_path)
-        config = AlbertConfig.from_preset("albert-base") if args.model == "base" else \
+        config = AlbertConfig.from_size("albert-base") if args.model == "base" else \
             AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=32, hidden_size=64,
                          num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
         model = AlbertSequenceClassifier(config, 2)

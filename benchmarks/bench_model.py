@@ -35,11 +35,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def encoder_flops_per_token(preset: str, seq: int) -> float:
+def encoder_flops_per_token(size: str, seq: int) -> float:
     """Forward matmul FLOPs per token (2 per multiply-add), embeddings lookups excluded."""
     from albert_tf import AlbertConfig
 
-    c = AlbertConfig.from_preset(preset)
+    c = AlbertConfig.from_size(size)
     h, i, e, layers = c.hidden_size, c.intermediate_size, c.embedding_size, c.num_hidden_layers
     per_layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h  # projections + QK^T and PV
     projection = 2 * e * h if e != h else 0
@@ -54,12 +54,12 @@ def cpu_flags() -> str:
     return " ".join(sorted(features)) or "no avx512 / amx flags"
 
 
-def build(impl: str, preset: str, precision: str):
+def build(impl: str, size: str, precision: str):
     import keras
 
     from albert_tf import AlbertConfig, AlbertEncoder
 
-    config = AlbertConfig.from_preset(preset)
+    config = AlbertConfig.from_size(size)
     dtype = None if precision == "float32" else precision
     if impl == "ours":
         encoder = AlbertEncoder(config, dtype=dtype)
@@ -85,7 +85,7 @@ def make_step(spec: dict):
     import keras
     import numpy as np
 
-    model, names = build(spec["impl"], spec["preset"], spec["precision"])
+    model, names = build(spec["impl"], spec["size"], spec["precision"])
     batch, seq = spec["batch"], spec["seq"]
     rng = np.random.default_rng(0)
     x = {names[0]: rng.integers(5, 30000, (batch, seq)).astype("int32"),
@@ -115,7 +115,7 @@ def measure(spec: dict) -> dict:
         step()
         times.append(time.perf_counter() - start)
     median = float(np.median(times))
-    flops = encoder_flops_per_token(spec["preset"], seq) * (3 if spec["mode"] == "train" else 1)
+    flops = encoder_flops_per_token(spec["size"], seq) * (3 if spec["mode"] == "train" else 1)
     tokens_per_s = batch * seq / median
     return {**spec, "step_s": median, "tokens_per_s": tokens_per_s,
             "tflops": tokens_per_s * flops / 1e12,
@@ -182,18 +182,18 @@ def plan(quick: bool, with_keras_hub: bool) -> list[dict]:
     for seq, batch in shapes:
         for mode in ("forward", "train"):
             for impl in impls:
-                specs.append(dict(impl=impl, preset="albert-base", precision="float32", mode=mode,
+                specs.append(dict(impl=impl, size="albert-base", precision="float32", mode=mode,
                                   seq=seq, batch=batch, steps=steps, warmup=warmup))
     for jit in (True, False):  # on CPU, bf16 matmuls are fast in oneDNN, not in XLA
-        specs.append(dict(impl="ours", preset="albert-base", precision="mixed_bfloat16",
+        specs.append(dict(impl="ours", size="albert-base", precision="mixed_bfloat16",
                           mode="train", seq=128, batch=8, steps=steps, warmup=warmup, jit=jit))
-    specs.append(dict(impl="ours", preset="albert-base", precision="float32", mode="train",
+    specs.append(dict(impl="ours", size="albert-base", precision="float32", mode="train",
                       seq=128, batch=8, steps=steps, warmup=warmup, jit=False))
     if with_keras_hub:
-        specs.append(dict(impl="keras_hub", preset="albert-base", precision="mixed_bfloat16",
+        specs.append(dict(impl="keras_hub", size="albert-base", precision="mixed_bfloat16",
                           mode="train", seq=128, batch=8, steps=steps, warmup=warmup))
-    for preset in ("albert-large", "bert-large"):
-        specs.append(dict(impl="ours", preset=preset, precision="float32", mode="train",
+    for size in ("albert-large", "bert-large"):
+        specs.append(dict(impl="ours", size=size, precision="float32", mode="train",
                           seq=128, batch=8, steps=max(3, steps // 2), warmup=1))
     return specs
 
@@ -296,10 +296,10 @@ def _grad_fn(backend: str, attend, bias, scale: float, jit: bool):
     return grads
 
 
-def compare(what: str, preset: str, seq: int, batch: int, repeats: int) -> list[str]:
+def compare(what: str, size: str, seq: int, batch: int, repeats: int) -> list[str]:
     """Side-by-side ratios for `attention` (fused / einsum) or `precision` (bf16 / fp32)."""
-    base = dict(impl="ours", preset=preset, seq=seq, batch=batch)
-    lines = [f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; {preset} seq {seq} x batch "
+    base = dict(impl="ours", size=size, seq=seq, batch=batch)
+    lines = [f"cpu flags: {cpu_flags()}; {os.cpu_count()} cpus; {size} seq {seq} x batch "
              f"{batch}; medians of {repeats} interleaved steps"]
     if what == "attention":
         lines += attention_op_times(repeats=15)
@@ -320,7 +320,7 @@ def compare(what: str, preset: str, seq: int, batch: int, repeats: int) -> list[
     lines.append(f"matmul peak (1024^3 chains, best of XLA and oneDNN, timed in the same rounds):"
                  f" float32 {peak['float32']:.3f}, bfloat16 {peak['bfloat16']:.3f} TFLOP/s: "
                  f"bf16 / fp32 {peak['bfloat16'] / peak['float32']:.2f}x")
-    flops = encoder_flops_per_token(preset, seq) * 3 * batch * seq
+    flops = encoder_flops_per_token(size, seq) * 3 * batch * seq
     for name, seconds in t.items():
         dtype = "bfloat16" if "bfloat16" in name else "float32"
         lines.append(f"train step {name:<22} {seconds * 1e3:8.1f} ms  "
@@ -332,7 +332,7 @@ def compare(what: str, preset: str, seq: int, batch: int, repeats: int) -> list[
     return lines
 
 
-def profile(precision: str, preset: str, seq: int, batch: int, steps: int, top: int = 18):
+def profile(precision: str, size: str, seq: int, batch: int, steps: int, top: int = 18):
     """Per-op-type share of a train step (TensorFlow's kernels, no XLA), from the profiler.
 
     Returns lines "op type  ms/step  share". Op names show which kernels ran: _Mkl* and
@@ -345,7 +345,7 @@ def profile(precision: str, preset: str, seq: int, batch: int, steps: int, top: 
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    step, _ = make_step(dict(impl="ours", preset=preset, seq=seq, batch=batch,
+    step, _ = make_step(dict(impl="ours", size=size, seq=seq, batch=batch,
                              precision=precision, mode="train", jit=False))
     step(), step()
     with tempfile.TemporaryDirectory() as logdir:
@@ -369,7 +369,7 @@ def profile(precision: str, preset: str, seq: int, batch: int, steps: int, top: 
                         op_type not in ("Process", "Run"):
                     totals[op_type] += event.duration_ps / 1e9  # ms
     total = sum(totals.values())
-    lines = [f"{precision} train step profile ({preset} seq {seq} x {batch}, TensorFlow kernels"
+    lines = [f"{precision} train step profile ({size} seq {seq} x {batch}, TensorFlow kernels"
              f", cpu flags: {cpu_flags()}): {total / steps:.1f} ms of op time per step"]
     for op_type, ms in totals.most_common(top):
         lines.append(f"  {op_type:<36} {ms / steps:9.1f} ms/step {ms / total:6.1%}")
@@ -384,16 +384,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--compare", choices=("attention", "precision"))
     parser.add_argument("--profile", choices=("float32", "mixed_bfloat16"))
-    parser.add_argument("--preset", default="albert-base", help="for --compare / --profile")
+    parser.add_argument("--size", default="albert-base", help="for --compare / --profile")
     parser.add_argument("--seq", type=int, default=128, help="for --compare / --profile")
     parser.add_argument("--batch", type=int, default=4, help="for --compare / --profile")
     parser.add_argument("--repeats", type=int, default=7, help="for --compare / --profile")
     args = parser.parse_args(argv)
     if args.compare:
-        print("\n".join(compare(args.compare, args.preset, args.seq, args.batch, args.repeats)))
+        print("\n".join(compare(args.compare, args.size, args.seq, args.batch, args.repeats)))
         return 0
     if args.profile:
-        print("\n".join(profile(args.profile, args.preset, args.seq, args.batch, args.repeats)))
+        print("\n".join(profile(args.profile, args.size, args.seq, args.batch, args.repeats)))
         return 0
     if args.one:
         print(json.dumps(measure(json.loads(args.one))))
@@ -408,19 +408,19 @@ def main(argv: list[str]) -> int:
     print(f"matmul peak (2048^3, XLA): float32 {peak['float32']:.3f} TFLOP/s, "
           f"bfloat16 {peak['mixed_bfloat16']:.3f} TFLOP/s")
     rows = []
-    header = f"{'impl':<10} {'preset':<13} {'precision':<15} {'mode':<8} {'jit':<5} " \
+    header = f"{'impl':<10} {'size':<13} {'precision':<15} {'mode':<8} {'jit':<5} " \
              f"{'seq x b':<8} {'tokens/s':>9} {'MFU':>6} {'peak RSS':>9}"
     print(header)
     for spec in plan(args.quick, with_keras_hub):
         row = run_one(spec)
         rows.append(row)
         if "error" in row:
-            print(f"{spec['impl']:<10} {spec['preset']:<13} {spec['precision']:<15} "
+            print(f"{spec['impl']:<10} {spec['size']:<13} {spec['precision']:<15} "
                   f"{spec['mode']:<8} ERROR {row['error']}")
             continue
         mfu = row["tflops"] / peak["mixed_bfloat16" if "bfloat16" in row["precision"] else "float32"]
         row["mfu"] = mfu
-        print(f"{row['impl']:<10} {row['preset']:<13} {row['precision']:<15} {row['mode']:<8} "
+        print(f"{row['impl']:<10} {row['size']:<13} {row['precision']:<15} {row['mode']:<8} "
               f"{str(row.get('jit', True)):<5} {row['seq']}x{row['batch']:<4} "
               f"{row['tokens_per_s']:>9.0f} {mfu:>6.1%} "
               f"{row['peak_rss_gib']:>7.2f}Gi", flush=True)
@@ -445,20 +445,20 @@ def summarize(rows: list[dict]) -> list[str]:
     lines = []
     for mode in ("forward", "train"):
         for seq, _batch in ((128, 8), (512, 2)):
-            ours = find(impl="ours", mode=mode, seq=seq, precision="float32", preset="albert-base")
+            ours = find(impl="ours", mode=mode, seq=seq, precision="float32", size="albert-base")
             hub = find(impl="keras_hub", mode=mode, seq=seq, precision="float32",
-                       preset="albert-base")
+                       size="albert-base")
             if ours and hub:
                 lines.append(f"ours / KerasHub, float32 {mode} seq {seq}: {ours / hub:.2f}x")
     fp32 = max(filter(None, [find(impl="ours", mode="train", seq=128, precision="float32",
-                                  preset="albert-base", jit=j) for j in (True, False)]),
+                                  size="albert-base", jit=j) for j in (True, False)]),
                default=None)
     bf16 = max(filter(None, [find(impl="ours", mode="train", seq=128, precision="mixed_bfloat16",
                                   jit=j) for j in (True, False)]), default=None)
     if fp32 and bf16:
         lines.append(f"ours best mixed_bfloat16 / best float32 train step: {bf16 / fp32:.2f}x")
-    large = find(preset="albert-large")
-    bert = find(preset="bert-large")
+    large = find(size="albert-large")
+    bert = find(size="bert-large")
     if large and bert:
         lines.append(f"albert-large / bert-large train step: {large / bert:.2f}x (paper: ~1.7x)")
     return lines

@@ -101,7 +101,7 @@ def pretraining_flops_per_sequence(preset: str, seq: int = SEQ,
     """
     from albert_tf import AlbertConfig
 
-    c = AlbertConfig.from_preset(preset)
+    c = AlbertConfig.from_size(preset)
     h, i, e, v = c.hidden_size, c.intermediate_size, c.embedding_size, c.vocab_size
     layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h
     per_token = c.num_hidden_layers * c.inner_group_num * layer + (2 * e * h if e != h else 0)
@@ -144,7 +144,7 @@ def build_ours(preset: str, jit: bool):
 
     from albert_tf import AlbertConfig, AlbertPretrainer
 
-    config = AlbertConfig.from_preset(preset, hidden_dropout_prob=0.0,
+    config = AlbertConfig.from_size(preset, hidden_dropout_prob=0.0,
                                       attention_probs_dropout_prob=0.0)
     keras.utils.set_random_seed(0)
     model = AlbertPretrainer(config)
@@ -158,7 +158,7 @@ def build_keras_hub(preset: str, jit: bool):
 
     from albert_tf import AlbertConfig
 
-    c = AlbertConfig.from_preset(preset)
+    c = AlbertConfig.from_size(preset)
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.AlbertBackbone(
         vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers,

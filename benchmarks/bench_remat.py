@@ -58,7 +58,7 @@ def child(args) -> dict:
     albert_tf.models.HEAD_DROPOUT = 0.0
     gpu = bool(tf.config.list_physical_devices("GPU"))
     keras.utils.set_random_seed(0)  # the same weights in both modes: the same loss
-    config = AlbertConfig.from_preset(args.preset)
+    config = AlbertConfig.from_size(args.size)
     model = AlbertSequenceClassifier(config, num_classes=2, remat=args.mode == "remat")
     model.compile(optimizer="sgd", jit_compile=False)
     install_step_functions(model, args.parts if args.mode == "accumulate" else 1)
@@ -92,7 +92,7 @@ def child(args) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="albert-xxlarge")
+    p.add_argument("--size", default="albert-xxlarge")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--steps", type=int, default=2)
@@ -106,7 +106,7 @@ def main() -> int:
     if args.batch % args.parts:
         p.error(f"--batch {args.batch} does not split into --parts {args.parts}")
     for mode in MODES:
-        argv = [sys.executable, __file__, "--mode", mode, "--preset", args.preset,
+        argv = [sys.executable, __file__, "--mode", mode, "--size", args.size,
                 "--batch", str(args.batch), "--seq-length", str(args.seq_length),
                 "--steps", str(args.steps), "--parts", str(args.parts)]
         done = subprocess.run(argv, capture_output=True, text=True)
@@ -114,7 +114,7 @@ def main() -> int:
             sys.stderr.write(done.stderr[-3000:])
             return done.returncode
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    print(f"{args.preset}, batch {args.batch} x {args.seq_length} tokens, {args.steps} SGD steps, "
+    print(f"{args.size}, batch {args.batch} x {args.seq_length} tokens, {args.steps} SGD steps, "
           f"{rows[0]['device']}")
     key = "device_peak_mib" if "device_peak_mib" in rows[0] else "peak_mib"
     print(f"{'mode':<10} {'peak MiB':>9} {'above model MiB':>16} {'step s':>7} "

@@ -78,7 +78,7 @@ def build(name: str, vocab_size: int, seq_length: int | None = None):
     from albert_tf import AlbertConfig, AlbertSequenceClassifier
 
     if name == "base":
-        config = AlbertConfig.from_preset("albert-base").replace(vocab_size=vocab_size)
+        config = AlbertConfig.from_size("albert-base").replace(vocab_size=vocab_size)
     elif name == "demo":
         from albert_tf.training.experiments.demo.run import DEMO_MODEL
 

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     seq_length, doc_stride = 384, 128
     with tempfile.TemporaryDirectory() as folder:
         pre = AlbertPreprocessor(spm_model(args.spm_model, folder), seq_length)
-        base = AlbertConfig.from_preset("albert-base")
+        base = AlbertConfig.from_size("albert-base")
         config = base.replace(vocab_size=pre.tokenizer.vocab_size) if args.model == "base" else \
             AlbertConfig(vocab_size=pre.tokenizer.vocab_size, embedding_size=16, hidden_size=32,
                          num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,

@@ -317,7 +317,7 @@ def test_pretrain_stops_on_a_loss_that_is_not_finite_without_exporting(capsys, t
 
 
 def test_demo_refuses_a_sequence_longer_than_its_model(capsys, tmp_path):
-    # The demo's own model sizes its position table from --seq-length; a preset's table
+    # The demo's own model sizes its position table from --seq-length; a size's table
     # (512 entries) bounds it, checked before any stage runs.
     code, line = run_cli(capsys, "demo", "--output", tmp_path / "demo", "--seq-length", "1024")
     assert_one_line_error(code, line, "seq_length=1024",
@@ -345,10 +345,10 @@ def test_pretrain_unwritable_output_is_one_line_and_creates_nothing(capsys, tmp_
     assert blocker.read_text() == "I am a file, not a directory\n"
 
 
-def test_pretrain_unknown_preset_lists_the_presets(capsys, tmp_path, shards):
+def test_pretrain_unknown_size_lists_the_sizes(capsys, tmp_path, shards):
     code, line = _pretrain(capsys, shards / "len32" / "pretrain-00000.tfrecord",
                            tmp_path / "run", "model=albert-bsae")
-    assert_one_line_error(code, line, "unknown preset 'albert-bsae'", "albert-base",
+    assert_one_line_error(code, line, "unknown size 'albert-bsae'", "albert-base",
                           "albert-xxlarge")
 
 
@@ -363,7 +363,7 @@ def test_pretrain_unknown_preset_lists_the_presets(capsys, tmp_path, shards):
      ["--processes=0", "positive"]),
     (["vocab", "--input", "x", "--output", "o", "--vocab-size", "9", "--num-threads", "0"],
      ["--num-threads=0"]),
-    (["params", "--config", "albert-bsae"], ["unknown preset 'albert-bsae'", "albert-base"]),
+    (["params", "--config", "albert-bsae"], ["unknown size 'albert-bsae'", "albert-base"]),
 ], ids=["pretrain_seq_length_0", "pretrain_nan", "pretrain_not_key_value",
         "create_data_processes_0", "vocab_threads_0", "params_unknown_preset"])
 def test_zero_nan_and_malformed_options_are_refused(capsys, tmp_path, monkeypatch, argv, names):

@@ -71,7 +71,7 @@ def test_a_checkpoint_asking_for_too_much_is_refused_at_once(capsys, tmp_path, c
 
 def test_the_bounds_admit_every_released_size():
     for name in ("albert-base", "albert-large", "albert-xlarge", "albert-xxlarge", "bert-large"):
-        config = AlbertConfig.from_preset(name)
+        config = AlbertConfig.from_size(name)
         assert config.encoder_parameters() < MAX_PARAMETERS
     AlbertConfig(vocab_size=250_002, embedding_size=128, hidden_size=4096,
                  intermediate_size=16384, num_attention_heads=64, num_hidden_layers=48,

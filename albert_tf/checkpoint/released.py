@@ -60,7 +60,7 @@ class Released:
 
     @property
     def config(self) -> AlbertConfig:
-        return AlbertConfig.from_preset(self.architecture, vocab_size=self.vocab_size)
+        return AlbertConfig.from_size(self.architecture, vocab_size=self.vocab_size)
 
     @property
     def parameters(self) -> int:

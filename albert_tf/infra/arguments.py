@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import logging
 import math
 import sys
 import types
@@ -59,6 +60,25 @@ class _StoreOnce(argparse._StoreAction):
 
 
 _GIVEN = "_albert_tf_given"  # the single-valued options met so far in one parse
+
+
+class _Renamed(_StoreOnce):
+    """An option with its old spelling still accepted (`add_renamed`): the old one warns."""
+
+    old = ""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string == self.old:
+            logging.getLogger("albert_tf").warning(
+                "%s is now %s; the old name goes in a later release", self.old,
+                self.option_strings[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_renamed(parser: argparse.ArgumentParser, new: str, old: str, **kwargs) -> None:
+    """`new` (its help shown), with `old` accepted for one release and warned about."""
+    action = type("Renamed", (_Renamed,), {"old": old})
+    parser.add_argument(new, old, action=action, **kwargs)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from albert_tf import AlbertConfig, ConfigError
-from albert_tf.config import PRESETS
+from albert_tf.config import SIZES
 
 # albert_config.json as released with ALBERT v2 base (keys and values).
 ORIGINAL_BASE_V2 = {
@@ -36,19 +36,19 @@ def write(tmp_path, name, values):
 
 def test_reads_original_albert_config_json(tmp_path):
     config = AlbertConfig.from_json_file(write(tmp_path, "albert_config.json", ORIGINAL_BASE_V2))
-    assert config == AlbertConfig.from_preset("albert-base")
+    assert config == AlbertConfig.from_size("albert-base")
 
 
 def test_reads_hugging_face_config_and_translates_activation(tmp_path):
     config = AlbertConfig.from_json_file(write(tmp_path, "config.json", HF_BASE_V2))
     assert config.hidden_act == "gelu"  # HF gelu_new = the original's tanh GELU
-    assert config == AlbertConfig.from_preset("albert-base")
+    assert config == AlbertConfig.from_size("albert-base")
     exact = AlbertConfig.from_json_file(write(tmp_path, "c2.json", {**HF_BASE_V2, "hidden_act": "gelu"}))
     assert exact.hidden_act == "gelu_exact"
 
 
 def test_json_round_trip(tmp_path):
-    config = AlbertConfig.from_preset("albert-xlarge", num_hidden_groups=3, sharing="ffn")
+    config = AlbertConfig.from_size("albert-xlarge", num_hidden_groups=3, sharing="ffn")
     path = tmp_path / "albert_config.json"
     config.to_json_file(path)
     assert AlbertConfig.from_json_file(path) == config
@@ -89,16 +89,19 @@ def test_field_validation(field, value, message):
 
 def test_presets_follow_the_paper():
     for name in ("albert-base", "albert-large", "albert-xlarge", "albert-xxlarge"):
-        config = AlbertConfig.from_preset(name)
+        config = AlbertConfig.from_size(name)
         assert config.embedding_size == 128 and config.sharing == "all"
         assert config.num_attention_heads == config.hidden_size // 64
         assert config.intermediate_size == 4 * config.hidden_size
     for name in ("bert-base", "bert-large"):
-        config = AlbertConfig.from_preset(name)
+        config = AlbertConfig.from_size(name)
         assert config.embedding_size == config.hidden_size and config.sharing == "none"
-    with pytest.raises(ConfigError, match="unknown preset 'albert-huge'"):
-        AlbertConfig.from_preset("albert-huge")
-    assert set(PRESETS) == set(AlbertConfig.preset_names())
+    with pytest.raises(ConfigError, match="unknown size 'albert-huge'"):
+        AlbertConfig.from_size("albert-huge")
+    assert set(SIZES) == set(AlbertConfig.size_names())
+    # the old name: the same config, and a FutureWarning naming the new one
+    with pytest.warns(FutureWarning, match="AlbertConfig.from_preset is now AlbertConfig.from_size"):
+        assert AlbertConfig.from_preset("albert-base") == AlbertConfig.from_size("albert-base")
 
 
 def test_group_of_layer_matches_the_original_formula():

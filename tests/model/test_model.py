@@ -44,7 +44,7 @@ from tests.helpers.paths import REPO
     ("bert-base", 109_081_344), ("bert-large", 334_607_360),
 ])
 def test_paper_parameter_counts(preset, expected):
-    assert count_params(AlbertEncoder(AlbertConfig.from_preset(preset))) == expected
+    assert count_params(AlbertEncoder(AlbertConfig.from_size(preset))) == expected
 
 
 def _distinct(encoder):

@@ -81,8 +81,8 @@ logger = logging.getLogger(__name__)
 def model_config(cfg: PretrainConfig, vocab_size: int | None):
     """The AlbertConfig of the run: preset or file, `albert` overrides, dropout."""
 
-    from_preset = cfg.model in AlbertConfig.preset_names()
-    base = AlbertConfig.from_preset_or_file(cfg.model)
+    from_preset = cfg.model in AlbertConfig.size_names()
+    base = AlbertConfig.from_size_or_file(cfg.model)
     changes = dict(cfg.albert)
     if vocab_size is not None and "vocab_size" not in changes and from_preset:
         changes["vocab_size"] = vocab_size  # a preset adopts the vocabulary's size

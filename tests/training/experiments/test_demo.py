@@ -31,7 +31,7 @@ def run_cli(*args, timeout=1500, input_text=None):
 
 @pytest.mark.parametrize("args, message", [
     (["--corpus", "/no/such/corpus*.txt"], "matches no files"),
-    (["--preset", "albert-huge"], "unknown preset 'albert-huge'"),
+    (["--size", "albert-huge"], "unknown size 'albert-huge'"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--minutes", "0"], "--minutes=0.0 must be a finite number in (0, 10080] (the time budget"),
     (["--minutes", "nan"], "--minutes=nan must be a finite number in (0, 10080]"),
@@ -258,3 +258,17 @@ def test_demo_budget_sets_the_steps_from_the_measured_rate(tmp_path, corpus_docu
     assert "precision trial" not in second.stderr
     assert json.loads((out / "demo_report.json").read_text())["pretraining"] == pre
 
+
+
+def test_the_old_preset_option_is_the_size_and_warns(caplog):
+    """--preset, the old spelling of --size (a preset is what from_preset loads), is
+    read as --size for one release, with one warning naming the new name."""
+    from albert_tf.training.experiments.demo import command
+
+    with caplog.at_level("WARNING", logger="albert_tf"):
+        assert command.parse(["--preset", "albert-large"]).size == "albert-large"
+    assert [r.getMessage() for r in caplog.records] == [
+        "--preset is now --size; the old name goes in a later release"]
+    caplog.clear()
+    assert command.parse(["--size", "albert-large"]).size == "albert-large"
+    assert caplog.records == []

@@ -103,6 +103,25 @@ def test_one_word_per_precision_meaning():
         export_command.parse(args + ["--precision", "mixed_bfloat16"])
 
 
+def test_an_alias_that_means_another_thing_elsewhere_warns_once(monkeypatch, caplog):
+    """Training's bfloat16 / float16 are the mixed policies and export's auto is "as
+    trained": each warns, once a process, naming the word to write; the others do not."""
+    from albert_tf import precisions
+
+    monkeypatch.setattr(precisions, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="albert_tf"):
+        for _ in range(2):
+            assert precisions.training_precision("bfloat16") == "mixed_bfloat16"
+            assert precisions.export_precision("auto", "--precision ") == "as-trained"
+            assert precisions.training_precision("bf16") == "mixed_bfloat16"  # not ambiguous
+            assert precisions.export_precision("bfloat16") == "bfloat16"
+    assert [r.getMessage() for r in caplog.records] == [
+        "precision=bfloat16 means mixed_bfloat16 here (not Keras' pure bfloat16 policy, and "
+        "export's whole bfloat16 cast); write mixed_bfloat16",
+        "--precision auto means as-trained here (not training's precision chosen for the "
+        "device); write as-trained"]
+
+
 def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path):
     import keras
 

@@ -33,7 +33,7 @@ class AblateOptions:
     output: str
     grid: str = "paper"
     corpus: str | None = None           # corpus spec; None: the embedded corpus
-    preset: str | None = None           # base model: preset or albert_config.json; None: SMALL_MODEL
+    size: str | None = None             # base model: a size or albert_config.json; None: SMALL_MODEL
     # Numbers: ranges checked by `arguments.check_numbers` (the one numeric check).
     steps: int = number_field(600, minimum=1)
     batch_size: int = number_field(32, minimum=1)
@@ -65,13 +65,13 @@ class AblateOptions:
 
 
 def base_model(opts: AblateOptions) -> dict[str, Any]:
-    """The base model's AlbertConfig fields: a preset, a config file, or SMALL_MODEL."""
+    """The base model's AlbertConfig fields: a size, a config file, or SMALL_MODEL."""
 
-    if not opts.preset:
+    if not opts.size:
         return {**AlbertConfig().to_dict(), **SMALL_MODEL}
-    if opts.preset in AlbertConfig.preset_names():
-        return AlbertConfig.from_preset(opts.preset).to_dict()
-    return AlbertConfig.from_json_file(opts.preset).to_dict()
+    if opts.size in AlbertConfig.size_names():
+        return AlbertConfig.from_size(opts.size).to_dict()
+    return AlbertConfig.from_json_file(opts.size).to_dict()
 
 
 def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
@@ -84,7 +84,8 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
     source.add_argument("--corpus", help="text files or globs (one sentence per line, blank "
                         "line between documents); default: the embedded corpus")
     source.add_argument("--tfds", help="a tensorflow-datasets corpus NAME[:SPLIT[:FIELD]]")
-    p.add_argument("--preset", help="base model: a preset (albert-base, ...) or an "
+    arguments.add_renamed(p, "--size", "--preset", help="base model: a size (albert-base, "
+                          "...: `albert-tf params`) or an "
                    "albert_config.json; default: a small ALBERT for CPUs")
     p.add_argument("--steps", type=int, default=d.steps, help="pretraining steps per "
                    "configuration (default %(default)s)")
@@ -106,13 +107,13 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
     except ValueError:
         raise UsageError(f"--embedding-sizes {args.embedding_sizes!r}: expected "
                          "comma-separated integers") from None
-    if args.preset:
+    if args.size:
 
-        if args.preset not in AlbertConfig.preset_names() and not os.path.isfile(args.preset):
-            raise UsageError(f"--preset {args.preset!r} is neither a preset "
-                             f"({', '.join(AlbertConfig.preset_names())}) nor a file")
+        if args.size not in AlbertConfig.size_names() and not os.path.isfile(args.size):
+            raise UsageError(f"--size {args.size!r} is neither a size "
+                             f"({', '.join(AlbertConfig.size_names())}) nor a file")
     corpus = f"tfds:{args.tfds}" if args.tfds else args.corpus
-    return AblateOptions(output=args.output, grid=args.grid, corpus=corpus, preset=args.preset,
+    return AblateOptions(output=args.output, grid=args.grid, corpus=corpus, size=args.size,
                          steps=args.steps, batch_size=args.batch_size,
                          seq_length=args.seq_length, vocab_size=args.vocab_size,
                          embedding_sizes=sizes, finetune_steps=args.finetune_steps,

@@ -149,7 +149,7 @@ def pretrain(opts: AblateOptions, setting: ablate_grid.Setting, data: AblationDa
     albert = {k: v for k, v in setting.albert_overrides(base).items()
               if k not in ("vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob")}
     cfg = PretrainConfig(
-        # The whole base config as overrides of a preset: the preset adopts the
+        # The whole base config as overrides of a size: the size adopts the
         # vocabulary's size.
         model="albert-base", albert=albert, train_data=data.train[setting.objective],
         output_dir=out, spm_model=data.spm_model, global_batch_size=opts.batch_size,

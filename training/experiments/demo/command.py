@@ -23,7 +23,7 @@ class DemoOptions:
     output: str = "albert_demo"
     corpus: str | None = None       # text files/globs; None: the embedded corpus
     tfds: str | None = None         # NAME[:SPLIT[:FIELD]] of a tensorflow-datasets corpus
-    preset: str | None = None       # None: the small demo model
+    size: str | None = None         # None: the small demo model
     steps: int | None = None        # None: as many as fit in `minutes` (budget.py)
     minutes: float = demo_budget.DEFAULT_MINUTES
     batch_size: int = 64
@@ -49,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
                         "line between documents, .gz allowed); default: the embedded corpus")
     source.add_argument("--tfds", help="a tensorflow-datasets corpus NAME[:SPLIT[:FIELD]], "
                         "e.g. wikipedia/20230601.en:train:text")
-    p.add_argument("--preset", help="model preset (albert-base, albert-large, ...); "
+    arguments.add_renamed(p, "--size", "--preset", help="the model's size (albert-base, "
+                          "albert-large, ...: `albert-tf params`); "
                    "default: a small ALBERT for CPUs")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, default=defaults.minutes,

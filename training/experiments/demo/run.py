@@ -13,7 +13,7 @@ The classifier learns where a sentence of the documentation was written (the
 language reference, areas of the standard library, NumPy, Keras, TensorFlow,
 Matplotlib: `split.LABELS`), labels that come from the corpus itself.
 `--corpus`/`--tfds` pretrain on your text (no classifier: it has no labels),
-`--preset` picks a paper-sized model, `--minutes` the time budget that sets the
+`--size` picks a paper-sized model, `--minutes` the time budget that sets the
 number of pretraining steps (`budget.py`), or `--steps` a fixed, reproducible count.
 Every stage writes into `--output` and is skipped when its result is already
 complete, so a rerun (or a resume after a kill) does only what is left.
@@ -185,8 +185,8 @@ def pretrain_config(opts: DemoOptions, records: dict, spm_model: str, steps: int
                     warmup: int, every: int, choice: PrecisionChoice) -> PretrainConfig:
     """The demo's pretraining run: `steps` steps (the upper bound of a budget run)."""
     return PretrainConfig(
-        model=opts.preset or "albert-base",
-        albert={} if opts.preset else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
+        model=opts.size or "albert-base",
+        albert={} if opts.size else {**DEMO_MODEL, "max_position_embeddings": opts.seq_length},
         train_data=records["train"], eval_data=records["heldout"],
         output_dir=os.path.join(opts.output, "pretrain"), spm_model=spm_model,
         global_batch_size=opts.batch_size, train_steps=steps, warmup_steps=warmup,
@@ -413,9 +413,9 @@ def parse_args(argv: list[str]) -> DemoOptions:
 
 def options_from_args(args) -> DemoOptions:
     """The parsed command line as DemoOptions; a bad value is a DemoError (one line)."""
-    if args.preset and args.preset not in AlbertConfig.preset_names():
-        raise DemoError(f"unknown preset {args.preset!r}; choose one of "
-                        f"{', '.join(AlbertConfig.preset_names())}")
+    if args.size and args.size not in AlbertConfig.size_names():
+        raise DemoError(f"unknown size {args.size!r}; choose one of "
+                        f"{', '.join(AlbertConfig.size_names())}")
     for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
@@ -426,11 +426,11 @@ def options_from_args(args) -> DemoOptions:
                             " (the time budget in minutes; --steps for a fixed count)")
     except UserError as e:
         raise DemoError(str(e)) from None
-    # Before any stage runs: the sequences must fit the position table of the preset
+    # Before any stage runs: the sequences must fit the position table of the size
     # (without one, the demo's model is albert-base resized, its table sized from
-    # --seq-length up to the preset's) and hold a pretraining pair.
-    pairs.check_pair_seq_length(args.seq_length, AlbertConfig.from_preset(
-        args.preset or "albert-base").max_position_embeddings, where="--seq-length")
+    # --seq-length up to the size's) and hold a pretraining pair.
+    pairs.check_pair_seq_length(args.seq_length, AlbertConfig.from_size(
+        args.size or "albert-base").max_position_embeddings, where="--seq-length")
 
     try:
         cpu_training_candidates(args.precision)
@@ -439,7 +439,7 @@ def options_from_args(args) -> DemoOptions:
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
-                       preset=args.preset, steps=args.steps, minutes=args.minutes,
+                       size=args.size, steps=args.steps, minutes=args.minutes,
                        batch_size=args.batch_size,
                        seq_length=args.seq_length, vocab_size=args.vocab_size,
                        classifier_epochs=args.classifier_epochs, questions=args.questions,
