@@ -158,3 +158,48 @@ def test_export_of_weights_without_a_tokenizer_file_is_one_line(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "tokenizer.json" in err and "--spm-model" in err
     assert not (tmp_path / "out").exists()
+
+
+# A real 30k ALBERT-convention SentencePiece model (nmt_nfkc character map), as the
+# tokenizer.json transformers 5 makes of it (tools/make_real_spm_json_fixtures.py).
+REAL_SPM = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "real",
+                        "google_albert", "albertvi_30k-clean.model")
+REAL_IDS = os.path.join(os.path.dirname(FIXTURES), "real_spm_json", "ids.json.gz")
+
+
+def _real_tokenizer_json(tmp_path) -> tuple[str, dict]:
+    import hashlib
+
+    from albert_tf.tokenizer.json_of_spm import tokenizer_json_of_spm
+
+    with gzip.open(REAL_IDS, "rt", encoding="utf-8") as f:
+        record = json.load(f)
+    with open(REAL_SPM, "rb") as f:
+        made = tokenizer_json_of_spm(f.read(), record["do_lower_case"], record["keep_accents"])
+    text = json.dumps(made, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == record["tokenizer_json_sha256"]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(made, ensure_ascii=False), encoding="utf-8")
+    return str(path), record
+
+
+def test_json_of_spm_makes_transformers_file_of_a_real_model(tmp_path):
+    _real_tokenizer_json(tmp_path)
+
+
+@pytest.mark.slow
+def test_litert_ids_of_a_real_unigram_tokenizer_json_equal_transformers(tmp_path):
+    """Every line, the typed added tokens and "▁" included, on a 30k vocabulary."""
+    from albert_tf.serving.litert import convert, runtime
+    from albert_tf.serving.litert.text_graph import LiteText
+    from albert_tf.tokenizer.kinds import python_tokenizer
+
+    path, record = _real_tokenizer_json(tmp_path)
+    tokenizer = python_tokenizer(path)
+    interpreter = runtime.open_interpreter(convert.convert(
+        _TokenizeOnly(LiteText(tokenizer, 128)), "none"))
+    assert len(record["lines"]) > 100
+    for line, want in zip(record["lines"], record["ids"]):
+        assert tokenizer.encode(line) == want, line
+        got = runtime.call(interpreter, "tokenize", text=runtime.strings([line]))["ids"]
+        assert got.tolist() == want, line
