@@ -88,7 +88,8 @@ def lite_json_model(tokenizer: JsonUnigramTokenizer) -> LiteJsonModel:
     unused = [i for i, p in enumerate(tokenizer.pieces) if mark in p[1:]]
     control = (tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id)
     own = unigram_model_proto(tokenizer.pieces, tokenizer.scores, tokenizer.unk_id,
-                              charsmap=charsmap, control=control, unused=unused)
+                              charsmap=charsmap, control=control, unused=unused) \
+        if charsmap else None  # a file without Precompiled: no map of its own
     image = {c: " " if c in WHITE_SPACE else tokenizer.before_charsmap(c)
              for c in _code_points()}
     longer = {s["pattern"]["String"]: s["pattern"]["String"] for s in spec.normalizers

@@ -76,17 +76,18 @@ def composed_rules(model_proto: bytes, do_lower_case: bool,
     return tuple(sorted(compose_rules(model_proto, image).items()))
 
 
-def compose_rules(model_proto: bytes, image: dict[str, str], after=lambda text: text,
+def compose_rules(model_proto: bytes | None, image: dict[str, str], after=lambda text: text,
                   whole: dict[str, str] | None = None) -> dict[str, str]:
     """Rules that rewrite each code point c as `after(own(image[c]))`, `own` the
-    SentencePiece model's own normaliser (its character map alone), with the model's
+    SentencePiece model's own normaliser (its character map alone; None: no map), with the model's
     multi-character rules and the bridging pairs (`_bridging_rules`) kept; each key
     of `whole` (a string rewritten as a whole first) becomes `after(own(whole[key]))`."""
-    model = spm.SentencePieceNormalizer(model_proto=model_proto, add_dummy_prefix=False,
-                                        escape_whitespaces=False, remove_extra_whitespaces=False)
+    model = None if model_proto is None else spm.SentencePieceNormalizer(
+        model_proto=model_proto, add_dummy_prefix=False, escape_whitespaces=False,
+        remove_extra_whitespaces=False)
 
     def own(text: str) -> str:
-        return after(model.normalize(text)) if text else ""
+        return after(model.normalize(text) if model is not None else text) if text else ""
 
     chars = list(image)
     rules = {}
@@ -94,7 +95,7 @@ def compose_rules(model_proto: bytes, image: dict[str, str], after=lambda text: 
         out = own(image[c])
         if out != c:
             rules[c] = out
-    sequences = [key for key, _ in model.decompile() if len(key) > 1]
+    sequences = [] if model is None else [key for key, _ in model.decompile() if len(key) > 1]
     for key in sequences:
         rules[key] = own("".join(image[c] for c in key))
     rules.update(_bridging_rules(sequences, chars, image, rules, own))

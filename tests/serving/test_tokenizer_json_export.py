@@ -203,3 +203,29 @@ def test_litert_ids_of_a_real_unigram_tokenizer_json_equal_transformers(tmp_path
         assert tokenizer.encode(line) == want, line
         got = runtime.call(interpreter, "tokenize", text=runtime.strings([line]))["ids"]
         assert got.tolist() == want, line
+
+
+def test_a_tokenizer_json_without_a_character_map_composes_too(tmp_path):
+    """A spiece.model trained with the identity normaliser gives a tokenizer.json with no
+    Precompiled step; the kernel's ids (in TensorFlow) equal transformers 5's, recorded
+    on that spiece.model by tools/make_hf_reader_fixtures.py."""
+    import tensorflow as tf
+
+    from albert_tf.serving.litert.text_graph import LiteText
+    from albert_tf.tokenizer.json_of_spm import tokenizer_json_of_spm
+    from albert_tf.tokenizer.kinds import python_tokenizer
+
+    with gzip.open(os.path.join(os.path.dirname(FIXTURES), "hf_readers", "record.json.gz"),
+                   "rt", encoding="utf-8") as f:
+        record = json.load(f)
+    source = os.path.join(os.path.dirname(FIXTURES), record["sources"]["sentencepiece"])
+    with open(os.path.join(source, "spiece.model"), "rb") as f:
+        made = tokenizer_json_of_spm(f.read(), do_lower_case=True, keep_accents=False)
+    assert "Precompiled" not in [n["type"] for n in made["normalizer"]["normalizers"]]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(made), encoding="utf-8")
+    text = LiteText(python_tokenizer(str(path)), 32)
+    want = record["reference"]["tokenizers"]["sentencepiece"]["ids"]
+    differ = [line for line, ids in zip(record["lines"], want)
+              if text.tokenize(tf.constant([line]))[0].numpy().tolist() != ids]
+    assert differ == [line for line in record["lines"] if "\u2581" in line], differ
