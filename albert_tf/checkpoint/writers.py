@@ -235,7 +235,8 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
 
 def _spm_tokenizer_json(tokenizer: TokenizerFiles) -> dict[str, Any]:
     with open(tokenizer.spm_model, "rb") as f:
-        return tokenizer_json_of_spm(f.read(), tokenizer.do_lower_case, tokenizer.keep_accents)
+        return tokenizer_json_of_spm(f.read(), tokenizer.do_lower_case, tokenizer.keep_accents,
+                                     where=tokenizer.spm_model)
 
 
 def _write_bytes(path: str, data: bytes) -> None:  # by open(): the umask's mode

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import struct
 
+from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm_proto import CONTROL, UNKNOWN, USER_DEFINED, proto_fields
 
 __all__ = ["tokenizer_json_of_spm"]
@@ -61,16 +62,25 @@ def _special(name: str, type_id: int) -> dict:
 
 
 def tokenizer_json_of_spm(model_proto: bytes, do_lower_case: bool, keep_accents: bool,
-                          cls: str = "[CLS]", sep: str = "[SEP]") -> dict:
+                          cls: str = "[CLS]", sep: str = "[SEP]",
+                          where: str = "the SentencePiece model") -> dict:
     """The tokenizer.json (as a dict) transformers 5's AlbertTokenizer saves for this model.
 
     Args:
       model_proto: the spiece.model's bytes (a unigram model).
       do_lower_case, keep_accents: AlbertTokenizer's options.
       cls, sep: the template's pieces.
+      where: the model's file, for the error.
+
+    Raises:
+      UserError: the model has no `cls` or `sep` piece (one line naming `where`).
     """
     pieces = _pieces(model_proto)
     ids = {piece: i for i, (piece, _, _) in enumerate(pieces)}
+    for name in (cls, sep):
+        if name not in ids:
+            raise UserError(f"{where} has no {name!r} piece, which the tokenizer.json's "
+                            "[CLS] A [SEP] template needs")
     unk_id = next((i for i, (_, _, kind) in enumerate(pieces) if kind == UNKNOWN), 0)
     added = [{"id": i, "content": piece, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": False, "special": kind != USER_DEFINED}

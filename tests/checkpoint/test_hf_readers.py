@@ -54,3 +54,14 @@ def test_transformers_4_and_5_read_the_written_directories_alike(record):
             assert got["packed"] == want["packed"], where
             np.testing.assert_allclose(got["probabilities"], want["probabilities"],
                                        atol=1e-9, rtol=0, err_msg=where)
+
+
+def test_a_sentencepiece_model_without_cls_has_no_tokenizer_json():
+    from albert_tf.errors import UserError
+    from albert_tf.tokenizer.json_of_spm import tokenizer_json_of_spm
+    from albert_tf.tokenizer.spm_proto import unigram_model_proto
+
+    proto = unigram_model_proto(["<pad>", "<unk>", "[SEP]", "a"], [0.0, 0.0, 0.0, -1.0], 1,
+                                control=(0, 2))
+    with pytest.raises(UserError, match=r"^x/spiece.model has no '\[CLS\]' piece"):
+        tokenizer_json_of_spm(proto, True, False, where="x/spiece.model")
