@@ -229,3 +229,18 @@ def test_a_tokenizer_json_without_a_character_map_composes_too(tmp_path):
     differ = [line for line, ids in zip(record["lines"], want)
               if text.tokenize(tf.constant([line]))[0].numpy().tolist() != ids]
     assert differ == [line for line in record["lines"] if "\u2581" in line], differ
+
+
+def test_a_unigram_tokenizer_json_without_a_space_piece_is_refused_for_litert(tmp_path):
+    """The "▁" before an added token is dropped by its id; with none, one line."""
+    from albert_tf.serving.litert.json_spm_model import LiteTokenizerError, lite_json_model
+    from albert_tf.tokenizer.kinds import python_tokenizer
+
+    with open(os.path.join(FIXTURES, "albert", "tokenizer.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    data["model"]["vocab"] = [["\u2581\u2581" if piece == "\u2581" else piece, score]
+                              for piece, score in data["model"]["vocab"]]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(LiteTokenizerError, match=f"^{path} has no '\u2581' piece"):
+        lite_json_model(python_tokenizer(str(path)))
