@@ -79,22 +79,18 @@ def export_word(precision: str) -> str:
 _OFFSET_SIGNATURES = ("span", "span_beam", "token_labels")
 
 
-def _check_tokenizer_json(files, record, format: str, token_ids_only: bool) -> None:
-    """Refuses, before any work, what a Unigram tokenizer.json cannot serve: a .tflite
-    file (LiteRT's SentencePiece kernel cannot cut the added tokens out first) and the
-    signatures that need character offsets."""
+def _check_tokenizer_json(files, record, token_ids_only: bool) -> None:
+    """Refuses, before any work, what a Unigram tokenizer.json cannot serve: a
+    pre-tokenizer the graph does not apply, and the signatures that need character
+    offsets (a SavedModel or a .tflite file alike)."""
     if not (is_tokenizer_json(files.spm_model) and files.kind == SENTENCEPIECE):
         return
-    original = "or pass --spm-model with the model's original spiece.model"
-    if format == "litert":
-        raise ExportError(f"{files.spm_model}: a tokenizer.json's Unigram rules have no LiteRT "
-                          f"kernel (its added tokens are cut out of the text before each word "
-                          f"gets its '▁'); export a SavedModel, {original}")
     check_graph_shape(read_tokenizer_json(files.spm_model))
     if record.spec.serving in _OFFSET_SIGNATURES and not token_ids_only:
         raise ExportError(f"{files.spm_model}: a tokenizer.json's Unigram model gives no "
                           f"character offsets in the graph, which the {record.task} signatures "
-                          f"need; export with --token-ids-only, {original}")
+                          f"need; export with --token-ids-only, or pass --spm-model with the "
+                          f"model's original spiece.model")
 
 
 def export(checkpoint: str | keras.Model, output: str, version: int | None = None,
@@ -179,7 +175,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
     spm_model = files.spm_model
     if spm_model is None:
         raise ExportError(f"{checkpoint} {MISSING_TOKENIZER}; pass --spm-model")
-    _check_tokenizer_json(files, source.task_record, format, token_ids_only)
+    _check_tokenizer_json(files, source.task_record, token_ids_only)
     if format == "savedmodel":
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).

@@ -33,12 +33,13 @@ Its GELU is the tanh approximation ("gelu") and its LayerNorm TensorFlow contrib
 
 from __future__ import annotations
 
-import glob
-import os
-
 from albert_tf.checkpoint.foreign import Tf1Checkpoint
 from albert_tf.checkpoint.names import format_rows, row_attribute
-from albert_tf.checkpoint.readers import CONFIG_FILE, CheckpointError, TensorSource, tf1_prefix
+from albert_tf.checkpoint.readers import (
+    CheckpointError,
+    TensorSource,
+    tf1_prefix,
+)
 from albert_tf.config import AlbertConfig
 
 __all__ = ["BRIGHTMART_TABLE", "BrightmartCheckpoint", "is_brightmart"]
@@ -109,27 +110,6 @@ def _list_variables(prefix: str) -> list[str]:
         return []
 
 
-def find_config(directory: str) -> str:
-    """The model config beside a brightmart checkpoint: albert_config.json, else the one
-    albert_config*.json (its releases ship albert_config_tiny.json, ...).
-
-    Raises:
-      CheckpointError: none, or several to choose from (naming them).
-    """
-    named = os.path.join(directory, CONFIG_FILE)
-    if os.path.lexists(named):
-        return named
-    found = sorted(glob.glob(os.path.join(glob.escape(directory), "albert_config*.json")))
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise CheckpointError(f"{directory}: no {CONFIG_FILE} or albert_config_*.json beside the "
-                              "checkpoint (brightmart/albert_zh's model config)")
-    names = ", ".join(os.path.basename(f) for f in found)
-    raise CheckpointError(f"{directory}: several model configs ({names}); keep the "
-                          f"checkpoint's own as {CONFIG_FILE}")
-
-
 class BrightmartCheckpoint(Tf1Checkpoint):
     """A brightmart/albert_zh checkpoint (see the module docstring): a directory with
     albert_model.ckpt.* (or model.ckpt-*), its albert_config*.json and vocab.txt, a
@@ -143,10 +123,6 @@ class BrightmartCheckpoint(Tf1Checkpoint):
     def detect(cls, path: str) -> bool:
         prefix = tf1_prefix(path)
         return prefix is not None and is_brightmart(_list_variables(prefix))
-
-    @property
-    def config_path(self) -> str:
-        return find_config(self.directory)
 
     def _read_config(self) -> AlbertConfig:
         path = self.config_path

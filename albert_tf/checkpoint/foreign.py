@@ -22,6 +22,7 @@ from albert_tf.checkpoint.readers import (
     HF_WEIGHT_FILES,
     CheckpointError,
     TensorSource,
+    find_model_config,
     read_hf,
     read_tf1,
     tf1_prefix,
@@ -110,9 +111,10 @@ class PrefixCheckpoint(OpenedCheckpoint):
 
 
 class Tf1Checkpoint(PrefixCheckpoint, _ForeignCheckpoint):
-    """An original google-research checkpoint: a directory with albert_config.json and
-    model.ckpt-* (the newest, or the one its `checkpoint` file names), a prefix, or a
-    prefix's .index file. Reading it needs TensorFlow (imported only then)."""
+    """An original google-research checkpoint: a directory with albert_config.json (or
+    one albert_config*.json: brightmart's `*_google` releases) and model.ckpt-* (the
+    newest, or the one its `checkpoint` file names), a prefix, or a prefix's .index
+    file. Reading it needs TensorFlow (imported only then)."""
 
     format = "tf1"
     expects = "model.ckpt-*.index (TF1)"
@@ -122,6 +124,11 @@ class Tf1Checkpoint(PrefixCheckpoint, _ForeignCheckpoint):
     @classmethod
     def detect(cls, path: str) -> bool:
         return tf1_prefix(path) is not None
+
+    @property
+    def config_path(self) -> str:
+        """albert_config.json, else the one albert_config*.json (`find_model_config`)."""
+        return find_model_config(self.directory)
 
     def _read_tensors(self) -> TensorSource:
         return read_tf1(self._prefix)

@@ -116,6 +116,30 @@ def tf1_prefix(path: str) -> str | None:
                           f"pass a prefix: {', '.join(prefixes)}")
 
 
+def find_model_config(directory: str) -> str:
+    """The model config beside a TF1 checkpoint: albert_config.json, else the one
+    albert_config*.json there, as brightmart/albert_zh names its releases' configs
+    (albert_config_tiny.json, and albert_config_tiny_google.json,
+    albert_config_base_google_fast.json, ... beside its `*_google` checkpoints, which are
+    in google-research's layout).
+
+    Raises:
+      CheckpointError: none, or several to choose from (naming them).
+    """
+    named = os.path.join(directory, CONFIG_FILE)
+    if os.path.lexists(named):
+        return named
+    found = sorted(glob.glob(os.path.join(glob.escape(directory), "albert_config*.json")))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CheckpointError(f"{named}: not found, nor any albert_config_*.json beside the "
+                              "checkpoint (the checkpoint's model config)")
+    names = ", ".join(os.path.basename(f) for f in found)
+    raise CheckpointError(f"{directory}: several model configs ({names}); keep the "
+                          f"checkpoint's own as {CONFIG_FILE}")
+
+
 def check_bundle_size(prefix: str, reader) -> None:
     """Refuses a TensorFlow checkpoint (tensor bundle) whose index declares more tensor
     bytes than its data files hold: a truncated or lying file, whose tensors would be

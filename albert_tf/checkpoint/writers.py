@@ -57,7 +57,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.infra import atomic
 from albert_tf.numerics import LAYER_NORM_EPSILON
 from albert_tf.tasks import TASKS
+from albert_tf.tokenizer.json_of_spm import tokenizer_json_of_spm
 from albert_tf.tokenizer.kinds import (
+    SENTENCEPIECE,
     TOKENIZER_JSON,
     VOCAB_FILE,
     WORDPIECE,
@@ -185,8 +187,9 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
              force: bool = False, encoder_only: bool = False) -> str:
     """Writes `model` as a Hugging Face ALBERT directory that `transformers`' classes
     load with `from_pretrained`: config.json, model.safetensors (HF's key names and
-    [out, in] Linear weights), and spiece.model + tokenizer_config.json when the model
-    has a SentencePiece model."""
+    [out, in] Linear weights), and its vocabulary + tokenizer_config.json: spiece.model
+    with the tokenizer.json transformers 5 makes of it (`json_of_spm`; transformers 4
+    reads it too), vocab.txt, or the tokenizer.json the model came with."""
     # Deferred: only this target needs safetensors.
     from safetensors.numpy import save
 
@@ -215,6 +218,10 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
         if tokenizer.spm_model is not None:
             shutil.copyfile(tokenizer.spm_model, os.path.join(
                 staging, vocabulary_file_name(tokenizer.spm_model, tokenizer.kind)))
+            if tokenizer.kind == SENTENCEPIECE and not is_tokenizer_json(tokenizer.spm_model):
+                # transformers 4 reads this file when it is there (else it converts
+                # spiece.model its own way) and so tokenizes as transformers 5 does
+                _write_json(os.path.join(staging, TOKENIZER_JSON), _spm_tokenizer_json(tokenizer))
             with open(os.path.join(staging, HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
                 json.dump(hf_tokenizer_config(model.config, tokenizer), f, indent=2,
                           sort_keys=True)
@@ -222,6 +229,12 @@ def write_hf(model, dst: str, tokenizer: TokenizerFiles, record: TaskRecord,
     logger.info("wrote %s for transformers' %s (%d tensors)", dst, config["architectures"][0],
                 len(tensors))
     return dst
+
+
+def _spm_tokenizer_json(tokenizer: TokenizerFiles) -> dict[str, Any]:
+    with open(tokenizer.spm_model, "rb") as f:
+        return tokenizer_json_of_spm(f.read(), tokenizer.do_lower_case, tokenizer.keep_accents,
+                                     where=tokenizer.spm_model)
 
 
 def _write_bytes(path: str, data: bytes) -> None:  # by open(): the umask's mode

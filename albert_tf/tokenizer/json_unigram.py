@@ -236,6 +236,16 @@ class JsonUnigramTokenizer(Packing):
             chars = step(chars)
         return chars
 
+    def before_charsmap(self, text: str) -> str:
+        """The normalizers before Precompiled (Replace strings, Unicode forms,
+        StripAccents, Lowercase) on `text`: what the character map then reads."""
+        chars = [(c, i, i + 1) for i, c in enumerate(text)]
+        for spec, step in zip(self.spec.normalizers, self._steps):
+            if spec["type"] == "Precompiled":
+                break
+            chars = step(chars)
+        return "".join(c for c, _, _ in chars)
+
     def normalize(self, text: str | bytes) -> str:
         """The normalized text of every stretch between added tokens, joined by spaces."""
         text = _to_text(text)

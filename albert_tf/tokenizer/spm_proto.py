@@ -47,7 +47,7 @@ def spm_model_type(model_proto: bytes) -> str:
 
 # ---------------------------------------------------------------- writing
 # SentencePiece.Type (sentencepiece_model.proto)
-NORMAL, UNKNOWN, CONTROL, UNUSED = 1, 2, 3, 5
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED = 1, 2, 3, 4, 5
 
 
 def _varint(value: int) -> bytes:

@@ -38,7 +38,7 @@ import sentencepiece as spm
 
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
-from albert_tf.tokenizer.spm_proto import proto_fields, spm_model_type
+from albert_tf.tokenizer.spm_proto import USER_DEFINED, proto_fields, spm_model_type
 
 # ModelProto fields (sentencepiece_model.proto): pieces (1), normalizer_spec (3);
 # SentencePiece: piece (1), type (3); NormalizerSpec: name (1), precompiled_charsmap (2),
@@ -46,7 +46,6 @@ from albert_tf.tokenizer.spm_proto import proto_fields, spm_model_type
 _PIECES, _NORMALIZER = 1, 3
 _PIECE_NAME, _PIECE_TYPE = 1, 3
 _SPEC_NAME, _SPEC_CHARSMAP, _SPEC_REMOVE_EXTRA_WHITESPACES = 1, 2, 4
-_USER_DEFINED = 4
 _LITE_NORMALIZER_NAME = b"albert_tf"
 
 
@@ -73,24 +72,35 @@ def composed_rules(model_proto: bytes, do_lower_case: bool,
     gives `model.normalize(normalize_text(text))` (see the module docstring for
     the exceptions). About 250,000 rules; a few seconds.
     """
-    model = spm.SentencePieceNormalizer(model_proto=model_proto, add_dummy_prefix=False,
-                                        escape_whitespaces=False, remove_extra_whitespaces=False)
+    image = {c: character_image(c, do_lower_case, keep_accents) for c in _code_points()}
+    return tuple(sorted(compose_rules(model_proto, image).items()))
+
+
+def compose_rules(model_proto: bytes | None, image: dict[str, str], after=lambda text: text,
+                  whole: dict[str, str] | None = None) -> dict[str, str]:
+    """Rules that rewrite each code point c as `after(own(image[c]))`, `own` the
+    SentencePiece model's own normaliser (its character map alone; None: no map), with the model's
+    multi-character rules and the bridging pairs (`_bridging_rules`) kept; each key
+    of `whole` (a string rewritten as a whole first) becomes `after(own(whole[key]))`."""
+    model = None if model_proto is None else spm.SentencePieceNormalizer(
+        model_proto=model_proto, add_dummy_prefix=False, escape_whitespaces=False,
+        remove_extra_whitespaces=False)
 
     def own(text: str) -> str:
-        return model.normalize(text) if text else ""
+        return after(model.normalize(text) if model is not None else text) if text else ""
 
-    chars = _code_points()
-    image = {c: character_image(c, do_lower_case, keep_accents) for c in chars}
+    chars = list(image)
     rules = {}
     for c in chars:
         out = own(image[c])
         if out != c:
             rules[c] = out
-    sequences = [key for key, _ in model.decompile() if len(key) > 1]
+    sequences = [] if model is None else [key for key, _ in model.decompile() if len(key) > 1]
     for key in sequences:
         rules[key] = own("".join(image[c] for c in key))
     rules.update(_bridging_rules(sequences, chars, image, rules, own))
-    return tuple(sorted(rules.items()))
+    rules.update({key: own(value) for key, value in (whole or {}).items()})
+    return rules
 
 
 def _bridging_rules(sequences, chars, image, rules, own) -> dict[str, str]:
@@ -176,25 +186,34 @@ def lite_model_proto(tokenizer: AlbertTokenizer, fill_mask: bool = False) -> byt
     rules = composed_rules(tokenizer.model_proto, tokenizer.do_lower_case, tokenizer.keep_accents)
     if fill_mask:
         rules = (*rules, (MASK_PIECE, MASK_PIECE + " "))
+    return with_character_map(tokenizer.model_proto, rules,
+                              user_defined={MASK_PIECE} if fill_mask else ())
+
+
+def with_character_map(model_proto: bytes, rules, user_defined=()) -> bytes:
+    """`model_proto` whose normaliser is the character map of `rules` ((key, value)
+    pairs, applied by longest match), the pieces named in `user_defined` made
+    user-defined symbols (matched in the normalised text as they are)."""
     compiled = spm.SentencePieceNormalizer(norm_map=list(rules)).serialized_normalizer_spec()
     charsmap = next(value for number, _, value in proto_fields(compiled)
                     if number == _SPEC_CHARSMAP)
-    fields = list(proto_fields(tokenizer.model_proto))
+    fields = list(proto_fields(model_proto))
     spec = b"".join(value for number, _, value in fields if number == _NORMALIZER)
     spec = _set_fields(spec, {_SPEC_NAME: (2, _LITE_NORMALIZER_NAME),
                               _SPEC_CHARSMAP: (2, charsmap)})
+    names = {name.encode() for name in user_defined}
     out = bytearray()
     for number, wire, value in fields:
-        if number == _PIECES and fill_mask:
-            value = _user_defined_mask(value)
+        if number == _PIECES and names:
+            value = _user_defined(value, names)
         if number != _NORMALIZER:
             out += _field(number, wire, value)
     return bytes(out + _field(_NORMALIZER, 2, spec))
 
 
-def _user_defined_mask(piece: bytes) -> bytes:
-    """The [MASK] piece as a user-defined symbol (matched in text); other pieces as they are."""
-    names = [value for number, _, value in proto_fields(piece) if number == _PIECE_NAME]
-    if names != [MASK_PIECE.encode()]:
+def _user_defined(piece: bytes, names: set[bytes]) -> bytes:
+    """The piece as a user-defined symbol (matched in text) when named; else as it is."""
+    found = [value for number, _, value in proto_fields(piece) if number == _PIECE_NAME]
+    if len(found) != 1 or found[0] not in names:
         return piece
-    return _set_fields(piece, {_PIECE_TYPE: (0, _USER_DEFINED)})
+    return _set_fields(piece, {_PIECE_TYPE: (0, USER_DEFINED)})

@@ -3,8 +3,10 @@
 `LiteText` tokenizes a SentencePiece model with tensorflow-text's
 `FastSentencepieceTokenizer` on the model of `spm_model.lite_model_proto` (ALBERT's
 normalisation is its character map), then applies the digit-comma rule as a table
-gather (the Python tokenizer's own table, `digit_comma_table`); a WordPiece vocab.txt
-with `FastBertTokenizer` (`FastBertNormalize` on the character map of
+gather (the Python tokenizer's own table, `digit_comma_table`); a Unigram tokenizer.json
+with the same kernel on `json_spm_model.lite_json_model`'s model (its added tokens are
+pieces of their own, the "▁" before one dropped, then a gather to their ids); a WordPiece
+vocab.txt with `FastBertTokenizer` (`FastBertNormalize` on the character map of
 `wordpiece_model.normalizer_model`, then `FastWordpieceTokenize`). It packs
 `[CLS] A [SEP] (B [SEP])` with plain tensor ops, to the longest row of the request (at
 most `seq_length`). Ragged values travel as (values [N], row_splits [B+1]) pairs of
@@ -19,10 +21,12 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.json_unigram import JsonUnigramTokenizer
 from albert_tf.tokenizer.ragged_rows import digit_comma_table
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, AlbertTokenizer
 from albert_tf.tokenizer.wordpiece import MAX_WORD_CHARS, SUFFIX, UNK_TOKEN, WordPieceTokenizer
 
+from .json_spm_model import lite_json_model
 from .spm_model import lite_model_proto
 from .wordpiece_model import LiteWordPieceError, normalizer_model
 
@@ -31,6 +35,15 @@ def filter_ragged(values: tf.Tensor, splits: tf.Tensor, keep: tf.Tensor):
     """(values[keep], the row splits that follow): a ragged boolean mask, [N] -> [N']."""
     counts = tf.concat([[0], tf.cumsum(tf.cast(keep, tf.int32))], 0)  # [N+1]
     return tf.boolean_mask(values, keep), tf.gather(counts, splits)
+
+
+def drop_before(values: tf.Tensor, splits: tf.Tensor, drop_id: int, marked: tf.Tensor):
+    """(values, splits) without each `drop_id` followed, in its row, by a value that
+    `marked` (bool [N]) marks: [N] -> [N']."""
+    position = tf.range(tf.size(values))
+    last_in_row = tf.reduce_any(position[:, None] + 1 == splits[None, 1:], axis=1)
+    drop = (values == drop_id) & tf.concat([marked[1:], [False]], 0) & ~last_in_row
+    return filter_ragged(values, splits, ~drop)
 
 
 def expand_ragged(values: tf.Tensor, splits: tf.Tensor, table: tf.Tensor, lengths: tf.Tensor):
@@ -110,7 +123,13 @@ class LiteText:
                 fast_bert_normalizer_model_buffer=normalizer_model(tokenizer))
             self._digit_comma = None
             return
-        self._wordpiece = None
+        self._wordpiece = self._json = None
+        if isinstance(tokenizer, JsonUnigramTokenizer):
+            # "[MASK]" in the text is one of its added tokens: `tokenize` reads it already
+            self._json = lite_json_model(tokenizer)
+            self._sentencepiece = tf_text.FastSentencepieceTokenizer(self._json.model_proto)
+            self._mask_sentencepiece = self._digit_comma = None
+            return
         self._sentencepiece = tf_text.FastSentencepieceTokenizer(lite_model_proto(tokenizer))
         if fill_mask and tokenizer.piece_to_id(SPIECE_UNDERLINE) == tokenizer.unk_id:
             raise ValueError(f"{tokenizer.spm_model_path} has no {SPIECE_UNDERLINE!r} piece, which "
@@ -129,20 +148,31 @@ class LiteText:
         """The Python tokenizer's `encode` of each text [B] -> (ids [N], row_splits [B+1]) int32."""
         if self._wordpiece is not None:
             return self._finish(self._wordpiece.tokenize(texts))
+        if self._json is not None:
+            return self._json_tokenize(texts)
         return self._finish(self._sentencepiece.tokenize(texts))
+
+    def _json_tokenize(self, texts: tf.Tensor):
+        """A tokenizer.json's ids: the lone "▁" before an added token dropped, then each
+        appended piece read as its added token (`json_spm_model`)."""
+        ids = self._sentencepiece.tokenize(texts)
+        values, splits = tf.cast(ids.flat_values, tf.int32), tf.cast(ids.row_splits, tf.int32)
+        model = self._json
+        values, splits = drop_before(values, splits, model.space_id,
+                                     values >= model.first_added)
+        return tf.gather(tf.constant(model.lookup), values), splits
 
     def mask_tokenize(self, texts: tf.Tensor):
         """`tokenize` where each "[MASK]" in the text is the [MASK] id and starts a new
         word after it, as the SavedModel's fill_mask splits the text there."""
+        if self._json is not None:
+            return self._json_tokenize(texts)
         ids = self._mask_sentencepiece.tokenize(texts)
         values, splits = tf.cast(ids.flat_values, tf.int32), tf.cast(ids.row_splits, tf.int32)
         # The space before a [MASK] is a lone "▁" piece here; split text has none.
-        following = tf.concat([values[1:], [-1]], 0)
-        position = tf.range(tf.size(values))
-        last_in_row = tf.reduce_any(position[:, None] + 1 == splits[None, 1:], axis=1)
         space = self.tokenizer.piece_to_id(SPIECE_UNDERLINE)
-        drop = (values == space) & (following == self.tokenizer.mask_id) & ~last_in_row
-        return self._apply_digit_comma(*filter_ragged(values, splits, ~drop))
+        values, splits = drop_before(values, splits, space, values == self.tokenizer.mask_id)
+        return self._apply_digit_comma(values, splits)
 
     def _finish(self, ids: tf.RaggedTensor):
         values, splits = tf.cast(ids.flat_values, tf.int32), tf.cast(ids.row_splits, tf.int32)

@@ -257,7 +257,7 @@ def test_a_non_empty_destination_needs_force_and_only_its_own_files(tmp_path, ca
     (dst / "notes.txt").unlink()
     assert run_cli(capsys, "convert", src, dst, "--to", "hf", "--force")[0] == 0
     assert sorted(os.listdir(dst)) == ["config.json", "model.safetensors", "spiece.model",
-                                       "tokenizer_config.json"]
+                                       "tokenizer.json", "tokenizer_config.json"]
     assert not hidden_temporaries(tmp_path)
 
 
