@@ -224,7 +224,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
                           f"{os.path.join(output, layout.BATCHING_FILE)}: {e.strerror}") from None
     logger.info("exported %s (%s, seq_length %d, %s) to %s", checkpoint, task or model.task,
                 seq_length, dtype, path)
-    oldest = server_releases.oldest_release(needed)
+    oldest = server_releases.oldest_release(needed, dtype)
     logger.info("the server needs these ops beyond core TensorFlow: %s; the oldest "
                 "tensorflow/serving with them: %s (exported with TensorFlow %s; image %s)",
                 ", ".join(needed) or "none",

@@ -42,7 +42,7 @@ def provenance(record, checkpoint: str, model, custom_ops, versions: dict[str, s
     the source as it is to be named (an absolute path), `tokenizer_kind` the vocabulary's
     as the graph reads it, `batching` the in-graph batching's parameters (None: off),
     `branches` the branches each encoder sublayer runs as (`export --branches`)."""
-    oldest = server_releases.oldest_release(custom_ops)
+    oldest = server_releases.oldest_release(custom_ops, precision)
     return {
         "task": task,
         "task_record": record.to_dict(),

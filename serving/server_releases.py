@@ -31,7 +31,8 @@ release X.Y.Z is built from TensorFlow X.Y, so that is the TensorFlow the check 
 
 from __future__ import annotations
 
-__all__ = ["SERVING_RELEASES", "OPS_LIB", "NEWEST_RELEASE", "oldest_release", "unlinked_ops",
+__all__ = ["SERVING_RELEASES", "OPS_LIB", "NEWEST_RELEASE", "NUMERICS_SINCE", "oldest_release",
+           "unlinked_ops",
            "image", "python_packages"]
 
 IMAGE = "tensorflow/serving"
@@ -62,13 +63,27 @@ OPS_LIB = {
 }
 
 
-def oldest_release(custom_ops) -> str | None:
+# The oldest release whose TensorFlow answers an export of this precision as the
+# exporting one does (within 1e-5), where that is later than its ops allow: measured with
+# `albert-tf serving-check` on a bfloat16 classifier exported with TensorFlow 2.21
+# (2026-11-29, AMX CPU): 2.12.0 and 2.16.1 differ by 2.0e-3 (their oneDNN rounds bf16
+# matmuls otherwise); 2.17.0, 2.19.0 and 2.20.0 answer alike.
+NUMERICS_SINCE = {"bfloat16": "2.17.0"}
+
+
+def _version(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def oldest_release(custom_ops, precision: str = "float32") -> str | None:
     """The oldest tensorflow/serving release whose tensorflow-text has every op of
-    `custom_ops` (None: no release in the table has them all; `unlinked_ops` names them)."""
+    `custom_ops` and whose TensorFlow answers an export computing in `precision` alike
+    (`NUMERICS_SINCE`); None: no release in the table has the ops (`unlinked_ops`)."""
     needed = set(custom_ops)
     for release, text_version in SERVING_RELEASES:
         if needed <= OPS_LIB[text_version]:
-            return release
+            floor = NUMERICS_SINCE.get(precision, release)
+            return max(release, floor, key=_version)
     return None
 
 

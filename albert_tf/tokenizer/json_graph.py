@@ -30,8 +30,8 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenizer.normalize import _range_arrays
-from albert_tf.tokenizer.normalize_graph import TextNormalizer, _with_non_ascii, member
+from albert_tf.tokenizer.normalize import range_arrays
+from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
 from albert_tf.tokenizer.spm_proto import unigram_model_proto
 from albert_tf.tokenizer.tokenizer_json import WHITE_SPACE, TokenizerJsonError
 
@@ -41,7 +41,7 @@ _WHITE_SPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(WHITE_SP
 
 
 def _mark_ranges():
-    return _range_arrays([cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+    return range_arrays([cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
                           and unicodedata.category(chr(cp)).startswith("M")])
 
 
@@ -147,9 +147,7 @@ class UnigramGraph:
         return tf.strings.regex_replace(texts, _WHITE_SPACE_CLASS, " ")
 
     def _lower_each(self, chars: tf.Tensor) -> tf.Tensor:
-        lower = self._lower
-        lowered = tf.gather(tf.constant(lower._ascii_lower), tf.minimum(chars, 127))
-        return _with_non_ascii(chars, lowered, lower._lower_non_ascii)
+        return self._lower.lower(chars, None, final_sigma=False)  # code point by code point
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """int64 [B, (T)] ids of `tf.string [B]` (invalid UTF-8 read as U+FFFD)."""

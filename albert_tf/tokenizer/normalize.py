@@ -50,7 +50,7 @@ def _ranges(code_points: list[int]) -> list[tuple[int, int]]:
     return ranges
 
 
-def _range_arrays(code_points: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def range_arrays(code_points: list[int]) -> tuple[np.ndarray, np.ndarray]:
     ranges = _ranges(code_points)
     return (np.array([r[0] for r in ranges], np.int32), np.array([r[1] for r in ranges], np.int32))
 
@@ -76,11 +76,11 @@ def unicode_tables() -> UnicodeTables:
         if lowered != char and len(lowered) == 1:
             lower_pairs.append((ord(char), ord(lowered)))
     return UnicodeTables(
-        whitespace=_range_arrays([ord(c) for c in chars if c.isspace()]),
-        combining=_range_arrays([ord(c) for c in chars if unicodedata.combining(c)]),
-        cased=_range_arrays([ord(c) for c in chars
+        whitespace=range_arrays([ord(c) for c in chars if c.isspace()]),
+        combining=range_arrays([ord(c) for c in chars if unicodedata.combining(c)]),
+        cased=range_arrays([ord(c) for c in chars
                              if c.islower() or c.isupper() or c.istitle()]),
-        case_ignorable=_range_arrays([ord(c) for c in chars if _is_case_ignorable(c)]),
+        case_ignorable=range_arrays([ord(c) for c in chars if _is_case_ignorable(c)]),
         lower_keys=np.array([k for k, _ in lower_pairs], np.int32),
         lower_values=np.array([v for _, v in lower_pairs], np.int32),
     )

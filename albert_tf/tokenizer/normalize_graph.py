@@ -94,8 +94,9 @@ class TextNormalizer:
         return tf.ragged.boolean_mask(chars.with_flat_values(values),
                                       chars.with_flat_values(keep))
 
-    def lower(self, chars: tf.Tensor, rows: tf.Tensor, final_sigma: bool = True) -> tf.Tensor:
-        """`str.lower` on the flat code points [N] of rows `rows` [N]; `final_sigma=False`:
+    def lower(self, chars: tf.Tensor, rows: tf.Tensor | None, final_sigma: bool = True) -> tf.Tensor:
+        """`str.lower` on the flat code points [N] of rows `rows` [N]; `final_sigma=False`
+        (`rows` unused, may be None):
         code point by code point (a capital sigma is always "σ", as `tokenizers` lowers)."""
         lowered = tf.gather(tf.constant(self._ascii_lower), tf.minimum(chars, 127))
         lowered = _with_non_ascii(chars, lowered, self._lower_non_ascii)

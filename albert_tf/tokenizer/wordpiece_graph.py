@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenizer.normalize import _range_arrays
+from albert_tf.tokenizer.normalize import range_arrays
 from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
 from albert_tf.tokenizer.wordpiece import (
     MAX_WORD_CHARS,
@@ -55,13 +55,13 @@ def _tables(rules: type = WordPieceTokenizer) -> dict[str, tuple[np.ndarray, np.
     drop = [c for c in chars if rules.dropped(c)]
     dropped = set(drop)
     return {
-        "drop": _range_arrays([ord(c) for c in drop]),
+        "drop": range_arrays([ord(c) for c in drop]),
         # where words end (`is_word_separator`), among the characters kept
-        "space": _range_arrays([ord(c) for c in chars
+        "space": range_arrays([ord(c) for c in chars
                                 if c not in dropped and rules.spacing(c)]),
-        "cjk": _range_arrays([ord(c) for c in chars if is_cjk(c)]),
-        "punctuation": _range_arrays([ord(c) for c in chars if is_punctuation(c)]),
-        "mn": _range_arrays([ord(c) for c in chars if unicodedata.category(c) == "Mn"]),
+        "cjk": range_arrays([ord(c) for c in chars if is_cjk(c)]),
+        "punctuation": range_arrays([ord(c) for c in chars if is_punctuation(c)]),
+        "mn": range_arrays([ord(c) for c in chars if unicodedata.category(c) == "Mn"]),
     }
 
 

@@ -31,6 +31,12 @@ def test_the_oldest_release_that_links_every_op():
     assert sr.oldest_release(["TFText>FastSentencepieceTokenize", "TFText>RoundRobinTrim"]) \
         == "2.20.0"
     assert sr.oldest_release(["TFText>SomethingNew"]) is None
+    # A bfloat16 export needs the releases whose TensorFlow rounds its matmuls as ours
+    # (serving-check: 2.16 differs by 2e-3, 2.17 on alike), whatever its ops allow.
+    assert sr.oldest_release(["SentencepieceOp"], "bfloat16") == "2.17.0"
+    assert sr.oldest_release(["TFText>RoundRobinTrim"], "bfloat16") == "2.20.0"
+    assert sr.oldest_release(["SentencepieceOp"], "float32") == "2.10.0"
+    assert sr.oldest_release(["TFText>SomethingNew"], "bfloat16") is None
     assert sr.image("2.20.0") == "tensorflow/serving:2.20.0"
     # Every release's pin has a row of ops, and the rows only grow.
     rows = [sr.OPS_LIB[text] for _, text in sr.SERVING_RELEASES]
