@@ -8,6 +8,7 @@ signatures answer the same: tests/serving/test_python_answers.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -230,3 +231,33 @@ def test_the_answers_need_no_tensorflow_for_token_ids_on_jax():
                             cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def test_predict_entities_and_embed_on_the_jax_backend():
+    """Text through TensorFlow's graph, the model on JAX: the TensorFlow backend's answers."""
+    token = os.path.join(TASK_FIXTURES, "token", "hf")
+    embeddings = os.path.join(FIXTURES, "embeddings", "hf")
+    texts = ["Paris is the capital of France!", "Rain fell on the quiet town. " * 9]
+    code = textwrap.dedent(f"""
+        import json
+        import keras
+        assert keras.backend.backend() == "jax"
+        from albert_tf import AlbertEncoder, AlbertTokenClassifier
+        model = AlbertTokenClassifier.from_preset({token!r}, seq_length=16)
+        encoder = AlbertEncoder.from_preset({embeddings!r}, seq_length=64)
+        print(json.dumps({{"entities": model.predict_entities({texts!r}),
+                          "embed": encoder.embed({texts!r}).tolist()}}))
+    """)
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                            cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    on_jax = json.loads(result.stdout.strip().splitlines()[-1])
+    want = AlbertTokenClassifier.from_preset(token, seq_length=16).predict_entities(texts)
+    assert sum(len(row) for row in want) >= 2
+    assert [[{**e, "score": 0} for e in row] for row in on_jax["entities"]] == \
+        [[{**e, "score": 0} for e in row] for row in want]
+    np.testing.assert_allclose([e["score"] for row in on_jax["entities"] for e in row],
+                               [e["score"] for row in want for e in row], atol=1e-5)
+    encoder = AlbertEncoder.from_preset(embeddings, seq_length=64)
+    np.testing.assert_allclose(on_jax["embed"], encoder.embed(texts), atol=1e-5)
