@@ -13,6 +13,7 @@ from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
 from albert_tf.embedding import AlbertEmbedding, truncated_normal
 from albert_tf.inputs import INPUT_NAMES, MASKED_LM_POSITIONS
+from albert_tf.pipeline_answers import TextEmbeddings
 from albert_tf.transformer import (
     AttentionSublayer,
     FeedForwardSublayer,
@@ -90,7 +91,7 @@ def _key_name(key: tuple) -> str:
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(ExportMixin, keras.Model):
+class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
     """The ALBERT encoder.
 
     Args:
@@ -106,6 +107,10 @@ class AlbertEncoder(ExportMixin, keras.Model):
     "encoder_outputs": [L,B,T,H]}` (`encoder_outputs[l]`: the output of depth
     position l, after its inner groups; one tensor, so the outputs are a flat dict
     that `model.export` and SavedModel signatures take).
+
+    Raw text: `embed(texts, pooling="mean")` (`albert_tf.pipeline_answers`), the
+    export's `mean_pooled`, when the encoder has a tokenizer (`from_preset` on a
+    directory with spiece.model / vocab.txt, or `use_preprocessor`).
 
     Example:
         >>> enc = AlbertEncoder(AlbertConfig.from_size("albert-base"))
@@ -229,11 +234,14 @@ class AlbertEncoder(ExportMixin, keras.Model):
 
     @classmethod
     def from_preset(cls, path, load_weights: bool = True, **kwargs) -> AlbertEncoder:
-        """The encoder of a checkpoint of any format `open_checkpoint` reads.
+        """The encoder of a checkpoint of any format `open_checkpoint` reads, with its
+        tokenizer for `embed` when the checkpoint ships one (`seq_length`, `spm_model`
+        as for the task models' from_preset).
 
         Example:
             >>> encoder = AlbertEncoder.from_preset("albert_base_v2/")
             >>> encoder.export("exported/encoder")  # a SavedModel, any batch and length
+            >>> encoder.embed(["a sentence"])  # [1, H], the export's mean_pooled
         """
         return albert_tf.loader("presets").encoder_from_preset(cls, path, load_weights, **kwargs)
 

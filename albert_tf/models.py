@@ -14,7 +14,6 @@ import numbers
 import types
 
 import keras
-import numpy as np
 from keras import ops
 
 from albert_tf import ranges, span_decoding
@@ -25,6 +24,7 @@ from albert_tf.heads import BeamSpanHead, ClassificationHead, MaskedLMHead, answ
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.keras_compat import scale_loss_for_distribution
 from albert_tf.numerics import LAYER_NORM_EPSILON, MASKED_LOGIT
+from albert_tf.pipeline_answers import EntityAnswers, LabelAnswers
 from albert_tf.task_model import AlbertTaskModel
 
 # Dropout of the fine-tuning heads, as the original classifier (0.1).
@@ -121,11 +121,11 @@ class AlbertPretrainer(AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSequenceClassifier(AlbertTaskModel):
+class AlbertSequenceClassifier(LabelAnswers, AlbertTaskModel):
     """Classification of one text or a text pair from the pooled output.
 
     Call: encoder inputs -> logits [B, num_classes] (float32); `predict_labels(texts)`
-    gives the label names.
+    gives the label names (`scores=True`, `top_k`: with the served probabilities).
     """
 
     task = "classification"
@@ -143,24 +143,6 @@ class AlbertSequenceClassifier(AlbertTaskModel):
     def call(self, inputs, training=None):
         pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
         return self.head(pooled, training=training)
-
-    def predict_labels(self, x, batch_size=None, verbose=0) -> list:
-        """The label names a classifier predicts for `x` (raw text or token ids).
-
-        Single-label: one name per row (the argmax of the logits); multi-label
-        (`problem_type`): the names whose logit is above 0 (probability > 0.5), a list
-        per row. The names are the task record's `label_names`, else "0", "1", ...
-
-        Example:
-            >>> model.predict_labels(["a gripping film", "dull"])
-            ['positive', 'negative']
-        """
-        record = self.task_record
-        names = record.class_names()
-        logits = np.asarray(self.predict(x, batch_size=batch_size, verbose=verbose))  # [B,C]
-        if record.problem_type == "multi_label":
-            return [[names[c] for c in np.flatnonzero(row > 0)] for row in logits]
-        return [names[c] for c in np.argmax(logits, axis=-1)]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -187,10 +169,11 @@ class AlbertSequenceRegressor(AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTokenClassifier(AlbertTaskModel):
+class AlbertTokenClassifier(EntityAnswers, AlbertTaskModel):
     """Per-token classification (e.g. tagging) from the sequence output.
 
-    Call: encoder inputs -> logits [B, T, num_classes] (float32).
+    Call: encoder inputs -> logits [B, T, num_classes] (float32); `predict_entities(texts)`
+    gives the entities with their character offsets, as the export serves them.
     """
 
     task = "token_classification"

@@ -8,9 +8,10 @@ arrow from its file to the file it names. The rules (docs/ARCHITECTURE.md):
   * inside `training/`, only `experiments/` imports `albert_tf.serving`;
   * `albert_tf/` imports no TensorFlow at module level, except the in-graph
     preprocessor (`albert_tf/tokenizer/preprocessor.py` with its `normalize_graph.py`,
-    `wordpiece_graph.py`, `json_graph.py` and `ragged_rows.py`, and `text_inputs.py`, which
-    feeds raw text through it to a task model's fit / predict; the models import it
-    only when given text);
+    `wordpiece_graph.py`, `json_graph.py` and `ragged_rows.py`, `offsets.py` and
+    `entity_graph.py` (token offsets and entities, served and answered in Python), and
+    `text_inputs.py` and `text_answers.py`, which feed raw text through it to a task
+    model's fit / predict / predict_entities; the models import them only when given text);
   * a module past 400 lines says why in its docstring ("Long because ...");
   * the layers (the model itself) import nothing of `albert_tf/checkpoint/` (presets
     among it) or `albert_tf/infra/` (CLI, arguments, atomic writes, text I/O, ...):
@@ -36,7 +37,7 @@ TENSORFLOW = ("tensorflow", "tensorflow_text")
 LAYERS = {f"albert_tf.{name}" for name in (
     "embedding", "transformer", "encoder", "heads", "models", "activations", "numerics", "inputs",
     "tasks", "task_model", "config", "config_keys", "api_inputs", "span_decoding", "tagging",
-    "ranges")}
+    "ranges", "pipeline_answers")}
 NOT_FOR_THE_LAYERS = ("albert_tf.checkpoint", "albert_tf.infra")
 # (file, function) where a module may be named by string: the package's lazy attribute
 # loaders (`albert_tf.__getattr__`, `albert_tf.loader` and the Keras registration, which
@@ -50,6 +51,9 @@ TF_AT_MODULE_LEVEL_ALLOWED = {"albert_tf/tokenizer/preprocessor.py",
                               "albert_tf/tokenizer/wordpiece_graph.py",
                               "albert_tf/tokenizer/json_graph.py",
                               "albert_tf/tokenizer/ragged_rows.py",
+                              "albert_tf/tokenizer/offsets.py",
+                              "albert_tf/tokenizer/entity_graph.py",
+                              "albert_tf/tokenizer/text_answers.py",
                               "albert_tf/tokenizer/text_inputs.py"}
 
 

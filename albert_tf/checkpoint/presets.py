@@ -44,15 +44,25 @@ class _EncoderAlone:
         self.encoder, self.config, self.task_spec = encoder, encoder.config, encoder.task_spec
 
 
-def encoder_from_preset(cls, path: str | os.PathLike, load_weights: bool = True, **kwargs):
+def encoder_from_preset(cls, path: str | os.PathLike, load_weights: bool = True,
+                        seq_length: int | None = None, spm_model: str | None = None, **kwargs):
     """`cls` (AlbertEncoder) on the checkpoint's config, with its encoder's weights
-    (the only model built, unless the format is albert-tf's own: `load_into`)."""
+    (the only model built, unless the format is albert-tf's own: `load_into`) and, when
+    the checkpoint ships a vocabulary (or `spm_model` names one), its tokenizer for
+    raw text at `seq_length` (default as export's: the record's, else the config's),
+    built on the first text (`TextEmbeddings.use_tokenizer_files`)."""
     path = os.fspath(path)
     load_weights = strict_bool("load_weights", load_weights)
     opened = open_checkpoint(path)
     encoder = cls(opened.config, **kwargs)
     if load_weights:
         _load_weights(_EncoderAlone(encoder), opened, path, same_head=False)
+    length = seq_length if seq_length is not None else \
+        opened.task_record.seq_length or opened.config.default_seq_length()
+    opened.config.check_sequence_length(length, where=f"from_preset({path!r})")
+    tokenizer = opened.tokenizer_files(spm_model)
+    if tokenizer.spm_model is not None:
+        encoder.use_tokenizer_files(tokenizer, length)
     return encoder
 
 

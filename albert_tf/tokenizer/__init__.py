@@ -11,6 +11,10 @@
                    read and applied (what transformers 5 saves); json_graph.py in the graph
   preprocessor.py  `AlbertPreprocessor`: the same rules as TensorFlow ops, a Keras
                    layer for tf.data and SavedModels; it imports `spm`, never the reverse
+  offsets.py, entity_graph.py  token offsets in the raw text and NER's windows, words and
+                   entities in the graph: the served signatures' and the Python answers'
+  text_inputs.py, text_answers.py  raw text for a task model's fit / predict and its
+                   predict_entities, traced once (the models import them on text only)
 
 `AlbertPreprocessor` is loaded on first use, so `from albert_tf.tokenizer import
 AlbertTokenizer` works where only sentencepiece is installed.

@@ -204,11 +204,13 @@ class TracedText:
                 lambda contexts, choices: preprocessor.pack_choices(contexts, choices,
                                                                     max_qa_length),
                 input_signature=[column, tf.TensorSpec([None, None], tf.string)])
+        # `call`, not the layer's __call__: under another Keras backend (JAX) __call__
+        # would convert the graph's string tensors to that backend's arrays.
         elif form == 2:
-            function = tf.function(lambda a, b: preprocessor((a, b)),
+            function = tf.function(lambda a, b: preprocessor.call((a, b)),
                                    input_signature=[column, column])
         else:
-            function = tf.function(preprocessor, input_signature=[column])
+            function = tf.function(preprocessor.call, input_signature=[column])
         # a preprocessor replaced or resized leaves its old entries behind: drop them
         self._functions = {k: v for k, v in self._functions.items() if v[0] is preprocessor}
         self._functions[key] = (preprocessor, function)

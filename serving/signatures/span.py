@@ -19,8 +19,10 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf.span_decoding import query_limit
+from albert_tf.tokenizer import offsets
+from albert_tf.tokenizer.offsets import IGNORABLE
 
-from . import offsets, span_windows, text_graph
+from . import span_windows, text_graph
 from .base import (
     IDS_SPEC,
     PAD_MULTIPLE,
@@ -30,7 +32,6 @@ from .base import (
     checked_inputs,
     strings,
 )
-from .offsets import IGNORABLE
 
 TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 

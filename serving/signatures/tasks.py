@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.pipeline_answers import MULTI_LABEL_THRESHOLD, class_probabilities, mean_pooled
 
 from . import text_graph
 from .base import (
@@ -44,26 +45,19 @@ TOP_K = 5  # fill_mask candidates per [MASK]
 
 def class_outputs(logits, label_names: tf.Tensor, multi_label: bool) -> dict[str, tf.Tensor]:
     """A classifier's served outputs from its logits [B,C]: probabilities (softmax, or
-    per-class sigmoids and `active` for multi_label), label_id and the label's name."""
+    per-class sigmoids and `active` for multi_label: `pipeline_answers.class_probabilities`,
+    the rule `predict_labels` answers by), label_id and the label's name."""
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    outputs = {"label_id": label_id, "label": tf.gather(label_names, label_id)}
+    outputs = {"label_id": label_id, "label": tf.gather(label_names, label_id),
+               "probabilities": class_probabilities(logits, multi_label)}
     if multi_label:
-        probabilities = tf.sigmoid(logits)
-        return {**outputs, "probabilities": probabilities, "active": probabilities > 0.5}
-    return {**outputs, "probabilities": tf.nn.softmax(logits, axis=-1)}
-
-
-def mean_pooled(sequence: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
-    """Sentence embeddings [B,H]: the mean of `sequence` [B,T,H] over the positions
-    `input_mask` [B,T] marks ([CLS] and [SEP] included), as sentence-transformers'
-    mean pooling (its 1e-9 floor on the count: an all-padding row gives zeros)."""
-    mask = tf.expand_dims(tf.cast(input_mask, sequence.dtype), -1)  # [B,T,1] (a LiteRT builtin)
-    count = tf.maximum(tf.reduce_sum(mask, axis=1), 1e-9)  # [B,1]
-    return tf.reduce_sum(sequence * mask, axis=1) / count
+        return {**outputs, "active": outputs["probabilities"] > MULTI_LABEL_THRESHOLD}
+    return outputs
 
 
 def encoder_features(model, features) -> dict[str, tf.Tensor]:
-    """The encoder outputs a signature serves (float32), for any model or its encoder."""
+    """The encoder outputs a signature serves (float32), for any model or its encoder;
+    `mean_pooled` is `pipeline_answers.mean_pooled`, the rule `AlbertEncoder.embed` answers by."""
     encoder = getattr(model, "encoder", model)
     out = encoder(features, training=False)
     sequence = tf.cast(out["sequence_output"], tf.float32)

@@ -7,21 +7,17 @@
 * `tokenize_with_masks`: "[MASK]" written in raw text becomes the [MASK] id
   (SentencePiece never produces a control symbol from text).
 
-Token offsets in the raw text are in `offsets.py`.
+* `sanitize`: malformed UTF-8 as U+FFFD (`albert_tf.tokenizer.offsets`, where token
+  offsets in the raw text are).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.tokenizer.offsets import sanitize  # noqa: F401 (re-exported)
 from albert_tf.tokenizer.ragged_rows import keep_first, keep_last  # noqa: F401 (re-exported)
 from albert_tf.tokenizer.spm import MASK_PIECE
-
-
-def sanitize(texts: tf.Tensor) -> tf.Tensor:
-    """Valid UTF-8: each malformed sequence becomes U+FFFD, as the tokenizer does."""
-    return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
-                                        replacement_char=0xFFFD)
 
 
 def pack(pre, segments: list[tf.RaggedTensor]):

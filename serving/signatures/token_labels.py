@@ -12,7 +12,8 @@ pieces), runs the token classifier and reads out, for each piece of the text
 | probabilities | float32 [B,N,C], softmax over the classes | 0 |
 | start_char, end_char | int32 [B,N], the piece's characters in the raw text (a "▁word" piece includes the space before the word) | -1 |
 
-and the entities of each text (E = most entities in a row; `entities.py`): its
+and the entities of each text (E = most entities in a row; `albert_tf.tokenizer.entity_graph`, which
+`AlbertTokenClassifier.predict_entities` runs too): its
 whitespace-separated words labelled by their first pieces, grouped by conlleval's
 rule (IOB1, IOB2 and BIOES alike; the task record's `tag_scheme` names the one the
 model was trained on):
@@ -40,9 +41,9 @@ import logging
 
 import tensorflow as tf
 
-from albert_tf import tagging
+from albert_tf.tokenizer import entity_graph, offsets
 
-from . import entities, offsets, text_graph
+from . import text_graph
 from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs, run_by_length
 
 logger = logging.getLogger(__name__)
@@ -57,8 +58,8 @@ class TokenClassifierModule(ServingModule):
         if len(names) != model.num_classes:
             raise ValueError(f"{len(names)} label names for {model.num_classes} classes")
         self.label_names = tf.constant(names)
-        self.entity_tables = entities.label_tables(names)
-        if not entities.tags_entity_ready(names):
+        self.entity_tables = entity_graph.label_tables(names)
+        if not entity_graph.tags_entity_ready(names):
             logger.warning("label names %s are not all O or B-/I-/E-/S-TYPE tags: the entity "
                            "outputs will be empty", names)
 
@@ -69,19 +70,12 @@ class TokenClassifierModule(ServingModule):
         text = text_graph.sanitize(text)
         ids, starts, ends, _ = offsets.tokenize_with_offsets(pre, text)
         probabilities = self._piece_probabilities(ids)  # [B,N,C]: the text's pieces
-        width = tf.shape(probabilities)[1]
-        is_token = tf.sequence_mask(ids.row_lengths(), width)  # [B,N]
-        label_id = tf.where(is_token, tf.argmax(probabilities, -1, output_type=tf.int32), -1)
+        label_id, is_token = entity_graph.piece_labels(probabilities, ids.row_lengths())
         rows = ids.value_rowids()
         start_char = ids.with_flat_values(offsets.chars_before(text, rows, starts.flat_values))
         end_char = ids.with_flat_values(offsets.chars_before(text, rows, ends.flat_values))
-        wordpiece = pre.wordpiece is not None
-        found = entities.words(text, wordpiece and pre.tokenizer.tokenize_chinese_chars,
-                               split_all=wordpiece and pre.tokenizer.split_characters,
-                               wordpiece=wordpiece)
-        word_label, word_score = entities.word_labels(
-            found, ends, label_id, tf.reduce_max(probabilities, -1))
-        return {**entities.entities(text, found, word_label, word_score, self.entity_tables),
+        return {**entity_graph.text_entities(pre, text, ends, label_id, probabilities,
+                                             self.entity_tables),
                 "tokens": pre.id_to_string(ids).to_tensor(""),
                 "label_id": label_id,
                 "label": tf.where(is_token, tf.gather(self.label_names, tf.maximum(label_id, 0)),
@@ -94,19 +88,8 @@ class TokenClassifierModule(ServingModule):
         """Class probabilities of every piece [B,N,C] (N = most pieces in a row; 0 past a
         row's end), each from the window that gives the piece the most context."""
         pre = self.preprocessor
-        width = pre.seq_length - 2
-        step = tagging.window_step(width)
-        lengths = ids.row_lengths()  # [B] int64
-        count = 1 + (tf.maximum(lengths - width, 0) + step - 1) // step  # windows per row
-        window_row = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), count)  # [W]
-        first_window = tf.cumsum(count, exclusive=True)  # [B]
-        start = (tf.range(tf.size(window_row, out_type=tf.int64))
-                 - tf.gather(first_window, window_row)) * step  # [W] in its row
-        size = tf.minimum(tf.gather(lengths, window_row) - start, width)
-        offset = tf.gather(ids.row_starts(), window_row) + start
-        flat = tf.ragged.range(offset, offset + size)  # [W, (size)] into ids' flat values
-        features, _ = text_graph.pack(pre, [flat.with_flat_values(
-            tf.gather(ids.flat_values, flat.flat_values))])
+        spans = entity_graph.window_spans(ids.row_lengths(), pre.seq_length - 2)
+        features, _ = text_graph.pack(pre, [entity_graph.window_pieces(ids, spans)])
         classes = self.model.num_classes
 
         def run(group):  # [b, T'] -> probabilities [b, seq_length, C]
@@ -115,25 +98,7 @@ class TokenClassifierModule(ServingModule):
 
         windows = run_by_length(run, features, self.pad_multiple,
                                 [None, pre.seq_length, classes])  # [W, seq_length, C]
-        # Each piece's window: of the (at most three) that may hold it, the one with the
-        # most context on the piece's shorter side, the first on ties (tagging.best_window).
-        rows = ids.value_rowids()
-        piece = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(ids.row_starts(), rows)
-        last = tf.gather(count, rows) - 1
-        best = tf.zeros_like(piece)
-        best_context = tf.fill(tf.shape(piece), tf.constant(-1, tf.int64))
-        for back in (2, 1, 0):  # candidates in increasing order
-            j = tf.minimum(piece // step, last) - back
-            window = tf.gather(first_window, rows) + tf.maximum(j, 0)
-            begin = tf.gather(start, window)
-            end = begin + tf.gather(size, window)
-            context = tf.minimum(piece - begin, end - 1 - piece)
-            better = (j >= 0) & (piece >= begin) & (piece < end) & (context > best_context)
-            best = tf.where(better, window, best)
-            best_context = tf.where(better, context, best_context)
-        position = piece - tf.gather(start, best) + 1  # after [CLS]
-        chosen = tf.gather_nd(windows, tf.stack([best, position], 1))  # [P, C]
-        return ids.with_flat_values(chosen).to_tensor(0.0, shape=[None, None, classes])
+        return entity_graph.piece_outputs(ids, spans, windows)
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def label_ids(self, input_word_ids, input_mask, input_type_ids):

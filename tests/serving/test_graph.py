@@ -21,7 +21,8 @@ from albert_tf import (
     AlbertSequenceClassifier,
 )
 from albert_tf.inputs import INPUT_NAMES
-from albert_tf.serving.signatures import base, offsets, span, text_graph
+from albert_tf.serving.signatures import base, span, text_graph
+from albert_tf.tokenizer import offsets
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE, truncate_seq_pair
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
@@ -304,7 +305,7 @@ def test_fine_tuning_decoder_ignores_the_same_characters_as_the_graph():
     Unicode database assigns: RE2's tables may be a version newer)."""
     import unicodedata
 
-    from albert_tf.serving.signatures.offsets import IGNORABLE
+    from albert_tf.tokenizer.offsets import IGNORABLE
     from albert_tf.training.finetune.squad import is_ignorable
 
     codes = [c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF

@@ -18,7 +18,7 @@ import unicodedata
 import pytest
 import tensorflow as tf
 
-from albert_tf.serving.signatures import entities
+from albert_tf.tokenizer import entity_graph
 from albert_tf.tokenizer.spm import AlbertTokenizer
 from albert_tf.tokenizer.wordpiece import WordPieceTokenizer, is_word_separator
 from albert_tf.tokenizer.wordpiece_graph import WordPieceGraph
@@ -68,7 +68,7 @@ def test_python_graph_and_served_entity_words_split_as_bert_does():
     tok = WordPieceTokenizer(WORDPIECE_VOCAB)
     texts = _texts()
     graph = WordPieceGraph(tok).tokenize(tf.constant(texts)).to_list()
-    served = entities.words(tf.constant(texts), wordpiece=True)["start_char"].row_lengths()
+    served = entity_graph.words(tf.constant(texts), wordpiece=True)["start_char"].row_lengths()
     for char, text, ids, count in zip(CHARS, texts, graph, served.numpy()):
         words = bert_words(text)
         assert len(words) == (2 if is_word_separator(char) else 1), repr(char)

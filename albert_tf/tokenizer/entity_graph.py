@@ -1,4 +1,14 @@
-"""In-graph entities from per-piece labels: words of the raw text, conlleval's rule, offsets.
+"""In-graph entities from per-piece labels: windows, words of the raw text, conlleval's rule.
+
+The one implementation of a token classifier's answers on raw text: the served
+`serving_default(text)` (`serving/signatures/token_labels.py`) and the Python
+`AlbertTokenClassifier.predict_entities` (`text_answers`) both run these functions.
+
+A text longer than one window (seq_length - 2 pieces) is labelled window by window,
+as `finetune --task ner` evaluates it (`albert_tf.tagging.windows`, each half a window
+after the last): `window_spans` / `window_pieces` cut the windows, and each piece takes
+its outputs from the window that gives it the most context (`piece_outputs`,
+`tagging.best_window`).
 
 A word is a maximal run of characters that do not end a word by the tokenizer's rule
 (SentencePiece: `str.isspace`; WordPiece: BERT's, `is_word_separator`, which reads the
@@ -13,7 +23,8 @@ probability of the word's label.
 A word with no piece (made only of characters the tokenizer drops) is read as O.
 
 Everything works on the flat values of ragged tensors, keyed `row * ROW_STRIDE +
-position` for per-row searches (as `offsets.py`).
+position` for per-row searches (as `offsets.py`). Part of the in-graph tokenizer
+(TensorFlow at module level).
 """
 
 from __future__ import annotations
@@ -23,10 +34,9 @@ import tensorflow as tf
 
 from albert_tf import tagging
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.offsets import ROW_STRIDE, substrings
 from albert_tf.tokenizer.wordpiece import CJK_RANGES
 from albert_tf.tokenizer.wordpiece_graph import separator_ranges
-
-from .offsets import ROW_STRIDE, substrings
 
 # Prefix codes of the per-class tables; O is 0.
 _CODES = {tagging.OUTSIDE: 0, "B": 1, "I": 2, "E": 3, "S": 4}
@@ -61,6 +71,94 @@ def tags_entity_ready(label_names) -> bool:
     except ValueError:
         return False
     return True
+
+
+def window_spans(lengths: tf.Tensor, width: int) -> dict[str, tf.Tensor]:
+    """The windows of rows of `lengths` [B] pieces, `width` pieces each, half a window
+    apart (`tagging.windows`, one window for a row that fits, an empty row included).
+
+    Returns:
+      {"start", "size": int64 [W] (in its row), "row": int64 [W], "count": int64 [B]
+      (windows per row), "first": int64 [B] (each row's first window), "step": the
+      pieces between two windows' starts}.
+    """
+    step = tagging.window_step(width)
+    lengths = tf.cast(lengths, tf.int64)
+    count = 1 + (tf.maximum(lengths - width, 0) + step - 1) // step  # windows per row
+    row = tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), count)  # [W]
+    first = tf.cumsum(count, exclusive=True)  # [B]
+    start = (tf.range(tf.size(row, out_type=tf.int64)) - tf.gather(first, row)) * step
+    size = tf.minimum(tf.gather(lengths, row) - start, width)
+    return {"start": start, "size": size, "row": row, "count": count, "first": first,
+            "step": tf.constant(step, tf.int64)}
+
+
+def window_pieces(ids: tf.RaggedTensor, spans: dict[str, tf.Tensor]) -> tf.RaggedTensor:
+    """The pieces of each window [W, (size)] of `ids` [B, (n)] (`window_spans`)."""
+    offset = tf.gather(ids.row_starts(), spans["row"]) + spans["start"]
+    flat = tf.ragged.range(offset, offset + spans["size"])  # [W, (size)] into ids' flat values
+    return flat.with_flat_values(tf.gather(ids.flat_values, flat.flat_values))
+
+
+def piece_outputs(pieces: tf.RaggedTensor, spans: dict[str, tf.Tensor],
+                  windows: tf.Tensor) -> tf.Tensor:
+    """Each piece's outputs [B, N, C] (N = most pieces in a row; 0 past a row's end),
+    from the window that gives the piece the most context on its shorter side, the first
+    on ties (`tagging.best_window`).
+
+    Args:
+      pieces: any [B, (n)] ragged tensor with a value per piece (its rows are read).
+      spans: `window_spans(pieces.row_lengths(), width)`.
+      windows: [W, T, C] the packed windows' outputs, position 0 [CLS].
+    """
+    rows = pieces.value_rowids()
+    piece = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(pieces.row_starts(), rows)
+    start, size, first, step = spans["start"], spans["size"], spans["first"], spans["step"]
+    last = tf.gather(spans["count"], rows) - 1
+    best = tf.zeros_like(piece)
+    best_context = tf.fill(tf.shape(piece), tf.constant(-1, tf.int64))
+    for back in (2, 1, 0):  # candidates in increasing order (at most three hold a piece)
+        j = tf.minimum(piece // step, last) - back
+        window = tf.gather(first, rows) + tf.maximum(j, 0)
+        begin = tf.gather(start, window)
+        end = begin + tf.gather(size, window)
+        context = tf.minimum(piece - begin, end - 1 - piece)
+        better = (j >= 0) & (piece >= begin) & (piece < end) & (context > best_context)
+        best = tf.where(better, window, best)
+        best_context = tf.where(better, context, best_context)
+    position = piece - tf.gather(start, best) + 1  # after [CLS]
+    chosen = tf.gather_nd(windows, tf.stack([best, position], 1))  # [P, C]
+    return pieces.with_flat_values(chosen).to_tensor(
+        0.0, shape=[None, None, windows.shape[-1]])
+
+
+def piece_labels(probabilities: tf.Tensor, lengths: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(label id int32 [B,N], -1 past a row's `lengths`; is a piece bool [B,N]) of the
+    pieces' class probabilities [B,N,C] (`piece_outputs`): the most probable class."""
+    is_token = tf.sequence_mask(lengths, tf.shape(probabilities)[1])  # [B,N]
+    label_id = tf.where(is_token, tf.argmax(probabilities, -1, output_type=tf.int32), -1)
+    return label_id, is_token
+
+
+def text_entities(pre, texts: tf.Tensor, piece_ends: tf.RaggedTensor, label_id: tf.Tensor,
+                  probabilities: tf.Tensor, tables) -> dict[str, tf.Tensor]:
+    """ENTITY_OUTPUTS of `texts` [B] (sanitized) from its pieces' labels: the words as
+    `pre`'s tokenizer separates them (`words`: WordPiece's separators, its
+    tokenize_chinese_chars and split_characters), each labelled by its first piece
+    (`word_labels`), grouped by conlleval's rule (`entities`).
+
+    Args:
+      pre: the `AlbertPreprocessor` that tokenized the texts.
+      piece_ends: [B, (n)] byte offsets just past each piece (`offsets.tokenize_with_offsets`).
+      label_id, probabilities: [B,N] and [B,N,C] (`piece_labels`, `piece_outputs`).
+      tables: `label_tables(label_names)`.
+    """
+    wordpiece = pre.wordpiece is not None
+    found = words(texts, wordpiece and pre.tokenizer.tokenize_chinese_chars,
+                  split_all=wordpiece and pre.tokenizer.split_characters, wordpiece=wordpiece)
+    word_label, word_score = word_labels(found, piece_ends, label_id,
+                                         tf.reduce_max(probabilities, -1))
+    return entities(texts, found, word_label, word_score, tables)
 
 
 def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False,

@@ -15,6 +15,10 @@ combining marks may shift a boundary within the cluster.
 Everything works on the flat values of ragged tensors, so the cost follows the
 total text length, not batch size x longest text. Per-row searches use one
 sorted key per row `row * ROW_STRIDE + local key`.
+
+Part of the in-graph tokenizer (TensorFlow at module level): the served span and
+token-classification signatures and a task model's Python answers on raw text
+(`text_answers`) read offsets here.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ from albert_tf.tokenizer.wordpiece_graph import row_cumsum as _row_cumsum
 IGNORABLE = r"[\s\p{Z}\p{Cc}\p{Cf}\p{M}\x{FFFD}]"
 # Local keys (twice a normalised byte offset) stay far below this: rows never mix.
 ROW_STRIDE = 1 << 40
+
+
+def sanitize(texts: tf.Tensor) -> tf.Tensor:
+    """Valid UTF-8: each malformed sequence becomes U+FFFD, as the tokenizer does (the
+    offsets of this module refer to the sanitized bytes)."""
+    return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
 
 
 def tokenize_with_offsets(pre, texts: tf.Tensor):
