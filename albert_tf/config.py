@@ -3,11 +3,8 @@
 One frozen dataclass is the single home for architectural defaults. It reads the
 original google-research `albert_config.json` files as released (brightmart/albert_zh's
 too, with their own keys) and Hugging Face ALBERT `config.json` files, writes
-`albert_config.json`, and carries the paper's sizes (`SIZES`: albert-base, ...).
-
-Words: a *size* is one of the paper's architectures (`AlbertConfig.from_size`); a
-*preset*, as in KerasHub, is whatever `from_preset` loads weights from (a checkpoint
-directory, a hub handle or a released name: `albert-tf presets`).
+`albert_config.json`, and carries the paper's sizes (`SIZES`, `from_size`); a *preset*,
+as in KerasHub, is what a model's `from_preset` loads weights from.
 """
 
 from __future__ import annotations
@@ -110,11 +107,8 @@ def check_sequence_length(seq_length: int, max_position_embeddings: int | None =
     minimum applies. A command that needs more room for its own reason (SQuAD's
     question and context, a pretraining pair) checks that separately, after this.
 
-    Args:
-      seq_length: tokens per sequence, [CLS] and [SEP]s included.
-      max_position_embeddings: the model's position table, or None.
-      where: where the value comes from, for the message ("--seq-length",
-        "checkpoint out/mrpc", "in out/albert_task.json").
+    Args: `seq_length`, tokens per sequence ([CLS] and [SEP]s included); the model's
+    position table, or None; `where` the value comes from, for the message.
 
     Raises ConfigError, one text naming the value, the limits and `where`:
     `check_sequence_length(2, 512, "--seq-length")` -> "seq_length=2 must be an integer
@@ -353,20 +347,15 @@ class AlbertConfig:
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> AlbertConfig:
-        """The old name of `from_size` (a FutureWarning; it goes in a later release)."""
+        """`from_size`'s old name, for one release (a FutureWarning)."""
         warnings.warn("AlbertConfig.from_preset is now AlbertConfig.from_size (a preset is "
-                      "what a model's from_preset loads weights from)", FutureWarning,
-                      stacklevel=2)
+                      "what a model's from_preset loads weights from)", FutureWarning, 2)
         return cls.from_size(name, **overrides)
 
     @classmethod
     def from_size_or_file(cls, spec: str) -> AlbertConfig:
-        """A size (albert-base, ...) or the path of a config JSON file.
-
-        Something that is neither is reported as an unknown size listing the sizes,
-        unless it looks like a path (a separator or .json), which is reported as a
-        missing file.
-        """
+        """A size (albert-base, ...) or the path of a config JSON file; neither is an
+        unknown size listing the sizes, unless it looks like a path (a missing file)."""
         if spec in SIZES:
             return cls.from_size(spec)
         if os.path.exists(spec) or os.sep in spec or spec.endswith(".json"):
