@@ -468,11 +468,59 @@ def run(cfg: PretrainConfig, allow_changes: Iterable[str] = (),
 
 def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration | None,
          strategy, chief: bool, precision_choice: precision.PrecisionChoice | None) -> dict:
-    """`run` once the strategy is built and output_dir claimed."""
+    """`run` once the strategy is built and output_dir claimed, in five steps: set-up
+    (every check before any work), the precision and the run's record, the model (restored
+    from its last checkpoint), fit, and the finish (divergence, export, summary)."""
+    setup = _setup(cfg, strategy)
+    choice = precision_choice or resolve_precision(
+        setup.cfg, strategy, setup.resolved, setup.vocab_size,
+        (setup.seq_length, setup.max_predictions), setup.resuming)
+    cfg = dataclasses.replace(setup.cfg, jit_compile=choice.jit_compile)
+    policy = distribute.set_precision(choice.precision, strategy)
+    record = _RunRecord(cfg.output_dir, _run_record(setup, choice, policy, strategy), chief)
+    if setup.resuming:  # the same run?
+        check_resume(cfg.output_dir, record.values, allow_changes)
+    model, checkpoints, start, rate = _restored_model(cfg, setup, strategy, chief, calibration)
+    record.write()
+    history, progress, scheduled = _fit(model, cfg, setup, strategy, chief, start, checkpoints,
+                                        record, calibration, rate)
+    checkpoints.close()
+    _check_diverged(progress, setup.checkpoint_dir)
+    exported = _export(model, cfg, setup.seq_length) if chief else None
+    return {"start_step": start, "step": progress.step, "exported": exported,
+            "precision": policy, "jit_compile": bool(model.jit_compile),
+            "precision_candidates": choice.candidates,
+            "examples_per_sec": progress.throughput() if history else 0.0,
+            "steady_examples_per_sec": progress.steady_throughput() if history else None,
+            "history": {k: [float(x) for x in v] for k, v in history.items()},
+            "calibration": None if scheduled is None else {
+                **(scheduled.chosen or {}), "schedule_overhead_s": scheduled.overhead_s}}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """What the checks before any work found: the run's config (sentence-pair loss
+    decided), the data's shapes, the vocabulary's size, the resolved model config."""
+
+    cfg: PretrainConfig
+    seq_length: int
+    max_predictions: int
+    vocab_size: int | None
+    resolved: tuple  # run_model_config's
+    checkpoint_dir: str
+    resuming: bool
+
+    @property
+    def config(self):
+        return self.resolved[0]
+
+
+def _setup(cfg: PretrainConfig, strategy) -> _Setup:
+    """Every check before any work: the batch over the replicas, the data's shards, the
+    output directory, the vocabulary against the model, the sequence length."""
     distribute.scale_batch(cfg.global_batch_size, strategy)  # splits across the replicas
     fit_steps.check_replica_accumulation(cfg.global_batch_size, cfg.gradient_accumulation_steps,
                                          strategy, "global_batch_size")
-
     shapes = data_shapes(cfg.train_data)
     cfg = dataclasses.replace(cfg, sentence_pair_loss=sentence_pair_loss(cfg))
     seq_length = shapes[0] if cfg.seq_length is None else cfg.seq_length
@@ -484,50 +532,66 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
     # A checkpoint or model beside no run_config.json is not a run of ours to resume.
     atomic.check_resumable(cfg.output_dir, RUN_ENTRIES, (RUN_CONFIG_FILE,), "output_dir",
                            "pretrain")
-    vocab_size = None
-    if cfg.spm_model:
-        vocab_size = python_tokenizer(cfg.spm_model).vocab_size
+    vocab_size = python_tokenizer(cfg.spm_model).vocab_size if cfg.spm_model else None
     resolved = run_model_config(cfg, vocab_size)  # checks the vocabulary's size
-    config = resolved[0]
-    config.check_sequence_length(seq_length, where=f"data {cfg.train_data}")
+    resolved[0].check_sequence_length(seq_length, where=f"data {cfg.train_data}")
     checkpoint_dir = run_layout.checkpoints_dir(cfg.output_dir)
-    resuming = tf.train.latest_checkpoint(checkpoint_dir) is not None
-    choice = precision_choice or resolve_precision(
-        cfg, strategy, resolved, vocab_size, (seq_length, max_predictions), resuming)
-    requested, cfg = cfg, dataclasses.replace(cfg, jit_compile=choice.jit_compile)
-    policy = distribute.set_precision(choice.precision, strategy)
-    record = {**dataclasses.asdict(requested), "resolved": {
-        "seq_length": seq_length, "max_predictions": max_predictions, "precision": policy,
-        "xla": distribute.resolve_jit_compile(choice.jit_compile),
+    return _Setup(cfg, seq_length, max_predictions, vocab_size, resolved, checkpoint_dir,
+                  tf.train.latest_checkpoint(checkpoint_dir) is not None)
+
+
+def _run_record(setup: _Setup, choice: precision.PrecisionChoice, policy: str,
+                strategy) -> dict:
+    """run_config.json: the options as asked, and what they resolved to."""
+    return {**dataclasses.asdict(setup.cfg), "resolved": {
+        "seq_length": setup.seq_length, "max_predictions": setup.max_predictions,
+        "precision": policy, "xla": distribute.resolve_jit_compile(choice.jit_compile),
         "precision_candidates": choice.candidates, "replicas": strategy.num_replicas_in_sync,
-        "albert_config": config.to_dict(),
-        "sentence_pair_loss": cfg.sentence_pair_loss is not False,
+        "albert_config": setup.config.to_dict(),
+        "sentence_pair_loss": setup.cfg.sentence_pair_loss is not False,
         # What the run trains on: a resume on other data is refused (progress.check_resume).
-        "train_files": input_pipeline.fingerprint(list_files(cfg.train_data))}}
-    if resuming:  # the same run?
-        check_resume(cfg.output_dir, record, allow_changes)
+        "train_files": input_pipeline.fingerprint(list_files(setup.cfg.train_data))}}
+
+
+class _RunRecord:
+    """run_config.json's values, written (by the chief) whenever they change."""
+
+    def __init__(self, output_dir: str, values: dict, chief: bool):
+        self.output_dir, self.values, self.chief = output_dir, values, chief
+
+    def write(self) -> None:
+        if self.chief:
+            tf.io.gfile.makedirs(self.output_dir)
+            atomic.atomic_write_json(os.path.join(self.output_dir, RUN_CONFIG_FILE),
+                                     self.values, sort_keys=True)
+
+
+def _restored_model(cfg: PretrainConfig, setup: _Setup, strategy, chief: bool,
+                    calibration: Calibration | None):
+    """(the model, its Checkpoints, the step restored, the calibrated learning-rate
+    variable or None)."""
     rate = None
     if calibration is not None:
         with strategy.scope():
             rate = tf.Variable(0.0, trainable=False, dtype=tf.float32, name="learning_rate")
-    model = build_model(cfg, strategy, vocab_size, resolved, learning_rate=rate)
-    checkpoints = Checkpoints(model, checkpoint_dir, cfg.keep_checkpoints, chief)
+    model = build_model(cfg, strategy, setup.vocab_size, setup.resolved, learning_rate=rate)
+    checkpoints = Checkpoints(model, setup.checkpoint_dir, cfg.keep_checkpoints, chief)
     start = checkpoints.restore()
     if calibration is not None:
         _check_calibration(cfg, calibration, start)
+    return model, checkpoints, start, rate
 
-    def write_record():
-        if chief:
-            tf.io.gfile.makedirs(cfg.output_dir)
-            atomic.atomic_write_json(os.path.join(cfg.output_dir, RUN_CONFIG_FILE), record,
-                                     sort_keys=True)
 
-    write_record()
-    train, evaluation = make_datasets(cfg, strategy, seq_length, max_predictions, start, config)
+def _fit(model, cfg: PretrainConfig, setup: _Setup, strategy, chief: bool, start: int,
+         checkpoints, record: _RunRecord, calibration: Calibration | None, rate):
+    """`model.fit` from `start` to train_steps, an epoch per checkpoint: (its history,
+    the progress callback, the calibrated schedule or None)."""
+    train, evaluation = make_datasets(cfg, strategy, setup.seq_length, setup.max_predictions,
+                                      start, setup.config)
     progress = PretrainProgress(
         start_step=start, train_steps=cfg.train_steps,
         examples_per_step=cfg.global_batch_size,
-        tokens_per_step=cfg.global_batch_size * seq_length, log_every=cfg.log_every,
+        tokens_per_step=cfg.global_batch_size * setup.seq_length, log_every=cfg.log_every,
         tensorboard_dir=run_layout.tensorboard_dir(cfg.output_dir) if chief else None,
         save=checkpoints.save)
     callbacks = [progress]
@@ -536,9 +600,9 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
         def chosen(train_steps: int, warmup_steps: int, seconds: float) -> None:
             # Recorded before any checkpoint exists: a resume finds these counts.
             progress.train_steps = train_steps
-            record.update(train_steps=train_steps, warmup_steps=warmup_steps,
-                          calibration=scheduled.chosen)
-            write_record()
+            record.values.update(train_steps=train_steps, warmup_steps=warmup_steps,
+                                 calibration=scheduled.chosen)
+            record.write()
             if "shortened_at" not in scheduled.chosen:  # a shortening logs its own line
                 logger.info("calibrated: %.3f s/step over %d steps -> train_steps=%d, "
                             "warmup_steps=%d", seconds, calibration.steps, train_steps,
@@ -546,39 +610,35 @@ def _run(cfg: PretrainConfig, allow_changes: list[str], calibration: Calibration
 
         scheduled = _CalibratedSchedule(rate, cfg, calibration, chosen)
         callbacks.insert(0, scheduled)  # the stop step is set before progress checks it
-    history = {}
-    if start < cfg.train_steps:
-        initial_epoch = start // cfg.checkpoint_every
-        epochs = initial_epoch + math.ceil((cfg.train_steps - start) / cfg.checkpoint_every)
-        try:
-            history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
-                                initial_epoch=initial_epoch, validation_data=evaluation,
-                                validation_steps=cfg.eval_steps if evaluation else None,
-                                callbacks=callbacks, shuffle=False,
-                                verbose=1 if chief else 0).history
-        except tf.errors.InvalidArgumentError as e:
-            raise _data_error(e) from e
-    else:
+    if start >= cfg.train_steps:
         logger.info("checkpoint is at step %d >= train_steps=%d: nothing to train",
                     start, cfg.train_steps)
-    checkpoints.close()
-    if progress.diverged is not None:  # nothing exported: the checkpoints before it stay
-        step, loss = progress.diverged
-        latest = tf.train.latest_checkpoint(checkpoint_dir)
-        kept = (f"{latest} is kept: rerun with a lower learning_rate and --allow-change "
-                "learning_rate to resume from it" if latest else "no checkpoint was written: "
-                "rerun with a lower learning_rate (or clipnorm)")
-        raise DivergedError(f"pretraining stopped at step {step}: the loss is {loss}; nothing "
-                            f"was exported; {kept}")
-    exported = _export(model, cfg, seq_length) if chief else None
-    return {"start_step": start, "step": progress.step, "exported": exported,
-            "precision": policy, "jit_compile": bool(model.jit_compile),
-            "precision_candidates": choice.candidates,
-            "examples_per_sec": progress.throughput() if history else 0.0,
-            "steady_examples_per_sec": progress.steady_throughput() if history else None,
-            "history": {k: [float(x) for x in v] for k, v in history.items()},
-            "calibration": None if scheduled is None else {
-                **(scheduled.chosen or {}), "schedule_overhead_s": scheduled.overhead_s}}
+        return {}, progress, scheduled
+    initial_epoch = start // cfg.checkpoint_every
+    epochs = initial_epoch + math.ceil((cfg.train_steps - start) / cfg.checkpoint_every)
+    try:
+        history = model.fit(train, steps_per_epoch=cfg.checkpoint_every, epochs=epochs,
+                            initial_epoch=initial_epoch, validation_data=evaluation,
+                            validation_steps=cfg.eval_steps if evaluation else None,
+                            callbacks=callbacks, shuffle=False,
+                            verbose=1 if chief else 0).history
+    except tf.errors.InvalidArgumentError as e:
+        raise _data_error(e) from e
+    return history, progress, scheduled
+
+
+def _check_diverged(progress: PretrainProgress, checkpoint_dir: str) -> None:
+    """DivergedError when the loss stopped being finite (nothing exported; the
+    checkpoints before it stay)."""
+    if progress.diverged is None:
+        return
+    step, loss = progress.diverged
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    kept = (f"{latest} is kept: rerun with a lower learning_rate and --allow-change "
+            "learning_rate to resume from it" if latest else "no checkpoint was written: "
+            "rerun with a lower learning_rate (or clipnorm)")
+    raise DivergedError(f"pretraining stopped at step {step}: the loss is {loss}; nothing "
+                        f"was exported; {kept}")
 
 
 def _data_error(e) -> Exception:
