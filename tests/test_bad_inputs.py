@@ -30,6 +30,7 @@ import pytest
 
 from albert_tf import errors
 from albert_tf.infra import atomic, cli
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES
 
 TINY = ["albert.embedding_size=16", "albert.hidden_size=32", "albert.num_hidden_layers=1",
@@ -757,7 +758,7 @@ def test_importing_the_models_under_an_unsupported_keras_is_one_clear_error():
               "import albert_tf.models")
     env = {k: v for k, v in os.environ.items() if k != "ALBERT_TF_ALLOW_ANY_KERAS"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=SAFETY_NET_S)
     assert proc.returncode != 0
     assert "UnsupportedKerasError: albert-tf supports Keras 3.10 to 3.15.x" in proc.stderr
     assert "Keras 3.99.0 is installed" in proc.stderr

@@ -33,6 +33,7 @@ import pytest
 from albert_tf import errors
 from albert_tf.checkpoint import CheckpointError, convert, open_checkpoint, save_checkpoint
 from albert_tf.infra import atomic, cli
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
 
@@ -650,7 +651,7 @@ def test_two_pretrains_into_one_output_dir_the_second_is_refused(tmp_path, shard
             time.sleep(0.1)
         second = _cli_process("pretrain", "--train-data", shard, "--output-dir", out,
                               "--spm-model", spm_model_path, *_tiny_pretrain(train_steps=2000))
-        code, lines = second.wait(timeout=120), second.stderr.read().strip().splitlines()
+        code, lines = second.wait(timeout=SAFETY_NET_S), second.stderr.read().strip().splitlines()
         assert code == 2 and lines[-1] == (
             f"albert-tf pretrain: {out} is being written by another process (pid "
             f"{first.pid}); wait for it to finish, or choose another output"), lines[-3:]
@@ -786,7 +787,7 @@ def test_sigterm_mid_pretraining_leaves_whole_checkpoints(tmp_path, shard, spm_m
         time.sleep(0.05)
     assert proc.poll() is None, proc.stderr.read()[-2000:]
     proc.send_signal(signal.SIGTERM)
-    code, lines = proc.wait(timeout=120), proc.stderr.read().strip().splitlines()
+    code, lines = proc.wait(timeout=SAFETY_NET_S), proc.stderr.read().strip().splitlines()
     assert code == 128 + signal.SIGTERM, lines[-3:]
     assert lines[-1] == "albert-tf pretrain: terminated (SIGTERM)"
     names = os.listdir(checkpoints)

@@ -24,6 +24,7 @@ import pytest
 
 from albert_tf.errors import UserError
 from albert_tf.infra import cli
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES, REPO
 from tests.test_bad_inputs import hidden_temporaries
 
@@ -202,7 +203,7 @@ def test_python_dash_m_defers_as_the_console_script_does():
     runs cli.py a second time as `__main__`; a handler of that copy ignored the deferral
     the commands ask of the imported module, and a checkpoint save was cut half-way."""
     result = subprocess.run([sys.executable, "-c", _DEFERRED_UNDER_DASH_M], text=True,
-                            capture_output=True, timeout=120, cwd=REPO)
+                            capture_output=True, timeout=SAFETY_NET_S, cwd=REPO)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
     assert result.stdout.split() == ["whole"]
     assert result.stderr.strip().splitlines()[-1] == "albert-tf vocab: terminated (SIGTERM)"

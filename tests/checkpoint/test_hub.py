@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import types
 from http.server import BaseHTTPRequestHandler
 
@@ -25,6 +24,7 @@ import pytest
 
 from albert_tf.checkpoint import CheckpointError, hub, open_checkpoint, released
 from albert_tf.errors import UserError
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.local_server import LocalServer
 from tests.helpers.paths import FIXTURES, TASK_FIXTURES
 
@@ -402,13 +402,11 @@ def test_an_endpoint_that_never_answers_is_one_line_within_the_timeout(tmp_path)
     env = dict(offline_env(tmp_path), HF_ENDPOINT=server.url, ALBERT_TF_HUB_TIMEOUT="1")
     env.pop("HF_HUB_OFFLINE")
     try:
-        start = time.monotonic()
         result = subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", "convert",
                                  "hf://someorg/m", str(tmp_path / "out")], capture_output=True,
-                                text=True, env=env, timeout=90)
-        elapsed = time.monotonic() - start
+                                text=True, env=env, timeout=SAFETY_NET_S)
     except subprocess.TimeoutExpired:
-        pytest.fail("albert-tf convert hf://... still waited after 90 s")
+        pytest.fail(f"albert-tf convert hf://... still waited after {SAFETY_NET_S} s")
     finally:
         answer.set()
         server.close()
@@ -416,7 +414,8 @@ def test_an_endpoint_that_never_answers_is_one_line_within_the_timeout(tmp_path)
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("albert-tf convert: hf://someorg/m: ") and server.url in last
     assert "did not answer within 1 s (ALBERT_TF_HUB_TIMEOUT" in last, last
-    assert "Traceback" not in result.stderr and elapsed < 60 and not os.path.exists(tmp_path / "out")
+    # the endpoint never answers: an answer at all is the timeout's (no clock verdict)
+    assert "Traceback" not in result.stderr and not os.path.exists(tmp_path / "out")
 
 
 def test_the_hub_timeout_setting_is_checked(monkeypatch):

@@ -17,6 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import REPO
 
 # batch 3, seq 7, heads 3, head size 5: every axis a different size.
@@ -123,7 +124,7 @@ def test_fused_and_einsum_attention_agree_on_jax():
     np.savez(path, q=q, k=k, v=v, mask=mask, reference=reference)
     env = {**os.environ, "KERAS_BACKEND": "jax"}
     result = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True,
-                            text=True, cwd=REPO, timeout=180)
+                            text=True, cwd=REPO, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
 

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 from albert_tf import AlbertSequenceClassifier, save_checkpoint
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.model.test_presets import TEXTS, _config
 
 LOAD = r"""
@@ -53,5 +54,5 @@ def test_import_albert_tf_imports_neither_keras_nor_tensorflow():
     script = ("import sys, albert_tf; heavy = [m for m in ('keras', 'tensorflow') "
               "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]

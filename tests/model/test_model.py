@@ -1,7 +1,5 @@
 import ast
 import os
-import subprocess
-import sys
 import textwrap
 
 import keras
@@ -21,6 +19,7 @@ from albert_tf import (
 from albert_tf.embedding import AlbertEmbedding
 from albert_tf.heads import ClassificationHead, MaskedLMHead
 from albert_tf.transformer import AttentionSublayer, FeedForwardSublayer, TransformerBlock
+from tests.helpers.jax_backend import run_on_jax
 from tests.helpers.model_harness import (
     BATCH,
     CHOICES,
@@ -349,11 +348,7 @@ def test_model_trains_on_the_jax_backend_without_tensorflow():
         assert 0.0 <= history["mlm_accuracy"][-1] <= 1.0
         print("ok")
     """)
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                            cwd=REPO, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok")
+    assert run_on_jax(code).strip().endswith("ok")
 
 
 @pytest.mark.parametrize("sharing, groups, inner", [

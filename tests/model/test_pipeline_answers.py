@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import keras
@@ -22,8 +20,9 @@ from seqeval.metrics.sequence_labeling import get_entities
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertSequenceClassifier, AlbertTokenClassifier
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from albert_tf.tokenizer.spm import AlbertTokenizer
+from tests.helpers.jax_backend import run_on_jax
 from tests.helpers.model_harness import tiny_config
-from tests.helpers.paths import FIXTURES, REAL_CHINESE_VOCAB, REPO, TASK_FIXTURES
+from tests.helpers.paths import FIXTURES, REAL_CHINESE_VOCAB, TASK_FIXTURES
 from tests.helpers.wordpiece import WORDPIECE_VOCAB
 from tests.serving import test_entities
 from tests.serving.test_entities import LABELS, SEQ
@@ -226,11 +225,7 @@ def test_the_answers_need_no_tensorflow_for_token_ids_on_jax():
             assert "has no tokenizer" in str(e)
         print("ok")
     """)
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                            cwd=REPO, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok")
+    assert run_on_jax(code).strip().endswith("ok")
 
 
 def test_predict_entities_and_embed_on_the_jax_backend():
@@ -248,11 +243,7 @@ def test_predict_entities_and_embed_on_the_jax_backend():
         print(json.dumps({{"entities": model.predict_entities({texts!r}),
                           "embed": encoder.embed({texts!r}).tolist()}}))
     """)
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                            cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    on_jax = json.loads(result.stdout.strip().splitlines()[-1])
+    on_jax = json.loads(run_on_jax(code).strip().splitlines()[-1])
     want = AlbertTokenClassifier.from_preset(token, seq_length=16).predict_entities(texts)
     assert sum(len(row) for row in want) >= 2
     assert [[{**e, "score": 0} for e in row] for row in on_jax["entities"]] == \

@@ -24,6 +24,7 @@ from albert_tf.tokenizer.spm import (
     normalize_text,
     truncate_seq_pair,
 )
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 # ---- independent references ------------------------------------------------------------------
@@ -258,7 +259,7 @@ def test_tokenizer_works_without_tensorflow(spm_model_path):
     texts = HARD_CASES[:40]
     package_dir = os.path.dirname(os.path.dirname(albert_tf.tokenizer.spm.__file__))
     result = subprocess.run([sys.executable, "-c", _NO_TF_SCRIPT, spm_model_path, package_dir],
-                            input=json.dumps(texts), capture_output=True, text=True, timeout=60)
+                            input=json.dumps(texts), capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout)
     tok = AlbertTokenizer(spm_model_path)
