@@ -16,6 +16,10 @@ each case the softmax normalisers (`log_z`: log-sum-exp of the masked start
 and end logits), so a span's logit score s + e maps to the pipeline's probability
 exp(s + e - log_z).
 
+`windows` records how transformers' tokenizer cuts a long context with
+`return_overflowing_tokens=True, stride=overlap` (the pipeline's doc_stride): each
+window's first context piece and count.
+
 Run:
     /work/refvenv/bin/python tools/make_qa_pipeline_reference.py   # -> tests/fixtures/...
 """
@@ -110,6 +114,24 @@ def case(model, tokenizer, question, context):
     return {"question": question, "context": context, "log_z": sum(log_z), "answers": results}
 
 
+def overflow_windows(tokenizer, question, context, overlap):
+    """The windows transformers' tokenizer cuts a long context into with `stride=overlap`
+    (what its question-answering pipeline calls doc_stride): (first context piece, count)
+    each, with the question's pieces and the context's."""
+    enc = tokenizer(question, context, truncation="only_second", max_length=SEQ_LENGTH,
+                    return_overflowing_tokens=True, stride=overlap)
+    whole = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in whole["offset_mapping"]]
+    spans = []
+    for encoding in enc.encodings:
+        mine = [tuple(o) for o, sid in zip(encoding.offsets, encoding.sequence_ids) if sid == 1]
+        first = next(i for i in range(len(offsets)) if offsets[i:i + len(mine)] == mine)
+        spans.append([first, len(mine)])
+    query = sum(sid == 0 for sid in enc.encodings[0].sequence_ids)
+    return {"question": question, "context": context, "overlap": overlap,
+            "question_pieces": query, "context_pieces": len(offsets), "windows": spans}
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=OUT)
@@ -123,10 +145,13 @@ def main(argv):
         found = case(model, tokenizer, rng.choice(QUESTIONS),
                      " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 3) if len(cases) % 3 else 1)))
         cases += [found] if found else []
+    long = " ".join(rng.choice(SENTENCES) for _ in range(20))
+    windows = [overflow_windows(tokenizer, question, long, overlap)
+               for question in QUESTIONS[:2] for overlap in (0, 8, 20, 40)]
     settings = {"seq_length": SEQ_LENGTH, "options": OPTIONS,
                 "transformers": transformers.__version__, "torch": torch.__version__}
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"settings": settings, "cases": cases}, f, indent=1)
+        json.dump({"settings": settings, "cases": cases, "windows": windows}, f, indent=1)
         f.write("\n")
     empty = sum(a["answer"] == "" for c in cases for row in c["answers"] for a in row)
     print(f"wrote {args.out}: {len(cases)} cases x {len(OPTIONS)} option sets, {empty} empty "
