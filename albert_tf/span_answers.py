@@ -9,8 +9,8 @@ context only (`serving/signatures/span_windows.py`).
 
 The pipeline's options, mapped onto the task record's settings (`QaOptions.applied`):
 
-* `top_k`: answers per question (the record's `n_best` stays the candidate pool of
-  each window; it grows to `top_k` when that is larger);
+* `top_k`: answers per question, the record's `top_k` (its `n_best` stays the candidate
+  pool of each window; it grows to `top_k` when that is larger);
 * `max_answer_len`: the longest answer in pieces, the record's `max_answer_length`;
 * `handle_impossible_answer`: True: the empty answer competes. A start/end head
   (Hugging Face's AlbertForQuestionAnswering) scores it as the lowest [CLS] null score of
@@ -40,28 +40,24 @@ from albert_tf.span_decoding import (
     window_candidates,
 )
 
-# The pipeline's top_k at most this many answers a question (a bound on the work asked).
-MAX_TOP_K = 1000
-
 
 @dataclasses.dataclass(frozen=True)
 class QaOptions:
     """transformers' question-answering pipeline options (see the module docstring)."""
 
-    top_k: int = 1
+    top_k: int | None = 1  # None: the record's (export without --top-k)
     max_answer_len: int | None = None
     handle_impossible_answer: bool | None = None
     align_to_words: bool = False
 
     def __post_init__(self):
-        for name, low, high in (("top_k", 1, MAX_TOP_K), ("max_answer_len", 1, None)):
+        # The upper bounds are the task record's (`applied` validates it).
+        for name in ("top_k", "max_answer_len"):
             value = getattr(self, name)
-            if value is None and name != "top_k":
+            if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-                    or value < low or (high is not None and value > high):
-                bound = f"an integer >= {low}" + (f" and <= {high}" if high else "")
-                raise ValueError(f"{name}={value!r}: expected {bound}")
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name}={value!r}: expected an integer >= 1")
         for name in ("handle_impossible_answer", "align_to_words"):
             value = getattr(self, name)
             if not (isinstance(value, bool) or (value is None and name != "align_to_words")):
@@ -72,7 +68,9 @@ class QaOptions:
         changes = {}
         if self.max_answer_len is not None:
             changes["max_answer_length"] = int(self.max_answer_len)
-        if self.top_k > record.n_best:
+        if self.top_k is not None and self.top_k != (record.top_k or 1):
+            changes["top_k"] = int(self.top_k)
+        if self.top_k is not None and self.top_k > record.n_best:
             changes["n_best"] = int(self.top_k)
         if self.handle_impossible_answer is False:
             changes.update(null_score_diff_threshold=None, no_answer_threshold=1.0)

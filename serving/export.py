@@ -136,8 +136,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         and the windows a served context may need (default: the task record's); the
         SavedModel records the settings it serves with in assets.extra/albert_task.json.
       answers: span models: transformers' pipeline options that change the graph
-        (`QaOptions`' max_answer_len and handle_impossible_answer), mapped onto the
-        record's settings (`QaOptions.applied`).
+        (`QaOptions`' top_k, max_answer_len and handle_impossible_answer; top_k None: the
+        record's), mapped onto the record's settings (`QaOptions.applied`).
       source_name: what the provenance record names as the source (default: the
         checkpoint's absolute path).
       branches: each encoder sublayer as this many independent branches
@@ -293,7 +293,8 @@ def _batching(args) -> Batching | None:
 
 def _answer_flags(answers: QaOptions) -> tuple[str, ...]:
     """The export flags `answers` sets (what a refusal names)."""
-    flags = {"--max-answer-len": answers.max_answer_len is not None,
+    flags = {"--top-k": answers.top_k is not None and answers.top_k != 1,
+             "--max-answer-len": answers.max_answer_len is not None,
              "--handle-impossible-answer": answers.handle_impossible_answer is not None}
     return tuple(flag for flag, given in flags.items() if given)
 
@@ -313,7 +314,7 @@ def run_command(args: argparse.Namespace) -> int:
                   format=args.format, quantize=args.quantize, batching=_batching(args),
                   doc_stride=args.doc_stride, max_windows=args.max_windows,
                   branches=args.branches,
-                  answers=QaOptions(max_answer_len=args.max_answer_len,
+                  answers=QaOptions(top_k=args.top_k, max_answer_len=args.max_answer_len,
                                     handle_impossible_answer=args.handle_impossible_answer))
     print(path)
     return 0

@@ -51,6 +51,10 @@ def parser() -> argparse.ArgumentParser:
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
+    p.add_argument("--top-k", type=_at_least_one, metavar="N",
+                   help="span models: answers listed per question beside the best (outputs "
+                   "answers, answers_start_char, ... [B, N]; transformers' top_k; default: the "
+                   "task record's, 1)")
     p.add_argument("--max-answer-len", type=_at_least_one, metavar="N",
                    help="span models: the longest answer in pieces (transformers' "
                    "max_answer_len; default: the task record's max_answer_length)")

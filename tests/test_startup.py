@@ -86,6 +86,8 @@ QA_OPTION_CASES = [
     (("--handle-impossible-answr",), "unrecognized option --handle-impossible-answr; did you "
                                      "mean --handle-impossible-answer?"),
     (("--max-answer-len", "0"), "argument --max-answer-len: '0': expected an integer >= 1"),
+    (("--top-kk", "3"), "unrecognized option --top-kk; did you mean --top-k?"),
+    (("--top-k", "x"), "argument --top-k: 'x': expected an integer >= 1"),
 ]
 
 

@@ -175,9 +175,11 @@ def test_exported_flags_serve_what_answer_gives(tmp_path, hf_model, reference):
 
     output = str(tmp_path / "qa")
     assert export.main(["--checkpoint", HF_QA, "--output", output, "--seq-length", "64",
-                        "--max-answer-len", "3", "--no-handle-impossible-answer"]) == 0
+                        "--max-answer-len", "3", "--no-handle-impossible-answer",
+                        "--top-k", "3"]) == 0
     record = TaskRecord.read(os.path.join(output, "1", "assets.extra"))
-    assert (record.max_answer_length, record.null_score_diff_threshold) == (3, None)
+    assert (record.max_answer_length, record.null_score_diff_threshold, record.top_k) == \
+        (3, None, 3)
     cases = reference["cases"]
     inputs = {"question": np.array([c["question"].encode() for c in cases], object),
               "context": np.array([c["context"].encode() for c in cases], object)}
@@ -191,6 +193,14 @@ def test_exported_flags_serve_what_answer_gives(tmp_path, hf_model, reference):
     np.testing.assert_array_equal([a["start"] for a in got], served["start_char"])
     np.testing.assert_array_equal([a["end"] for a in got], served["end_char"])
     np.testing.assert_allclose([a["score"] for a in got], served["score"], atol=1e-4)
+    rows = hf_model.answer([c["question"] for c in cases], [c["context"] for c in cases],
+                           top_k=3, max_answer_len=3, handle_impossible_answer=False,
+                           align_to_words=False)
+    answers, starts, scores, counts = _as_served(rows, 3)
+    assert [[a.decode() for a in row] for row in served["answers"]] == answers
+    assert served["answers_start_char"].tolist() == starts
+    np.testing.assert_allclose(served["answers_score"], scores, atol=1e-4)
+    assert served["answers_count"].tolist() == counts == [3] * len(cases)
 
 
 def test_export_answer_flags_are_checked(tmp_path, capsys):
@@ -202,3 +212,54 @@ def test_export_answer_flags_are_checked(tmp_path, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert error == ["albert-tf export: --max-answer-len is for span (question answering) "
                      "models; the checkpoint holds a classification model"]
+
+
+def _served_top(module, questions, contexts):
+    out = module.answer(_strings(questions), _strings(contexts))
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def _as_served(rows, k):
+    """`answer(..., top_k=k)`'s lists in the served layout ("" at -1, padded)."""
+    answers = [[a["answer"] for a in row] + [""] * (k - len(row)) for row in rows]
+    starts = [[a["start"] if a["answer"] else -1 for a in row] + [-1] * (k - len(row))
+              for row in rows]
+    scores = [[a["score"] for a in row] + [0.0] * (k - len(row)) for row in rows]
+    return answers, starts, scores, [len(row) for row in rows]
+
+
+@pytest.mark.parametrize("head, k, max_len", [("null_score", 3, None), ("null_score", 60, 2),
+                                              ("answerability", 4, 3), ("none", 5, None)])
+def test_served_top_k_equals_answers_lists(hf_model, reference, head, k, max_len):
+    """The graph's top_k answers (`span_top`) == `answer(top_k=k, align_to_words=False)`,
+    on one-window contexts and on contexts of several windows."""
+    model, cases = hf_model, reference["cases"]
+    questions = [c["question"] for c in cases] + [w["question"] for w in reference["windows"]]
+    contexts = [c["context"] for c in cases] + [w["context"][:600] for w in reference["windows"]]
+    if head != "null_score":
+        model = AlbertSpanExtractor(hf_model.config, answerability=head == "answerability")
+        rng = np.random.default_rng(4)
+        model.set_weights([rng.normal(0.0, 0.4, w.shape) if w.ndim > 1 else np.asarray(w)
+                           for w in model.get_weights()])
+        model.preprocessor = hf_model.preprocessor
+        model.task_record = TaskRecord.create("span", seq_length=64,
+                                              answerability=head == "answerability",
+                                              no_answer_threshold=0.5, doc_stride=24)
+    options = QaOptions(top_k=k, max_answer_len=max_len, align_to_words=False)
+    record = options.applied(model.task_record)
+    module = (NullScoreSpanModule if record.null_score_diff_threshold is not None
+              else SpanModule)(model, model.preprocessor, record)
+    served = _served_top(module, questions, contexts)
+    got = model.answer(questions, contexts, top_k=k, max_answer_len=max_len,
+                       align_to_words=False)
+    answers, starts, scores, counts = _as_served(got, k)
+    assert served["answers"].shape == (len(questions), k)
+    assert [[a.decode() for a in row] for row in served["answers"]] == answers
+    assert served["answers_start_char"].tolist() == starts
+    np.testing.assert_allclose(served["answers_score"], scores, atol=1e-4)
+    assert served["answers_count"].tolist() == counts
+    assert [row[0] for row in answers] == [a.decode() for a in served["answer"]]
+    listed_empty = sum(a == "" for row, n in zip(answers, counts) for a in row[:n])
+    print(f"\n{head}, top_k {k}: {sum(counts)} answers listed, {listed_empty} of them \"\"")
+    assert sum(counts) >= len(questions) * min(k, 2)
+    assert listed_empty or head == "none" or k < 10  # "" placed among the spans was compared
