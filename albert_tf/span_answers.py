@@ -10,7 +10,8 @@ context only (`serving/signatures/span_windows.py`).
 The pipeline's options, mapped onto the task record's settings (`QaOptions.applied`):
 
 * `top_k`: answers per question, the record's `top_k` (its `n_best` stays the candidate
-  pool of each window; it grows to `top_k` when that is larger);
+  pool of each window; it grows to `top_k` when that is larger); a served model with
+  top_k > 1 lists them in the graph (`serving/signatures/span_top.py`);
 * `max_answer_len`: the longest answer in pieces, the record's `max_answer_length`;
 * `handle_impossible_answer`: True: the empty answer competes. A start/end head
   (Hugging Face's AlbertForQuestionAnswering) scores it as the lowest [CLS] null score of

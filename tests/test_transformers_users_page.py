@@ -162,6 +162,14 @@ def test_the_class_table(page):
                 assert flag in parser._option_string_actions, flag
 
 
+def test_load_checkpoint_builds_the_architectures_class():
+    model = albert_tf.load_checkpoint(HF_QA)
+    with open(os.path.join(HF_QA, "config.json"), encoding="utf-8") as f:
+        assert json.load(f)["architectures"] == ["AlbertForQuestionAnswering"]
+    assert type(model) is albert_tf.AlbertSpanExtractor
+    assert set(os.listdir(HF_QA)) >= {"config.json", "model.safetensors", "spiece.model"}
+
+
 def test_the_options_table_and_defaults(page):
     rows = {_names(row[0])[0]: row for row in _table(page, "| option | here | default here |")}
     assert set(rows) == {"top_k", "max_answer_len", "handle_impossible_answer",
