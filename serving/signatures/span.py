@@ -30,9 +30,7 @@ from .base import (
     checked_inputs,
     strings,
 )
-from .offsets import IGNORABLE
-
-TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
+from .offsets import answer_text_and_chars
 
 
 def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tensor,
@@ -119,38 +117,6 @@ def span_offsets(piece_starts: tf.RaggedTensor, piece_ends: tf.RaggedTensor,
     end = tf.gather(ends, safe_last, batch_dims=1)[:, 0]
     zero = tf.zeros_like(begin)
     return tf.where(found, begin, zero), tf.where(found, end, zero)
-
-
-def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
-                          found: tf.Tensor):
-    """Answer text and its character offsets from a byte range of valid-UTF-8 `context`.
-
-    Surrounding whitespace and other ignorable characters are trimmed (a piece
-    like "▁paris" covers the space before the word). Character offsets count
-    Unicode code points, so for valid UTF-8 input `context.decode()[start_char:end_char] == answer`.
-
-    Args:
-      context: tf.string [B], valid UTF-8.
-      begin, end: int64 [B] byte offsets on character boundaries.
-      found: bool [B].
-
-    Returns:
-      (answer tf.string [B], start_char int32 [B], end_char int32 [B]); "", -1, -1
-      where not found.
-    """
-    raw = tf.strings.substr(context, begin, end - begin)
-    # Trim what cannot begin or end an answer (offsets.IGNORABLE; trailing
-    # combining marks stay with their base character).
-    left_trimmed = tf.strings.regex_replace(raw, f"^{IGNORABLE}+", "")
-    leading = tf.strings.length(raw) - tf.strings.length(left_trimmed)
-    answer = tf.strings.regex_replace(left_trimmed, f"{TRAILING_IGNORABLE}+$", "")
-    begin = begin + tf.cast(leading, tf.int64)
-    start_char = tf.strings.length(tf.strings.substr(context, tf.zeros_like(begin), begin),
-                                   unit="UTF8_CHAR")
-    end_char = start_char + tf.strings.length(answer, unit="UTF8_CHAR")
-    missing = tf.fill(tf.shape(start_char), -1)
-    return (tf.where(found, answer, ""), tf.where(found, start_char, missing),
-            tf.where(found, end_char, missing))
 
 
 # ------------------------------------------------------------------ the module

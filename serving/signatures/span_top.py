@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from .offsets import answer_text_and_chars
+
 # Distinct texts are told apart by a 62-bit hash of (row, text).
 HASH_BUCKETS = 1 << 62
 
@@ -43,9 +45,7 @@ def _ranked(batch, scores: tf.Tensor, n_best: int):
 
 
 def _texts(batch, row, first, last, valid):
-    """(text, start_char, end_char) [N] of each candidate (`span.answer_text_and_chars`)."""
-    from .span import answer_text_and_chars  # span imports this module
-
+    """(text, start_char, end_char) [N] of each candidate (`offsets.answer_text_and_chars`)."""
     base = tf.gather(batch.starts.row_starts(), row)
     size = tf.shape(batch.starts.flat_values, out_type=tf.int64)[0]
     zero = tf.zeros([1], tf.int64)  # keeps the gathers valid when no row has a piece
