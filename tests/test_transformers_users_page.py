@@ -184,7 +184,7 @@ def test_the_options_table_and_defaults(page):
     assert "(30 unless" in rows["max_answer_len"][2] and record.max_answer_length == 30
     assert "(128)" in rows["doc_stride"][2] and record.doc_stride == 128
     assert "(20)" in page and record.n_best == 20
-    assert "(32 by\ndefault)" in page and record.max_windows == 32
+    assert "`--max-windows` (32 by default)" in page and record.max_windows == 32
 
 
 def test_handle_impossible_answer_as_the_page_says(reference):
