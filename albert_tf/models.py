@@ -16,7 +16,7 @@ import types
 import keras
 from keras import ops
 
-from albert_tf import ranges, span_decoding
+from albert_tf import ranges, span_answers
 from albert_tf.config import MAX_CLASSES, MAX_SEQ_LENGTH, AlbertConfig, ConfigError
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
@@ -195,13 +195,14 @@ class AlbertTokenClassifier(EntityAnswers, AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSpanExtractor(AlbertTaskModel):
+class AlbertSpanExtractor(span_answers.SpanAnswers, AlbertTaskModel):
     """Span extraction (SQuAD): start/end logits per token, optionally answerability.
 
     Padding positions get -10000 so they are never chosen.
 
     Call: encoder inputs -> `{"start_logits": [B,T], "end_logits": [B,T]}`, plus
-    `"answerable_logits": [B]` when `answerability=True` (SQuAD 2.0).
+    `"answerable_logits": [B]` when `answerability=True` (SQuAD 2.0). Raw text:
+    `predict((questions, contexts))` and `answer(...)` (`span_answers.SpanAnswers`).
     """
 
     task = "span"
@@ -234,42 +235,6 @@ class AlbertSpanExtractor(AlbertTaskModel):
             outputs["answerable_logits"] = ops.squeeze(
                 self.answerable_head(encoded["pooled_output"], training=training), -1)
         return outputs
-
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """`keras.Model.predict`; raw text `(questions, contexts)` is answered as the served
-        signature answers it: every doc-stride window of the context searched and
-        decoded by `albert_tf.span_decoding` (the task record's settings, the
-        preprocessor's seq_length), strings and character offsets out.
-
-        Returns, for raw text, {"answer": str [B], "start_char", "end_char": int32 [B],
-        "score": float32 [B], "has_answer": bool [B]} plus "no_answer_probability" (SQuAD
-        2.0 head) or "null_score_diff" (a foreign head's rule); else the logits.
-        """
-        pairs = _question_context_rows(x)
-        if pairs is None:
-            return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
-                                   callbacks=callbacks)
-        if self.preprocessor is None:
-            raise ValueError("AlbertSpanExtractor has no preprocessor for raw text: load it "
-                             "with from_preset, or set model.preprocessor")
-        run = lambda features: super(AlbertSpanExtractor, self).predict(  # noqa: E731
-            features, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
-        return span_decoding.answer_questions(
-            self.preprocessor.tokenizer, self.task_record, self.preprocessor.seq_length,
-            *pairs, run, where="AlbertSpanExtractor.predict")
-
-
-def _question_context_rows(x):
-    """(questions, contexts) as lists when `x` is raw (question, context) text, else None."""
-    if not isinstance(x, (tuple, list)) or len(x) != 2:
-        return None
-    rows = [[part] if isinstance(part, (str, bytes)) else part for part in x]
-    if not all(isinstance(part, (list, tuple)) or getattr(part, "ndim", None) == 1
-               for part in rows):
-        return None
-    if not all(isinstance(v, (str, bytes)) for part in rows for v in part):
-        return None
-    return [list(part) for part in rows]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

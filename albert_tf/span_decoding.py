@@ -42,10 +42,6 @@ from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
 MAX_CONTEXT_SCALE = 100
 
 
-class WindowLimitError(UserError):
-    """A context that needs more doc-stride windows than the model's max_windows."""
-
-
 @dataclasses.dataclass
 class ContextPieces:
     """A context's token ids with the character span [start, end) of each piece."""
@@ -162,14 +158,6 @@ def window_count(num_pieces: int, room: int, doc_stride: int) -> int:
     """len(window_spans(...)) in closed form (what the graph computes)."""
     step = min(room, doc_stride)
     return 1 + max(0, -(-(num_pieces - room) // step))
-
-
-def check_window_count(count: int, max_windows: int, where: str) -> None:
-    """WindowLimitError past the cap (the served graph refuses with the same words)."""
-    if count > max_windows:
-        raise WindowLimitError(f"{where}: the context needs {count} windows, more than "
-                               f"max_windows={max_windows}; shorten it or export with a "
-                               "larger --max-windows")
 
 
 def max_context_score(index: int, count: int) -> int:
@@ -301,100 +289,3 @@ def null_score_diff(start_logits: list[np.ndarray], end_logits: list[np.ndarray]
     if best_score is None:
         return float("inf")
     return min(float(s[0] + e[0]) for s, e in zip(start_logits, end_logits)) - best_score
-
-
-# ------------------------------------------------------------------ predict
-def answer_questions(tokenizer, record, seq_length: int, questions, contexts, run,
-                     where: str = "predict") -> dict[str, np.ndarray]:
-    """Answers of (question, context) rows over all their windows, as the served graph gives them.
-
-    Args:
-      tokenizer: an `AlbertTokenizer`.
-      record: the model's span `TaskRecord` (doc_stride, max_query_length, n_best,
-        max_answer_length, max_windows and the no-answer rule).
-      seq_length: tokens per window.
-      questions, contexts: [B] str (or bytes, UTF-8).
-      run: features {name: int32 [W, seq_length]} -> the model's outputs [W, ...].
-
-    Returns:
-      {"answer": str [B] (object), "start_char", "end_char": int32 [B] (-1 without an
-      answer), "score": float32 [B] (0 without a span), "has_answer": bool [B]}, plus
-      "no_answer_probability" [B] (an answerability head) or "null_score_diff" [B] (a
-      foreign head's null-score rule).
-
-    Raises:
-      WindowLimitError: a context needing more than record.max_windows windows.
-    """
-    questions, contexts = [_text(q) for q in questions], [_text(c) for c in contexts]
-    if len(questions) != len(contexts):
-        raise ValueError(f"{where}: {len(questions)} questions but {len(contexts)} contexts")
-    rows, windows, aligned = [], [], []
-    for index, (question, context) in enumerate(zip(questions, contexts)):
-        pieces = align_context(tokenizer, context)
-        ids, found = question_windows(tokenizer, question, pieces, seq_length, record.doc_stride,
-                                      record.max_query_length, index)
-        check_window_count(len(found), record.max_windows, f"{where}: row {index}")
-        rows += ids
-        windows += found
-        aligned.append(pieces)
-    outputs = {}
-    if rows:  # an empty batch runs nothing
-        outputs = {k: np.asarray(v) for k, v in run(_pad(rows, windows, seq_length,
-                                                         tokenizer)).items()}
-    return _answers(record, contexts, aligned, windows, outputs)
-
-
-def _text(value) -> str:
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _pad(rows: list[list[int]], windows: list[Window], seq_length: int, tokenizer):
-    """The windows' model inputs, int32 [W, seq_length]."""
-    word_ids = np.full([len(rows), seq_length], tokenizer.pad_id, np.int32)
-    mask = np.zeros_like(word_ids)
-    type_ids = np.zeros_like(word_ids)
-    for i, (row, window) in enumerate(zip(rows, windows)):
-        word_ids[i, :len(row)] = row
-        mask[i, :len(row)] = 1
-        type_ids[i, window.offset:len(row)] = 1
-    return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
-
-
-def _answers(record, contexts, aligned, windows, outputs) -> dict[str, np.ndarray]:
-    """The served outputs of every row from its windows' logits (`answer_questions`)."""
-    by_row = [[] for _ in contexts]
-    for w, window in enumerate(windows):
-        by_row[window.example].append(w)
-    names = ("answer", "start_char", "end_char", "score", "has_answer")
-    out = {name: [] for name in names}
-    rule = ("null_score_diff" if record.null_score_diff_threshold is not None else
-            "no_answer_probability" if "answerable_logits" in outputs else None)
-    if rule:
-        out[rule] = []
-    for row, context in enumerate(contexts):
-        spans = []
-        for w in by_row[row]:
-            spans += window_candidates(windows[w], outputs["start_logits"][w],
-                                       outputs["end_logits"][w], record.n_best,
-                                       record.max_answer_length)
-        entries = rank(context, aligned[row], spans, 1)
-        best = entries[0] if entries else None
-        answered = best is not None
-        if rule == "null_score_diff":
-            value = null_score_diff([outputs["start_logits"][w] for w in by_row[row]],
-                                    [outputs["end_logits"][w] for w in by_row[row]],
-                                    None if best is None else best["score"])
-            answered = answered and value <= record.null_score_diff_threshold
-            out[rule].append(value)
-        elif rule:
-            value = no_answer_probability([outputs["answerable_logits"][w] for w in by_row[row]])
-            answered = answered and value <= record.no_answer_threshold
-            out[rule].append(value)
-        out["answer"].append(best["text"] if answered else "")
-        out["start_char"].append(best["start"] if answered else -1)
-        out["end_char"].append(best["end"] if answered else -1)
-        out["score"].append(best["score"] if best else 0.0)
-        out["has_answer"].append(answered)
-    dtypes = {"answer": object, "start_char": np.int32, "end_char": np.int32,
-              "has_answer": bool}
-    return {name: np.array(values, dtypes.get(name, np.float32)) for name, values in out.items()}

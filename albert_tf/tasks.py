@@ -49,7 +49,9 @@ SPAN_DEFAULTS = {"answerability": False, "doc_stride": 128, "max_query_length": 
                  "max_answer_length": 30, "n_best": 20, "no_answer_threshold": 0.5,
                  # Served contexts: at most this many doc-stride windows a row (32 windows
                  # of 384 pieces with stride 128: about 4,200 pieces, 20,000 characters).
-                 "max_windows": 32}
+                 "max_windows": 32,
+                 # Answers a served question lists (transformers' pipeline's top_k).
+                 "top_k": 1}
 MULTIPLE_CHOICE_DEFAULTS = {"max_qa_length": 128}
 # The raw-text form of multiple choice: (contexts [B], choices [B, K]).
 CHOICE_TEXTS = "choices"

@@ -37,6 +37,7 @@ from albert_tf.checkpoint.hub import not_found_hint, resolve_checkpoint
 from albert_tf.checkpoint.tokenizer_files import MISSING_TOKENIZER
 from albert_tf.config import check_sequence_length
 from albert_tf.infra import atomic, cli
+from albert_tf.span_answers import QaOptions
 from albert_tf.tokenizer.json_graph import check_graph_shape
 from albert_tf.tokenizer.kinds import SENTENCEPIECE, is_tokenizer_json
 from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
@@ -100,7 +101,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
            quantize: str = "none",
            batching: Batching | None = None, doc_stride: int | None = None,
            max_windows: int | None = None, source_name: str | None = None,
-           branches: int = 1) -> str:
+           branches: int = 1, answers: QaOptions | None = None) -> str:
     """Exports a checkpoint (or a task model) to `output`/VERSION; returns that path.
 
     Args:
@@ -130,6 +131,9 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
       doc_stride, max_windows: span models: the context pieces between window starts
         and the windows a served context may need (default: the task record's); the
         SavedModel records the settings it serves with in assets.extra/albert_task.json.
+      answers: span models: transformers' pipeline options that change the graph
+        (`QaOptions`' top_k, max_answer_len and handle_impossible_answer; top_k None: the
+        record's), mapped onto the record's settings (`QaOptions.applied`).
       source_name: what the provenance record names as the source (default: the
         checkpoint's absolute path).
       branches: each encoder sublayer as this many independent branches
@@ -150,7 +154,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
             return export(directory, output, version, task, seq_length, spm_model,
                           pad_multiple, token_ids_only, precision, format, quantize, batching,
                           doc_stride, max_windows,
-                          source_name or f"{type(checkpoint).__name__} in memory", branches)
+                          source_name or f"{type(checkpoint).__name__} in memory", branches,
+                          answers)
     # The checkpoint first (any format; a foreign one serves its head): a directory
     # that is not one gets that answer, not a question about its vocabulary.
     source = open_checkpoint(checkpoint, task)
@@ -180,6 +185,8 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
         warmup.require_serving_api()
     # The one source of the task's settings (export may set the span windows).
     record = span_windows.with_windowing(source.task_record, doc_stride, max_windows)
+    if answers is not None:
+        record = span_windows.with_answer_options(record, answers, _answer_flags(answers))
     dtype = serving_precision(precision, record.precision)
     model = source.load()
     limit = model.config.max_position_embeddings
@@ -280,6 +287,14 @@ def _batching(args) -> Batching | None:
     return Batching(max_batch_size=args.batching_max_size, timeout_ms=args.batching_timeout_ms)
 
 
+def _answer_flags(answers: QaOptions) -> tuple[str, ...]:
+    """The export flags `answers` sets (what a refusal names)."""
+    flags = {"--top-k": answers.top_k is not None and answers.top_k != 1,
+             "--max-answer-len": answers.max_answer_len is not None,
+             "--handle-impossible-answer": answers.handle_impossible_answer is not None}
+    return tuple(flag for flag, given in flags.items() if given)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """`albert-tf export` with its parsed arguments (`export_command.parser`)."""
     cli.setup_logging()
@@ -294,7 +309,9 @@ def run_command(args: argparse.Namespace) -> int:
                   args.spm_model, token_ids_only=args.token_ids_only, precision=args.precision,
                   format=args.format, quantize=args.quantize, batching=_batching(args),
                   doc_stride=args.doc_stride, max_windows=args.max_windows,
-                  branches=args.branches)
+                  branches=args.branches,
+                  answers=QaOptions(top_k=args.top_k, max_answer_len=args.max_answer_len,
+                                    handle_impossible_answer=args.handle_impossible_answer))
     print(path)
     return 0
 

@@ -26,6 +26,17 @@ def _precision(word: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _at_least_one(text: str) -> int:
+    # An integer >= 1, refused as a usage error before anything is loaded.
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True,
@@ -40,6 +51,18 @@ def parser() -> argparse.ArgumentParser:
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=arguments.positive_int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
+    p.add_argument("--top-k", type=_at_least_one, metavar="N",
+                   help="span models: answers listed per question beside the best (outputs "
+                   "answers, answers_start_char, ... [B, N]; transformers' top_k; default: the "
+                   "task record's, 1)")
+    p.add_argument("--max-answer-len", type=_at_least_one, metavar="N",
+                   help="span models: the longest answer in pieces (transformers' "
+                   "max_answer_len; default: the task record's max_answer_length)")
+    p.add_argument("--handle-impossible-answer", action=argparse.BooleanOptionalAction,
+                   help="span models: the empty answer competes with the spans (a start/end "
+                   "head: the [CLS] null score, threshold 0 unless the record has one); --no-: "
+                   "never answer \"\" (default: the task record's rule; "
+                   "docs/transformers-users.md)")
     p.add_argument("--spm-model", help="vocabulary if the checkpoint directory has none, or "
                    "its tokenizer.json over spiece.model / vocab.txt beside it: a SentencePiece "
                    ".model, a WordPiece vocab.txt or a tokenizer.json")

@@ -78,6 +78,26 @@ def test_a_mistyped_option_is_refused_with_a_suggestion_before_tensorflow_loads(
         f"albert-tf {command}: unrecognized option {typo}; did you mean {meant}?"]
 
 
+# Export's question-answering options (transformers' pipeline names): a typo, and a value
+# refused, each before TensorFlow loads.
+QA_OPTION_CASES = [
+    (("--max-answer-lne", "3"), "unrecognized option --max-answer-lne; did you mean "
+                                "--max-answer-len?"),
+    (("--handle-impossible-answr",), "unrecognized option --handle-impossible-answr; did you "
+                                     "mean --handle-impossible-answer?"),
+    (("--max-answer-len", "0"), "argument --max-answer-len: '0': expected an integer >= 1"),
+    (("--top-kk", "3"), "unrecognized option --top-kk; did you mean --top-k?"),
+    (("--top-k", "x"), "argument --top-k: 'x': expected an integer >= 1"),
+]
+
+
+@pytest.mark.parametrize("args, message", QA_OPTION_CASES)
+def test_exports_qa_options_are_checked_before_tensorflow_loads(args, message):
+    outcome, _, stderr = _fresh(HELP, "export", "--checkpoint", "c", "--output", "o", *args)
+    assert outcome == {"code": 2, "heavy": []}
+    assert stderr.splitlines() == [f"albert-tf export: {message}"]
+
+
 def test_an_unknown_command_is_answered_with_the_closest_one():
     outcome, _, stderr = _fresh(HELP, "exprot", "--checkpoint", "c")
     assert outcome == {"code": 2, "heavy": []}

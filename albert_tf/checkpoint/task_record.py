@@ -24,6 +24,7 @@ that task's entry in `albert_tf.tasks`; this module validates, reads and writes 
 | max_answer_length | span | longest answer in pieces (30) |
 | n_best | span | candidate starts / ends per window (20) |
 | max_windows | span | doc-stride windows a served context may need (32); more is refused |
+| top_k | span | answers a served question lists, best first (1, also when None: the best alone; transformers' pipeline's top_k) |
 | no_answer_threshold | span | "" when P(no answer) exceeds it (0.5; SQuAD 2.0 fine-tuning tunes it) |
 | null_score_diff_threshold | span, span_beam | a foreign head's rule: "" when the [CLS] null score beats the best span by more (None: our own heads' rule) |
 | start_n_top, end_n_top | span_beam | run_squad_v2's beam sizes (5, 5) |
@@ -118,6 +119,7 @@ class TaskRecord:
     max_answer_length: int | None = None
     n_best: int | None = None
     max_windows: int | None = None
+    top_k: int | None = None
     no_answer_threshold: float | None = None
     max_qa_length: int | None = None
     null_score_diff_threshold: float | None = None
@@ -291,7 +293,8 @@ class TaskRecord:
 
     def _check_span(self, where: str) -> None:
         _check_bool("answerability", self.answerability, where)
-        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best"):
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best") + \
+                (("top_k",) if self.top_k is not None else ()):  # None: 1 (older records)
             _check_int(name, getattr(self, name), 1, where)  # each counts pieces of a window
             check_size(name, getattr(self, name), MAX_SEQ_LENGTH, where.strip(), TaskRecordError)
         _check_int("max_windows", self.max_windows, 1, where)

@@ -33,6 +33,9 @@ from albert_tf.tokenizer.wordpiece_graph import row_cumsum as _row_cumsum
 # visible: whitespace, controls and format characters (SentencePiece drops most of
 # them), combining marks without a base, and U+FFFD (what invalid bytes became).
 IGNORABLE = r"[\s\p{Z}\p{Cc}\p{Cf}\p{M}\x{FFFD}]"
+# What an answer never ends with: IGNORABLE less the combining marks, which stay with their
+# base character.
+TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 # Local keys (twice a normalised byte offset) stay far below this: rows never mix.
 ROW_STRIDE = 1 << 40
 
@@ -236,3 +239,35 @@ def _to_raw_offsets(pre, texts, starts: tf.RaggedTensor, ends: tf.Tensor):
     visible = (_at(shown_before, after, after < limit, shown_in_row)
                > _at(shown_before, first, first < limit, shown_in_row))
     return tuple(starts.with_flat_values(x) for x in (begin, end, visible))
+
+
+def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
+                          found: tf.Tensor):
+    """Answer text and its character offsets from a byte range of valid-UTF-8 `context`.
+
+    Surrounding whitespace and other ignorable characters are trimmed (a piece
+    like "▁paris" covers the space before the word). Character offsets count
+    Unicode code points, so for valid UTF-8 input `context.decode()[start_char:end_char] == answer`.
+
+    Args:
+      context: tf.string [B], valid UTF-8.
+      begin, end: int64 [B] byte offsets on character boundaries.
+      found: bool [B].
+
+    Returns:
+      (answer tf.string [B], start_char int32 [B], end_char int32 [B]); "", -1, -1
+      where not found.
+    """
+    raw = tf.strings.substr(context, begin, end - begin)
+    # Trim what cannot begin or end an answer (offsets.IGNORABLE; trailing
+    # combining marks stay with their base character).
+    left_trimmed = tf.strings.regex_replace(raw, f"^{IGNORABLE}+", "")
+    leading = tf.strings.length(raw) - tf.strings.length(left_trimmed)
+    answer = tf.strings.regex_replace(left_trimmed, f"{TRAILING_IGNORABLE}+$", "")
+    begin = begin + tf.cast(leading, tf.int64)
+    start_char = tf.strings.length(tf.strings.substr(context, tf.zeros_like(begin), begin),
+                                   unit="UTF8_CHAR")
+    end_char = start_char + tf.strings.length(answer, unit="UTF8_CHAR")
+    missing = tf.fill(tf.shape(start_char), -1)
+    return (tf.where(found, answer, ""), tf.where(found, start_char, missing),
+            tf.where(found, end_char, missing))

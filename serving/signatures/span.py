@@ -20,9 +20,9 @@ import tensorflow as tf
 
 from albert_tf.span_decoding import query_limit
 from albert_tf.tokenizer import offsets
-from albert_tf.tokenizer.offsets import IGNORABLE
+from albert_tf.tokenizer.offsets import answer_text_and_chars
 
-from . import span_windows, text_graph
+from . import span_top, span_windows, text_graph
 from .base import (
     IDS_SPEC,
     PAD_MULTIPLE,
@@ -32,8 +32,6 @@ from .base import (
     checked_inputs,
     strings,
 )
-
-TRAILING_IGNORABLE = IGNORABLE.replace(r"\p{M}", "")
 
 
 def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tensor,
@@ -59,8 +57,22 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
       start = end = -1, score = -inf.
     """
     length = tf.shape(start_logits)[1]
+    scores = span_scores(start_logits, end_logits, allowed, max_answer_length, n_best,
+                         start_pool, end_pool)
+    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [B,T*T]
+    best = tf.argmax(flat, axis=1, output_type=tf.int32)
+    found = tf.reduce_any(flat > float("-inf"), axis=1)
+    start = tf.where(found, best // length, -1)
+    end = tf.where(found, best % length, -1)
+    return start, end, tf.reduce_max(flat, axis=1), found
+
+
+def span_scores(start_logits, end_logits, allowed, max_answer_length: int, n_best=None,
+                start_pool=None, end_pool=None) -> tf.Tensor:
+    """float32 [B, T(start), T(end)]: start + end logit of every span `best_spans` may
+    choose (its arguments), -inf elsewhere."""
     pair = start_logits[:, :, None] + end_logits[:, None, :]  # [B,T(start),T(end)]
-    index = tf.range(length)
+    index = tf.range(tf.shape(start_logits)[1])
     width = index[None, :] - index[:, None]  # [T,T] end - start
     band = (width >= 0) & (width < max_answer_length)
     starts, ends = allowed, allowed
@@ -70,13 +82,7 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, allowed: tf.Tenso
         starts = allowed & _top_n(start_logits, start_pool, n_best)
         ends = allowed & _top_n(end_logits, end_pool, n_best)
     valid = band[None] & starts[:, :, None] & ends[:, None, :]  # [B,T,T]
-    scores = tf.where(valid, pair, tf.fill(tf.shape(pair), float("-inf")))
-    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [B,T*T]
-    best = tf.argmax(flat, axis=1, output_type=tf.int32)
-    found = tf.reduce_any(valid, axis=[1, 2])
-    start = tf.where(found, best // length, -1)
-    end = tf.where(found, best % length, -1)
-    return start, end, tf.reduce_max(flat, axis=1), found
+    return tf.where(valid, pair, tf.fill(tf.shape(pair), float("-inf")))
 
 
 def _top_n(logits: tf.Tensor, pool: tf.Tensor, n: int) -> tf.Tensor:
@@ -112,38 +118,6 @@ def span_offsets(piece_starts: tf.RaggedTensor, piece_ends: tf.RaggedTensor,
     end = tf.gather(ends, safe_last, batch_dims=1)[:, 0]
     zero = tf.zeros_like(begin)
     return tf.where(found, begin, zero), tf.where(found, end, zero)
-
-
-def answer_text_and_chars(context: tf.Tensor, begin: tf.Tensor, end: tf.Tensor,
-                          found: tf.Tensor):
-    """Answer text and its character offsets from a byte range of valid-UTF-8 `context`.
-
-    Surrounding whitespace and other ignorable characters are trimmed (a piece
-    like "▁paris" covers the space before the word). Character offsets count
-    Unicode code points, so for valid UTF-8 input `context.decode()[start_char:end_char] == answer`.
-
-    Args:
-      context: tf.string [B], valid UTF-8.
-      begin, end: int64 [B] byte offsets on character boundaries.
-      found: bool [B].
-
-    Returns:
-      (answer tf.string [B], start_char int32 [B], end_char int32 [B]); "", -1, -1
-      where not found.
-    """
-    raw = tf.strings.substr(context, begin, end - begin)
-    # Trim what cannot begin or end an answer (offsets.IGNORABLE; trailing
-    # combining marks stay with their base character).
-    left_trimmed = tf.strings.regex_replace(raw, f"^{IGNORABLE}+", "")
-    leading = tf.strings.length(raw) - tf.strings.length(left_trimmed)
-    answer = tf.strings.regex_replace(left_trimmed, f"{TRAILING_IGNORABLE}+$", "")
-    begin = begin + tf.cast(leading, tf.int64)
-    start_char = tf.strings.length(tf.strings.substr(context, tf.zeros_like(begin), begin),
-                                   unit="UTF8_CHAR")
-    end_char = start_char + tf.strings.length(answer, unit="UTF8_CHAR")
-    missing = tf.fill(tf.shape(start_char), -1)
-    return (tf.where(found, answer, ""), tf.where(found, start_char, missing),
-            tf.where(found, end_char, missing))
 
 
 # ------------------------------------------------------------------ the module
@@ -274,7 +248,31 @@ class SpanModule(ServingModule):
                                                              answered)
         outputs.update(answer=answer, start_char=start_char, end_char=end_char,
                        has_answer=answered)
+        if (self.record.top_k or 1) > 1:
+            outputs.update(span_top.top_answers(
+                batch, self._candidate_scores(batch, out), self.record.n_best,
+                self.record.top_k, lambda scores, count: self.empty_answer(batch, out, scores,
+                                                                           count)))
         return outputs
+
+    def _candidate_scores(self, batch: WindowBatch, out) -> tf.Tensor:
+        """[W, T, T] the start + end logit of every span `_window_spans` chooses among."""
+        return span_scores(out["start_logits"], out["end_logits"], batch.allowed,
+                           self.record.max_answer_length, self.record.n_best,
+                           start_pool=batch.in_context & batch.max_context,
+                           end_pool=batch.in_context)
+
+    def empty_answer(self, batch: WindowBatch, out, scores, count):
+        """(position, score) [B] of "" in a top_k list (`span_top`): first with P(no
+        answer) where an answerability head says no answer, first with 0 in a row without
+        any span, else not listed (position top_k)."""
+        at = tf.where(count == 0, 0, self.record.top_k)
+        score = tf.zeros(tf.shape(count), tf.float32)
+        if "answerable_logits" in out:
+            no_answer = tf.sigmoid(-span_windows.row_max(batch.windows, out["answerable_logits"]))
+            at = tf.where(no_answer > self.no_answer_threshold, 0, at)
+            score = tf.where(no_answer > self.no_answer_threshold, no_answer, score)
+        return at, score
 
     @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def answer_ids(self, input_word_ids, input_mask, input_type_ids):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from . import span_windows
+from . import span_top, span_windows
 from .base import IDS_SPEC, PAD_MULTIPLE
 from .span import SpanModule, pad_to
 
@@ -90,6 +90,13 @@ class NullScoreSpanModule(_ForeignSpanModule):
     def _null_score_diff(self, batch, out, score, found):
         null = out["start_logits"][:, 0] + out["end_logits"][:, 0]  # [W], [CLS]
         return tf.where(found, span_windows.row_min(batch.windows, null) - score, float("inf"))
+
+    def empty_answer(self, batch, out, scores, count):
+        """"" ranked among a top_k list's spans with the lowest null score less the
+        threshold (transformers' pipeline with handle_impossible_answer, threshold 0)."""
+        null = out["start_logits"][:, 0] + out["end_logits"][:, 0]  # [W], [CLS]
+        score = span_windows.row_min(batch.windows, null) - self.null_score_diff_threshold
+        return span_top.rank_among(scores, count, score), score
 
     def _answers(self, diff):
         return diff <= self.null_score_diff_threshold  # "" when null > best + threshold

@@ -20,6 +20,7 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
+from albert_tf.span_answers import QaOptions
 from albert_tf.span_decoding import MAX_CONTEXT_SCALE
 
 from . import text_graph
@@ -37,6 +38,20 @@ def with_windowing(record: TaskRecord, doc_stride: int | None,
         raise TaskRecordError(f"{flag} is for span (question answering) models; the "
                               f"checkpoint holds a {record.task} model")
     return record.replace(**given) if given else record
+
+
+def with_answer_options(record: TaskRecord, options: QaOptions,
+                        given: tuple[str, ...]) -> TaskRecord:
+    """The record with export's --max-answer-len / --handle-impossible-answer mapped onto
+    its own fields (`QaOptions.applied`); `given` names the flags used (refused for a record
+    that is not a span model's)."""
+    if given and record.doc_stride is None:
+        raise TaskRecordError(f"{given[0]} is for span (question answering) models; the "
+                              f"checkpoint holds a {record.task} model")
+    if (options.top_k or 1) > 1 and record.task != "span":
+        raise TaskRecordError(f"--top-k is for start/end span heads; the {record.task} head "
+                              "serves its best answer")
+    return options.applied(record)
 
 
 @dataclasses.dataclass

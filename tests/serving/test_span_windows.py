@@ -2,7 +2,8 @@
 fine-tuning's SQuAD prediction (`albert_tf.span_decoding`, through `SquadTask`'s
 predictions.json) on contexts of 3+ windows: the in-graph window split and packing equal
 squad_data's windows, the answers equal finetune's predictions, `AlbertSpanExtractor.predict`
-answers the same, and a context past max_windows is refused.
+answers the same, and a context past max_windows is refused by the graph (Python
+answers it).
 
 The graph runs in-process here (the same tf.functions a SavedModel serves); the export
 round trip is in test_parity.py and test_long_qa_reference.py (slow).
@@ -22,7 +23,6 @@ from albert_tf import AlbertConfig, AlbertSpanExtractor
 from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.serving.signatures.span import SpanModule
 from albert_tf.serving.signatures.span_beam import NullScoreSpanModule
-from albert_tf.span_decoding import WindowLimitError
 from albert_tf.tokenizer import AlbertPreprocessor
 from albert_tf.training.finetune.squad import SquadTask
 from albert_tf.training.finetune.squad_data import SquadExample, build_windows
@@ -180,10 +180,12 @@ def test_windows_past_the_cap_are_refused(pre, examples):
                r"larger --max-windows")
     with pytest.raises(tf.errors.InvalidArgumentError, match=pattern):
         _served(module, [examples[1], long])
-    with pytest.raises(WindowLimitError, match=r"predict: row 1: the context needs \d+ windows, "
-                                               r"more than max_windows=4"):
-        model.predict(([examples[1].question, long.question], [examples[1].context, long.context]),
-                      verbose=0)
+    # Python is not bounded by the serving cap: it answers as a graph with a larger one.
+    got = model.predict(([examples[1].question, long.question],
+                         [examples[1].context, long.context]), verbose=0)
+    wide = _served(SpanModule(model, pre, record.replace(max_windows=32)), [examples[1], long])
+    assert list(got["answer"]) == [a.decode() for a in wide["answer"]]
+    np.testing.assert_array_equal(got["start_char"], wide["start_char"])
     # A context of 10^6 characters is refused by its words, before it is tokenized: the
     # word count's message ("has at least N pieces"), not the windows' ("needs N windows").
     huge = "the quick brown fox jumps over the lazy dog. " * 22_223  # 1,000,035 characters
@@ -248,3 +250,27 @@ def test_export_window_flags_are_checked(tmp_path, capsys, checkpoint, flags, me
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith(message), error
     assert not (tmp_path / "m").exists() or not os.listdir(tmp_path / "m")
+
+
+def test_python_answers_more_windows_than_the_serving_cap(pre, corpus_documents):
+    """A context of more than 32 windows (the default max_windows): the graph refuses it,
+    Python answers it, as the graph does when exported with room for it."""
+    sentences = [s for document in corpus_documents[:60] for s in document]
+    context = " ".join(sentences[:120])
+    question = sentences[130]
+    windows = len(build_windows(pre.tokenizer, [SquadExample("q", question, context, [], None)],
+                                SEQ, STRIDE, QUERY, False)[1])
+    assert windows > 32, windows
+    record = TaskRecord.create("span", seq_length=SEQ, **SETTINGS)
+    assert record.max_windows == 32
+    model = _model(pre, False, seed=7)
+    model.task_record = record
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_windows=32"):
+        _served(SpanModule(model, pre, record), [SquadExample("q", question, context, [], None)])
+    got = model.predict(([question], [context]), verbose=0)
+    wide = SpanModule(model, pre, record.replace(max_windows=windows))
+    served = _served(wide, [SquadExample("q", question, context, [], None)])
+    assert got["answer"][0] == served["answer"][0].decode() != ""
+    assert (got["start_char"][0], got["end_char"][0]) == (served["start_char"][0],
+                                                          served["end_char"][0])
+    np.testing.assert_allclose(got["score"], served["score"], atol=1e-4)
