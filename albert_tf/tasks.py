@@ -125,6 +125,8 @@ class Task:
       tf1_one_output: an original (TF1) checkpoint of it has one-column output_weights
         [1, H], as another task's may (`convert --task` / a task hint tells them apart).
       set_fields: the record fields `albert-tf finetune --set KEY=VALUE` may give.
+      lists_answers: its served signature can list several answers a question
+        (`export --top-k`); a head without it serves its best answer.
       litert: the LiteRT module kind that serves it in a .tflite file
         (`albert_tf.serving.litert.tasks.LITE_MODULES`); None: refused, `litert_refusal`
         saying why.
@@ -155,6 +157,7 @@ class Task:
     keras_hub: str | None = None
     tf1_one_output: bool = False
     set_fields: tuple[str, ...] = ()
+    lists_answers: bool = False
     litert: str | None = None
     litert_refusal: str | None = None
     aliases: tuple[str, ...] = ()
@@ -244,7 +247,7 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           text_segments=(2,), serving="span", hf_architecture="AlbertForQuestionAnswering",
           hf_fields={"answerability": False,
                      "null_score_diff_threshold": NULL_SCORE_DIFF_THRESHOLD},
-          set_fields=_SPAN_SET, litert_refusal=_NO_OFFSETS),
+          set_fields=_SPAN_SET, lists_answers=True, litert_refusal=_NO_OFFSETS),
     _task("span_beam", "AlbertSpanBeamExtractor", head_args=tuple(BEAM_DEFAULTS),
           fields=_SPAN_FIELDS + tuple(BEAM_DEFAULTS), defaults={**SPAN_DEFAULTS, **BEAM_DEFAULTS},
           text_segments=(2,), serving="span_beam", set_fields=_SPAN_SET,

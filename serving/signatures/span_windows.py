@@ -48,7 +48,7 @@ def with_answer_options(record: TaskRecord, options: QaOptions,
     if given and record.doc_stride is None:
         raise TaskRecordError(f"{given[0]} is for span (question answering) models; the "
                               f"checkpoint holds a {record.task} model")
-    if (options.top_k or 1) > 1 and record.task != "span":
+    if (options.top_k or 1) > 1 and not record.spec.lists_answers:
         raise TaskRecordError(f"--top-k is for start/end span heads; the {record.task} head "
                               "serves its best answer")
     return options.applied(record)

@@ -47,6 +47,7 @@ def class_outputs(logits, label_names: tf.Tensor, multi_label: bool) -> dict[str
     """A classifier's served outputs from its logits [B,C]: probabilities (softmax, or
     per-class sigmoids and `active` for multi_label: `pipeline_answers.class_probabilities`,
     the rule `predict_labels` answers by), label_id and the label's name."""
+    logits = tf.ensure_shape(logits, [None, None])  # in-graph batching's output has no rank
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     outputs = {"label_id": label_id, "label": tf.gather(label_names, label_id),
                "probabilities": class_probabilities(logits, multi_label)}
