@@ -26,17 +26,6 @@ def _precision(word: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _at_least_one(text: str) -> int:
-    # An integer >= 1, refused as a usage error before anything is loaded.
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     p = arguments.ArgumentParser(prog="albert-tf export", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True,
@@ -51,11 +40,11 @@ def parser() -> argparse.ArgumentParser:
                    "window starts (default: the task record's)")
     p.add_argument("--max-windows", type=arguments.positive_int, help="span models: the most windows a served "
                    "context may need; longer ones are refused (default: the task record's)")
-    p.add_argument("--top-k", type=_at_least_one, metavar="N",
+    p.add_argument("--top-k", type=arguments.positive_int, metavar="N",
                    help="span models: answers listed per question beside the best (outputs "
                    "answers, answers_start_char, ... [B, N]; transformers' top_k; default: the "
                    "task record's, 1)")
-    p.add_argument("--max-answer-len", type=_at_least_one, metavar="N",
+    p.add_argument("--max-answer-len", type=arguments.positive_int, metavar="N",
                    help="span models: the longest answer in pieces (transformers' "
                    "max_answer_len; default: the task record's max_answer_length)")
     p.add_argument("--handle-impossible-answer", action=argparse.BooleanOptionalAction,

@@ -85,9 +85,9 @@ QA_OPTION_CASES = [
                                 "--max-answer-len?"),
     (("--handle-impossible-answr",), "unrecognized option --handle-impossible-answr; did you "
                                      "mean --handle-impossible-answer?"),
-    (("--max-answer-len", "0"), "argument --max-answer-len: '0': expected an integer >= 1"),
+    (("--max-answer-len", "0"), "argument --max-answer-len: 0 must be >= 1"),
     (("--top-kk", "3"), "unrecognized option --top-kk; did you mean --top-k?"),
-    (("--top-k", "x"), "argument --top-k: 'x': expected an integer >= 1"),
+    (("--top-k", "x"), "argument --top-k: 'x' is not a whole number"),
 ]
 
 
