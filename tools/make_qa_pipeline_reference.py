@@ -35,6 +35,10 @@ import sys
 import numpy as np
 import torch
 import transformers
+
+# The long-context reference's sentences and questions (its vocabulary's corpus; tools/ is
+# on sys.path when a tool runs).
+from make_long_qa_reference import QUESTIONS, SENTENCES
 from transformers.pipelines.document_question_answering import select_starts_ends
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,17 +46,6 @@ HF_DIR = os.path.join(REPO, "tests", "fixtures", "tasks", "qa", "hf")
 OUT = os.path.join(REPO, "tests", "fixtures", "tasks", "qa", "pipeline_options.json")
 SEQ_LENGTH = 64
 CASES = 30
-# The sentences the fixture vocabulary was trained on (tools/make_reference_fixtures.py).
-SENTENCES = [
-    "the cat sat on the mat.", "a dog ran in the park.", "paris is the capital of france.",
-    "the river flows to the sea in spring.", "she bought three red apples and a green pear.",
-    "rain fell on the quiet town all night.", "the king and the queen ate bread.",
-    "music plays in the hall after dinner.", "birds sing when the sun rises.",
-    "he reads a long letter from his sister.", "the train leaves at nine in the morning.",
-    "children play games in the garden."]
-QUESTIONS = ["who wrote the book about the old sea?", "what is the capital of france?",
-             "where does the river go?", "where did the cat sit?", "who ate bread?",
-             "when does the train leave?"]
 # The option sets (the pipeline's names and its defaults where not given).
 OPTIONS = [
     {"top_k": 1, "max_answer_len": 15, "handle_impossible_answer": False, "align_to_words": True},
