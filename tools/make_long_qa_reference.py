@@ -119,13 +119,18 @@ def answer(model, sp, cls_id, sep_id, question, context):
             "null_score_diff": diff}
 
 
+def reference_model():
+    """The QA fixture's transformers model (float64, deterministic) and its tokenizer."""
+    torch.use_deterministic_algorithms(True)
+    model = transformers.AlbertForQuestionAnswering.from_pretrained(HF_DIR).double().eval()
+    return model, transformers.AlbertTokenizer.from_pretrained(HF_DIR)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args(argv)
-    torch.use_deterministic_algorithms(True)
-    model = transformers.AlbertForQuestionAnswering.from_pretrained(HF_DIR).double().eval()
-    tokenizer = transformers.AlbertTokenizer.from_pretrained(HF_DIR)
+    model, tokenizer = reference_model()
     sp = spm.SentencePieceProcessor(model_file=os.path.join(HF_DIR, "spiece.model"))
     rng = random.Random(37)
     cases = []

@@ -38,7 +38,7 @@ import transformers
 
 # The long-context reference's sentences and questions (its vocabulary's corpus; tools/ is
 # on sys.path when a tool runs).
-from make_long_qa_reference import QUESTIONS, SENTENCES
+from make_long_qa_reference import QUESTIONS, SENTENCES, reference_model
 from transformers.pipelines.document_question_answering import select_starts_ends
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,9 +129,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args(argv)
-    torch.use_deterministic_algorithms(True)
-    model = transformers.AlbertForQuestionAnswering.from_pretrained(HF_DIR).double().eval()
-    tokenizer = transformers.AlbertTokenizer.from_pretrained(HF_DIR)
+    model, tokenizer = reference_model()
     rng = random.Random(41)
     cases = []
     while len(cases) < CASES:
