@@ -234,11 +234,14 @@ def hf_tokenizer_options(directory: str) -> dict:
     return options
 
 
-# The special tokens albert-tf's tokenizers use, per role (tokenizer_config.json's keys).
-_SPECIAL_TOKENS = {
-    SENTENCEPIECE: dict(zip(_ROLES := ("pad_token", "unk_token", "cls_token", "sep_token",
-                                       "mask_token"),
-                            (PAD_PIECE, UNK_PIECE, CLS_PIECE, SEP_PIECE, MASK_PIECE))),
+# The special tokens albert-tf's tokenizers use, per tokenizer_config.json role: what
+# `convert --to hf` writes (AlbertTokenizer's, with its bos/eos; BertTokenizer's) and what
+# a directory's tokenizer_config.json is checked against.
+_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
+HF_SPECIAL_TOKENS = {
+    SENTENCEPIECE: {"bos_token": CLS_PIECE, "eos_token": SEP_PIECE,
+                    **dict(zip(_ROLES, (PAD_PIECE, UNK_PIECE, CLS_PIECE, SEP_PIECE,
+                                        MASK_PIECE)))},
     WORDPIECE: dict(zip(_ROLES, SPECIAL_TOKENS)),
 }
 
@@ -247,8 +250,8 @@ def _check_special_tokens(path: str, values: dict, kind: str) -> None:
     """CheckpointError when tokenizer_config.json names, for a role, another special token
     than the one albert-tf's tokenizer of `kind` uses (its ids would differ from
     transformers'); a string or an AddedToken object {"content": ...}."""
-    for role, ours in _SPECIAL_TOKENS[kind].items():
-        value = values.get(role)
+    for role in _ROLES:
+        ours, value = HF_SPECIAL_TOKENS[kind][role], values.get(role)
         content = value.get("content") if isinstance(value, dict) else value
         if value is not None and content != ours:
             raise CheckpointError(

@@ -52,7 +52,12 @@ from albert_tf.checkpoint.names import (
 )
 from albert_tf.checkpoint.readers import HF_CONFIG_FILE, HF_SAFETENSORS, CheckpointError
 from albert_tf.checkpoint.task_record import TaskRecord
-from albert_tf.checkpoint.tokenizer_files import HF_TOKENIZER_CONFIG, SPM_FILE, TokenizerFiles
+from albert_tf.checkpoint.tokenizer_files import (
+    HF_SPECIAL_TOKENS,
+    HF_TOKENIZER_CONFIG,
+    SPM_FILE,
+    TokenizerFiles,
+)
 from albert_tf.config import AlbertConfig
 from albert_tf.infra import atomic
 from albert_tf.numerics import LAYER_NORM_EPSILON
@@ -81,14 +86,7 @@ HF_ACTIVATION_NAMES = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact":
 # Each task's Hugging Face class and KerasHub task, as its entry in albert_tf.tasks says.
 HF_ARCHITECTURE = {name: spec.hf_architecture for name, spec in TASKS.items()
                    if spec.hf_architecture}
-# ALBERT's special pieces, as the released SentencePiece models number them (HF's defaults).
-HF_SPECIAL_TOKENS = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]",
-                     "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "<pad>",
-                     "unk_token": "<unk>"}
 HF_FILES = (HF_CONFIG_FILE, HF_SAFETENSORS, SPM_FILE, VOCAB_FILE, TOKENIZER_JSON, HF_TOKENIZER_CONFIG)
-# BertTokenizer's special tokens: what a WordPiece vocab.txt holds.
-HF_WORDPIECE_SPECIAL_TOKENS = {"cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]",
-                               "pad_token": "[PAD]", "unk_token": "[UNK]"}
 
 # The Adam each KerasHub task compiles with by default: save_to_preset stores its
 # (untrained) state in task.weights.h5, and from_preset warns when it is not there.
@@ -304,10 +302,11 @@ def hf_tokenizer_config(config: AlbertConfig, tokenizer: TokenizerFiles) -> dict
                 "strip_accents": not tokenizer.keep_accents,
                 "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,
                 "model_max_length": config.max_position_embeddings,
-                **HF_WORDPIECE_SPECIAL_TOKENS}
+                **HF_SPECIAL_TOKENS[WORDPIECE]}
     return {"tokenizer_class": "AlbertTokenizer", "do_lower_case": tokenizer.do_lower_case,
             "keep_accents": tokenizer.keep_accents,
-            "model_max_length": config.max_position_embeddings, **HF_SPECIAL_TOKENS}
+            "model_max_length": config.max_position_embeddings,
+            **HF_SPECIAL_TOKENS[SENTENCEPIECE]}
 
 
 # ----------------------------------------------------------------------- KerasHub
