@@ -24,11 +24,16 @@ import base64
 import struct
 
 from albert_tf.errors import UserError
-from albert_tf.tokenizer.spm_proto import CONTROL, UNKNOWN, USER_DEFINED, proto_fields
+from albert_tf.tokenizer.spm_proto import (
+    CONTROL,
+    SPIECE_UNDERLINE,
+    UNKNOWN,
+    USER_DEFINED,
+    proto_fields,
+)
 
 __all__ = ["tokenizer_json_of_spm"]
 
-_MARK = "\u2581"  # Metaspace's replacement (spm.SPIECE_UNDERLINE; that module needs sentencepiece)
 # ModelProto: pieces (1) {piece (1), score (2), type (3)}, normalizer_spec (3)
 # {precompiled_charsmap (2)}.
 
@@ -96,7 +101,7 @@ def tokenizer_json_of_spm(model_proto: bytes, do_lower_case: bool, keep_accents:
     if charsmap:
         normalizers.append({"type": "Precompiled",
                             "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")})
-    metaspace = {"type": "Metaspace", "replacement": _MARK, "prepend_scheme": "always",
+    metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always",
                  "split": True}
     single = [_special(cls, 0), {"Sequence": {"id": "A", "type_id": 0}},
               _special(sep, 0)]

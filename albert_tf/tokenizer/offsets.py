@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.spm_proto import SPIECE_UNDERLINE
 from albert_tf.tokenizer.wordpiece_graph import row_cumsum as _row_cumsum
 
 # Characters an answer never starts or ends with, and that alone do not make a token
@@ -138,7 +139,7 @@ def _piece_lengths(pre, classic, begin, end, ids):
     normalised length, the k-th <unk> of both sequences the same."""
     unk = pre.tokenizer.unk_id
     spelled = lambda x: tf.cast(tf.strings.length(tf.strings.regex_replace(  # noqa: E731
-        pre.sentencepiece.id_to_string(x), "\u2581", " ")), tf.int64)
+        pre.sentencepiece.id_to_string(x), SPIECE_UNDERLINE, " ")), tf.int64)
     classic_unk = classic.flat_values == unk
     classic_len = tf.where(classic_unk, tf.maximum(end.flat_values - begin.flat_values, 1),
                            spelled(classic.flat_values))

@@ -41,11 +41,11 @@ import sentencepiece as spm
 from albert_tf.errors import UserError
 from albert_tf.infra import textio
 from albert_tf.tokenizer.packing import Packing, cut_text, text_byte_cap, truncate_seq_pair
+from albert_tf.tokenizer.spm_proto import SPIECE_UNDERLINE
 
 __all__ = ["AlbertTokenizer", "normalize_text", "truncate_seq_pair", "choice_qa_length",
            "cut_choice", "load_spm_model", "cut_text", "text_byte_cap"]
 
-SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE = "<pad>"
 UNK_PIECE = "<unk>"
 CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"

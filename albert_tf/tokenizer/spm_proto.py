@@ -45,6 +45,10 @@ def spm_model_type(model_proto: bytes) -> str:
     return "unigram"  # the field's default
 
 
+# The word-start mark of SentencePiece pieces (and of a tokenizer.json's Metaspace).
+SPIECE_UNDERLINE = "\u2581"
+
+
 # ---------------------------------------------------------------- writing
 # SentencePiece.Type (sentencepiece_model.proto)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED = 1, 2, 3, 4, 5
