@@ -18,12 +18,11 @@ models import it only when they are given text.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.tokenizer import entity_graph, offsets
+from albert_tf.tokenizer.text_inputs import PreprocessorFunctions
 
 __all__ = ["TracedAnswers", "entity_rows", "ANSWER_CHUNK_ROWS"]
 
@@ -33,27 +32,9 @@ ANSWER_CHUNK_ROWS = 256
 _TEXTS = tf.TensorSpec([None], tf.string)
 
 
-class TracedAnswers:
+class TracedAnswers(PreprocessorFunctions):
     """The two halves of a token classifier's entities, traced once per (preprocessor,
-    seq_length, label names): later calls with any number of texts run the graphs.
-
-    A plain object, not a dict or a `tf.Module`: a SavedModel of the model that holds it
-    must not save these functions.
-    """
-
-    def __init__(self):
-        self._functions: dict[tuple, Any] = {}
-
-    def _cached(self, key: tuple, preprocessor, build):
-        entry = self._functions.get(key)
-        if entry is not None and entry[0] is preprocessor:
-            return entry[1]
-        function = build()
-        # a preprocessor replaced or resized leaves its old entries behind: drop them
-        self._functions = {k: v for k, v in self._functions.items()
-                           if v[0] is preprocessor and k[1] == preprocessor.seq_length}
-        self._functions[key] = (preprocessor, function)
-        return function
+    seq_length, label names): later calls with any number of texts run the graphs."""
 
     def windows(self, preprocessor):
         """texts [B] -> (model inputs {name: int32 [W, seq_length]}, piece ends [B, (n)])."""
@@ -69,8 +50,7 @@ class TracedAnswers:
 
             return tf.function(windows, input_signature=[_TEXTS])
 
-        return self._cached(("windows", preprocessor.seq_length, id(preprocessor)),
-                            preprocessor, build)
+        return self.cached(preprocessor, ("windows",), build)
 
     def answers(self, preprocessor, label_names: tuple[str, ...]):
         """(texts [B], piece ends [B, (n)], window logits [W, T, C]) -> ENTITY_OUTPUTS."""
@@ -91,8 +71,7 @@ class TracedAnswers:
                 _TEXTS, tf.RaggedTensorSpec([None, None], tf.int64, row_splits_dtype=tf.int64),
                 tf.TensorSpec([None, None, len(label_names)], tf.float32)])
 
-        return self._cached(("answers", preprocessor.seq_length, tuple(label_names)),
-                            preprocessor, build)
+        return self.cached(preprocessor, ("answers", tuple(label_names)), build)
 
 
 def entity_rows(traced: TracedAnswers, preprocessor, label_names, texts: list, run) -> list:

@@ -25,7 +25,7 @@ from albert_tf.tasks import CHOICE_TEXTS
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 
 __all__ = ["is_text", "text_form", "check_text_form", "as_dataset", "as_arrays", "label_arrays",
-           "keyed_dataset", "TracedText", "AlbertPreprocessor"]
+           "keyed_dataset", "PreprocessorFunctions", "TracedText", "AlbertPreprocessor"]
 
 # Rows tokenized per call of a traced preprocessor (`as_arrays`): bounds the graph's
 # intermediate tensors on a large list, and any count reuses the one trace.
@@ -176,45 +176,57 @@ def as_dataset(preprocessor, dataset: tf.data.Dataset, *, label_output: str | No
     return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-class TracedText:
-    """A model's raw-text preprocessing traced once and reused: one `tf.function` per
-    (preprocessor, seq_length, text form, max_qa_length), each with a fixed input
-    signature ([None] texts, [None, None] choices), so every later call with any
-    number of rows runs the traced graph. Tracing the preprocessor costs seconds;
-    running it, milliseconds.
+class PreprocessorFunctions:
+    """`tf.function`s built for one preprocessor, each traced once and reused (tracing
+    costs seconds; running, milliseconds). `cached(preprocessor, key, build)` gives the
+    function of (preprocessor, its seq_length, key), building it on first use; a
+    preprocessor replaced or resized leaves its old functions behind, so they are dropped.
 
-    A plain object, not a dict or a `tf.Module`: a SavedModel of the model that
-    holds it must not save these functions.
+    A plain object, not a dict or a `tf.Module`: a SavedModel of the model that holds it
+    must not save these functions.
     """
 
     def __init__(self):
         self._functions: dict[tuple, Any] = {}
 
-    def function(self, preprocessor, form, max_qa_length: int | None = None):
-        """The traced preprocessing of `form` (1, 2 or CHOICE_TEXTS) by `preprocessor`."""
-        key = (id(preprocessor), preprocessor.seq_length, form, max_qa_length)
-        entry = self._functions.get(key)
+    def cached(self, preprocessor, key: tuple, build):
+        full = (id(preprocessor), preprocessor.seq_length, *key)
+        entry = self._functions.get(full)
         if entry is not None and entry[0] is preprocessor:
             return entry[1]
-        column = tf.TensorSpec([None], tf.string)
-        if form == CHOICE_TEXTS:
-            if max_qa_length is None:
-                raise ValueError("(contexts, choices) needs max_qa_length")
-            function = tf.function(
-                lambda contexts, choices: preprocessor.pack_choices(contexts, choices,
-                                                                    max_qa_length),
-                input_signature=[column, tf.TensorSpec([None, None], tf.string)])
-        # `call`, not the layer's __call__: under another Keras backend (JAX) __call__
-        # would convert the graph's string tensors to that backend's arrays.
-        elif form == 2:
-            function = tf.function(lambda a, b: preprocessor.call((a, b)),
-                                   input_signature=[column, column])
-        else:
-            function = tf.function(preprocessor.call, input_signature=[column])
-        # a preprocessor replaced or resized leaves its old entries behind: drop them
-        self._functions = {k: v for k, v in self._functions.items() if v[0] is preprocessor}
-        self._functions[key] = (preprocessor, function)
+        function = build()
+        self._functions = {k: v for k, v in self._functions.items()
+                           if v[0] is preprocessor and k[1] == preprocessor.seq_length}
+        self._functions[full] = (preprocessor, function)
         return function
+
+
+class TracedText(PreprocessorFunctions):
+    """A model's raw-text preprocessing traced once and reused: one `tf.function` per
+    (preprocessor, seq_length, text form, max_qa_length), each with a fixed input
+    signature ([None] texts, [None, None] choices), so every later call with any
+    number of rows runs the traced graph."""
+
+    def function(self, preprocessor, form, max_qa_length: int | None = None):
+        """The traced preprocessing of `form` (1, 2 or CHOICE_TEXTS) by `preprocessor`."""
+        column = tf.TensorSpec([None], tf.string)
+        if form == CHOICE_TEXTS and max_qa_length is None:
+            raise ValueError("(contexts, choices) needs max_qa_length")
+
+        def build():
+            if form == CHOICE_TEXTS:
+                return tf.function(
+                    lambda contexts, choices: preprocessor.pack_choices(contexts, choices,
+                                                                        max_qa_length),
+                    input_signature=[column, tf.TensorSpec([None, None], tf.string)])
+            # `call`, not the layer's __call__: under another Keras backend (JAX) __call__
+            # would convert the graph's string tensors to that backend's arrays.
+            if form == 2:
+                return tf.function(lambda a, b: preprocessor.call((a, b)),
+                                   input_signature=[column, column])
+            return tf.function(preprocessor.call, input_signature=[column])
+
+        return self.cached(preprocessor, (form, max_qa_length), build)
 
 
 def as_arrays(traced: TracedText, preprocessor, x, *,
