@@ -286,8 +286,7 @@ class SpanAnswers:
         and a list of those for lists of questions and contexts. The options are the
         pipeline's, mapped onto the task record (`albert_tf.span_answers`; None: the
         record's max_answer_length and no-answer rule); docs/transformers-users.md."""
-        options = QaOptions(top_k, max_answer_len, handle_impossible_answer,
-                                         align_to_words)
+        options = QaOptions(top_k, max_answer_len, handle_impossible_answer, align_to_words)
         single = isinstance(questions, (str, bytes))
         pairs = question_context_rows((questions, contexts))
         if pairs is None:
@@ -296,8 +295,7 @@ class SpanAnswers:
         record = options.applied(self.task_record)
         decoded = self._run_windows(pairs, f"{type(self).__name__}.answer", record,
                                     batch_size=batch_size, verbose=0)
-        return pipeline_form(pipeline_answers(record, decoded, options),
-                                          single, top_k)
+        return pipeline_form(pipeline_answers(record, decoded, options), single, top_k)
 
     def _run_windows(self, pairs, where, record, **predict_args):
         if self.preprocessor is None:
@@ -305,5 +303,5 @@ class SpanAnswers:
                              "with from_preset, or set model.preprocessor")
         run = lambda features: super(SpanAnswers, self).predict(  # noqa: E731
             features, **predict_args)
-        return run_windows(self.preprocessor.tokenizer, record,
-                                        self.preprocessor.seq_length, *pairs, run, where)
+        return run_windows(self.preprocessor.tokenizer, record, self.preprocessor.seq_length,
+                           *pairs, run, where)
