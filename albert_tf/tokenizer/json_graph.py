@@ -7,7 +7,7 @@
   code points dropped), Lowercase (code point by code point, no Final_Sigma) and
   White_Space -> " " in TF ops (the WhitespaceSplit + Metaspace "always" shape only:
   `check_graph_shape`), then `FastSentencepieceTokenizer` on a SentencePiece
-  model rebuilt from the file's pieces and scores (`spm_proto.unigram_model_proto`)
+  model rebuilt from the file's pieces and scores (`JsonUnigramTokenizer.sentencepiece_proto`)
   whose normalizer is the file's Precompiled character map followed by SentencePiece's
   whitespace rules: runs collapsed, ends stripped, "▁" in front of every word. That is
   WhitespaceSplit + Metaspace(prepend_scheme "always", split) when no piece holds an
@@ -32,7 +32,6 @@ import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.normalize import range_arrays
 from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
-from albert_tf.tokenizer.spm_proto import unigram_model_proto
 from albert_tf.tokenizer.tokenizer_json import WHITE_SPACE, TokenizerJsonError
 
 __all__ = ["AddedTokenSplit", "UnigramGraph", "check_graph_shape"]
@@ -112,14 +111,8 @@ class UnigramGraph:
         spec = tokenizer.spec
         self.steps = [s for s in spec.normalizers if s["type"] not in ("Precompiled",)
                       and not (s["type"] == "Replace" and "Regex" in s["pattern"])]
-        charsmap = next((s["charsmap"] for s in spec.normalizers if s["type"] == "Precompiled"),
-                        b"")
-        # Pieces with an inner "▁" never come out of split words: left out (as unused).
-        self.mark = mark = spec.pre_tokenizers[-1]["replacement"]
-        self.model_proto = unigram_model_proto(
-            tokenizer.pieces, tokenizer.scores, tokenizer.unk_id, charsmap=charsmap,
-            control=(tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id),
-            unused=[i for i, p in enumerate(tokenizer.pieces) if mark in p[1:]])
+        self.mark = spec.pre_tokenizers[-1]["replacement"]
+        self.model_proto = tokenizer.sentencepiece_proto(tokenizer.charsmap)
         self.sentencepiece = tf_text.FastSentencepieceTokenizer(self.model_proto)
         self.added = AddedTokenSplit(spec.added)
         self._lower = TextNormalizer(do_lower_case=True, keep_accents=True)

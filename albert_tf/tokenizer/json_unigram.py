@@ -39,6 +39,7 @@ from albert_tf.tokenizer.spm import (
     PAD_PIECE,
     _to_text,
 )
+from albert_tf.tokenizer.spm_proto import unigram_model_proto
 from albert_tf.tokenizer.tokenizer_json import (
     COLLAPSE_SPACES,
     WHITE_SPACE,
@@ -223,6 +224,23 @@ class JsonUnigramTokenizer(Packing):
     @property
     def keep_accents(self) -> bool:
         return self.spec.keep_accents
+
+    @property
+    def charsmap(self) -> bytes:
+        """The file's Precompiled character map (b"": none)."""
+        return next((s["charsmap"] for s in self.spec.normalizers
+                     if s["type"] == "Precompiled"), b"")
+
+    def sentencepiece_proto(self, charsmap: bytes = b"", extra: Sequence[str] = ()) -> bytes:
+        """The file's Unigram model as a SentencePiece model (the graph's and LiteRT's
+        kernels): its pieces and scores, then `extra` pieces (score 0); the specials as
+        control pieces; pieces with an inner "▁" unused (split words never hold one);
+        `charsmap` its normalizer's map."""
+        mark = self.metaspace["replacement"]
+        return unigram_model_proto(
+            self.pieces + list(extra), self.scores + [0.0] * len(extra), self.unk_id,
+            charsmap=charsmap, control=(self.pad_id, self.cls_id, self.sep_id, self.mask_id),
+            unused=[i for i, p in enumerate(self.pieces) if mark in p[1:]])
 
     # ------------------------------------------------------------ the steps
     def split_added(self, text: str) -> list[tuple[int, int, int | None]]:

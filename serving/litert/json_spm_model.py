@@ -37,7 +37,6 @@ import numpy as np
 from albert_tf.tokenizer.json_graph import check_graph_shape
 from albert_tf.tokenizer.json_unigram import JsonUnigramTokenizer
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
-from albert_tf.tokenizer.spm_proto import unigram_model_proto
 from albert_tf.tokenizer.tokenizer_json import WHITE_SPACE
 
 from .spm_model import LiteTokenizerError, _code_points, compose_rules, with_character_map
@@ -83,24 +82,18 @@ def lite_json_model(tokenizer: JsonUnigramTokenizer) -> LiteJsonModel:
     if space_id is None and spec.added:
         raise LiteTokenizerError(f"{spec.path} has no {mark!r} piece, which LiteRT needs to "
                                  "tell the space before an added token from the text")
-    charsmap = next((s["charsmap"] for s in spec.normalizers if s["type"] == "Precompiled"),
-                    b"")
-    unused = [i for i, p in enumerate(tokenizer.pieces) if mark in p[1:]]
-    control = (tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id)
-    own = unigram_model_proto(tokenizer.pieces, tokenizer.scores, tokenizer.unk_id,
-                              charsmap=charsmap, control=control, unused=unused) \
-        if charsmap else None  # a file without Precompiled: no map of its own
+    charsmap = tokenizer.charsmap
+    own = tokenizer.sentencepiece_proto(charsmap) if charsmap else None  # none: no map
     image = {c: " " if c in WHITE_SPACE else tokenizer.before_charsmap(c)
              for c in _code_points()}
-    longer = {s["pattern"]["String"]: s["pattern"]["String"] for s in spec.normalizers
-              if s["type"] == "Replace" and len(s["pattern"].get("String", "")) > 1}
-    whole = {key: _spaces(tokenizer.before_charsmap(key)) for key in longer}
+    whole = {key: _spaces(tokenizer.before_charsmap(key)) for key in (
+        s["pattern"]["String"] for s in spec.normalizers
+        if s["type"] == "Replace" and len(s["pattern"].get("String", "")) > 1)}
     rules = compose_rules(own, image, after=_spaces, whole=whole)
     added = [chr(ADDED_BASE + k) for k in range(len(spec.added))]
     rules.update({token.content: piece + " " for token, piece in zip(spec.added, added)})
     vocab = len(tokenizer.pieces)
-    model = unigram_model_proto(tokenizer.pieces + added, tokenizer.scores + [0.0] * len(added),
-                                tokenizer.unk_id, control=control, unused=unused)
+    model = tokenizer.sentencepiece_proto(extra=added)
     lookup = np.array(list(range(vocab)) + [token.id for token in spec.added], np.int32)
     return LiteJsonModel(with_character_map(model, sorted(rules.items()), user_defined=added),
                          lookup, -1 if space_id is None else space_id, vocab)
