@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 
 __all__ = ["OUTSIDE", "SCHEMES", "PREFIXES", "split_tag", "entities", "starts_entity",
            "detect_scheme", "left_open", "check_tag", "scheme_label_names", "window_step", "windows",
-           "best_window"]
+           "best_window", "CHUNK_PREFIXES", "chunk_table"]
 
 OUTSIDE = "O"
 SCHEMES = ("iob1", "iob2", "bioes")
@@ -37,6 +37,8 @@ SCHEMES = ("iob1", "iob2", "bioes")
 PREFIXES = {"iob1": ("B", "I"), "iob2": ("B", "I"), "bioes": ("B", "I", "E", "S")}
 # Prefixes that continue an entity: in iob2 and bioes they never start one.
 _CONTINUING = ("I", "E")
+# O and every prefix, in the order of `chunk_table`'s rows.
+CHUNK_PREFIXES = (OUTSIDE, *PREFIXES["bioes"])
 
 
 def split_tag(tag: str) -> tuple[str, str]:
@@ -65,6 +67,23 @@ def starts_entity(prev: str, prev_kind: str, prefix: str, kind: str) -> bool:
     if prefix in _CONTINUING and prev in ("E", "S", OUTSIDE):
         return True
     return prefix != OUTSIDE and prev_kind != kind
+
+
+def chunk_table() -> list[tuple[bool, bool]]:
+    """conlleval's rule (`_ends`, `starts_entity`) as a table, for a reader that applies
+    it to every word at once (the served entities' graph): row `(previous * P + this) * 2
+    + same` is (the open entity ends, an entity starts) for the previous word's and this
+    word's prefixes (their indices in CHUNK_PREFIXES, P of them) and whether their types
+    are equal (O's type equals only O's)."""
+    rows = []
+    for prev in CHUNK_PREFIXES:
+        for prefix in CHUNK_PREFIXES:
+            for same in (False, True):
+                prev_kind = "" if prev == OUTSIDE else "X"
+                kind = "" if prefix == OUTSIDE else ("X" if same else "Y")
+                rows.append((_ends(prev, prev_kind, prefix, kind),
+                             starts_entity(prev, prev_kind, prefix, kind)))
+    return rows
 
 
 def entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:

@@ -39,7 +39,7 @@ from albert_tf.tokenizer.wordpiece import CJK_RANGES
 from albert_tf.tokenizer.wordpiece_graph import separator_ranges
 
 # Prefix codes of the per-class tables; O is 0.
-_CODES = {tagging.OUTSIDE: 0, "B": 1, "I": 2, "E": 3, "S": 4}
+_CODES = {prefix: code for code, prefix in enumerate(tagging.CHUNK_PREFIXES)}
 ENTITY_OUTPUTS = ("entity_type", "entity_text", "entity_start_char", "entity_end_char",
                   "entity_score", "entity_count")
 
@@ -270,13 +270,9 @@ def entities(texts: tf.Tensor, found: dict[str, tf.RaggedTensor], labels: tf.Ten
     first = position == 0
     prev = tf.where(first, 0, tf.roll(prefix, 1, 0))
     prev_kind = tf.where(first, -1, tf.roll(kind, 1, 0))
-    o, b, i, e, s = (_CODES[k] for k in (tagging.OUTSIDE, "B", "I", "E", "S"))
-    is_ = lambda x, *codes: tf.reduce_any(tf.stack([tf.equal(x, c) for c in codes]), 0)  # noqa: E731
-    # tagging._ends / tagging.starts_entity, word by word.
-    ends = (is_(prev, e, s) | (is_(prev, b, i) & is_(prefix, b, s, o))
-            | ((prev != o) & (prev_kind != kind)))
-    starts = (is_(prefix, b, s) | (is_(prefix, i, e) & is_(prev, e, s, o))
-              | ((prefix != o) & (prev_kind != kind)))
+    # conlleval's rule (`tagging.chunk_table`), word by word: (ends, starts).
+    index = (prev * len(_CODES) + prefix) * 2 + tf.cast(prev_kind == kind, tf.int32)
+    ends, starts = tf.unstack(tf.gather(tf.constant(tagging.chunk_table()), index), axis=1)
     # Entity ends: the words where an open entity ends, and each row's end.
     row_lengths = found["start_char"].row_lengths()
     sentinels = tf.range(tf.size(row_lengths, out_type=tf.int64)) * ROW_STRIDE + row_lengths
