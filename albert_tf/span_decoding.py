@@ -1,8 +1,14 @@
 """The one rule of span QA over doc-stride windows: windows, max context, candidates, answers.
 
 Fine-tuning's SQuAD prediction (`training/finetune/squad.py`), a span model's
-`predict((questions, contexts))` and, restated in TensorFlow and tested equal,
-the served graph (`serving/signatures/span_windows.py`) all decode by this module:
+`predict((questions, contexts))` and the served graph
+(`serving/signatures/span_windows.py`) all decode by this module. The window
+arithmetic (`room_of`, `window_step`, `window_count`, `pieces_held`,
+`max_context_score`) is written once for Python ints and int tensors alike, and the
+graph calls it. Candidates and ranking keep this Python form beside the graph's
+because fine-tuning labels its training windows and scores its evaluation in the
+data pipeline's Python (`training/finetune/squad_data.py`), where no graph runs;
+tests hold the two decodings equal:
 
 * windows: the context's pieces are cut into windows of `room = seq_length - 3 -
   question pieces` pieces, a window starting every `min(room, doc_stride)` pieces
@@ -129,9 +135,38 @@ def answer_pieces(pieces: ContextPieces, start: int, end: int) -> tuple[int, int
 
 
 # ------------------------------------------------------------------ windows
+# The window arithmetic below is written once for Python ints and for int64 tensors
+# alike (the served graph, `serving/signatures/span_windows.py`, calls it with
+# `tf.minimum` / `tf.maximum`), so the two cannot cut a context differently.
+
+# [CLS] question [SEP] context [SEP]: the positions of a window's row that are not context.
+WINDOW_SPECIALS = 3
+
+
+def room_of(seq_length, query_pieces):
+    """Context pieces one window holds beside `[CLS] question [SEP] ... [SEP]`."""
+    return seq_length - WINDOW_SPECIALS - query_pieces
+
+
+def window_step(room, doc_stride, minimum=min):
+    """Pieces between two windows' starts: `doc_stride`, at most a whole window."""
+    return minimum(room, doc_stride)
+
+
+def window_count(num_pieces, room, doc_stride, minimum=min, maximum=max):
+    """How many windows a context of `num_pieces` pieces needs: len(window_spans(...)),
+    1 + ceil((pieces - room) / step), at least 1."""
+    return 1 + maximum(-((room - num_pieces) // window_step(room, doc_stride, minimum)), 0)
+
+
+def pieces_held(windows, room, doc_stride, minimum=min):
+    """The most context pieces `windows` windows hold (what a window cap allows)."""
+    return room + (windows - 1) * window_step(room, doc_stride, minimum)
+
+
 def context_room(seq_length: int, query_pieces: int) -> int:
-    """Context pieces one window holds beside [CLS] question [SEP] ... [SEP]."""
-    room = seq_length - query_pieces - 3
+    """`room_of`, refused when the question leaves no room for the context."""
+    room = room_of(seq_length, query_pieces)
     if room < 1:
         raise UserError(f"seq_length={seq_length} leaves no room for the context after the "
                         f"{query_pieces}-piece question; raise it or lower max_query_length")
@@ -140,29 +175,20 @@ def context_room(seq_length: int, query_pieces: int) -> int:
 
 def query_limit(max_query_length: int, seq_length: int) -> int:
     """Question pieces kept: the record's max_query_length, at most seq_length - 4."""
-    return min(max_query_length, seq_length - 4)
+    return min(max_query_length, room_of(seq_length, 1))
 
 
 def window_spans(num_pieces: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
-    """(first piece, count) of each window: `room` pieces, every `doc_stride`, to the end."""
-    spans, first = [], 0
-    while True:
-        count = min(room, num_pieces - first)
-        spans.append((first, count))
-        if first + count >= num_pieces:
-            return spans
-        first += min(count, doc_stride)
+    """(first piece, count) of each window: `room` pieces, one every `window_step`
+    pieces, until one reaches the end."""
+    step = window_step(room, doc_stride)
+    return [(first, min(room, num_pieces - first))
+            for first in range(0, step * window_count(num_pieces, room, doc_stride), step)]
 
 
-def window_count(num_pieces: int, room: int, doc_stride: int) -> int:
-    """len(window_spans(...)) in closed form (what the graph computes)."""
-    step = min(room, doc_stride)
-    return 1 + max(0, -(-(num_pieces - room) // step))
-
-
-def max_context_score(index: int, count: int) -> int:
+def max_context_score(index, count, minimum=min):
     """How much context a window of `count` pieces gives its piece `index` (integers)."""
-    return MAX_CONTEXT_SCALE * min(index, count - 1 - index) + count
+    return MAX_CONTEXT_SCALE * minimum(index, count - 1 - index) + count
 
 
 def max_context(spans: list[tuple[int, int]]) -> list[np.ndarray]:

@@ -1,13 +1,14 @@
-"""Doc-stride windows in the graph: `albert_tf.span_decoding`'s rule, restated in TensorFlow.
+"""Doc-stride windows in the graph, cut by `albert_tf.span_decoding`'s arithmetic.
 
 A served span model answers a context of any length as fine-tuning's SQuAD
-prediction does: the context's pieces are cut into windows (`split`: `room =
-seq_length - 3 - question pieces` pieces, a new window every `min(room,
-doc_stride)` pieces until one reaches the end), every window of every row is packed
-`[CLS] question [SEP] window [SEP]` and run as one batch (`features`), each piece is
-a start candidate only in the window that gives it the most context (`max_context`),
-and the best span of each row is the best of its windows' (`best_window`). The
-Python rule is `albert_tf.span_decoding`; tests hold the two equal.
+prediction does: the context's pieces are cut into windows (`split`: `room_of`
+context pieces a window, a new window every `window_step` pieces, `window_count`
+windows), every window of every row is packed `[CLS] question [SEP] window [SEP]`
+and run as one batch (`features`), each piece is a start candidate only in the
+window that gives it the most context (`max_context`, by `max_context_score`),
+and the best span of each row is the best of its windows' (`best_window`). That
+arithmetic is `albert_tf.span_decoding`'s own functions, called here with
+TensorFlow's minimum and maximum; what stays here is how tensors hold the windows.
 
 A row whose context needs more than `max_windows` windows is refused before the
 model runs (`split`'s check), so one huge context cannot take the server's memory.
@@ -19,9 +20,9 @@ import dataclasses
 
 import tensorflow as tf
 
+from albert_tf import span_decoding as rule
 from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
 from albert_tf.span_answers import QaOptions
-from albert_tf.span_decoding import MAX_CONTEXT_SCALE
 
 from . import text_graph
 from .base import _require
@@ -89,13 +90,11 @@ def split(query_lengths: tf.Tensor, pieces: tf.RaggedTensor, seq_length: int, do
     windows, more than max_windows=M ..." before anything is packed.
     """
     num_pieces = pieces.row_lengths()  # [B] int64
-    room = seq_length - 3 - tf.cast(query_lengths, tf.int64)  # >= 1: the query is cut
-    step = tf.minimum(room, tf.constant(doc_stride, tf.int64))
-    needed = 1 + tf.maximum(tf.constant(0, tf.int64), -((room - num_pieces) // step))  # 1 + ceil((P - room) / step)
+    room = rule.room_of(seq_length, tf.cast(query_lengths, tf.int64))  # >= 1: the query is cut
+    step = rule.window_step(room, doc_stride, tf.minimum)
+    needed = rule.window_count(num_pieces, room, doc_stride, tf.minimum, tf.maximum)
     needed = _within_cap(needed, needed <= max_windows, needed, signature, " needs ",
-                         f" windows, more than max_windows={max_windows} (seq_length "
-                         f"{seq_length}, doc_stride {doc_stride}); shorten it or export with a "
-                         "larger --max-windows")
+                         " windows, more than ", max_windows, seq_length, doc_stride)
     index = tf.ragged.range(needed)  # [B, (n)] window index within the row
     row = index.value_rowids()
     first = index.flat_values * tf.gather(step, row)
@@ -116,22 +115,26 @@ def check_words(query_lengths: tf.Tensor, context: tf.Tensor, seq_length: int, d
     drops those characters, and no piece crosses a space), so more such words than
     `max_windows` windows hold pieces is refused as `split` would refuse it.
     """
-    room = seq_length - 3 - tf.cast(query_lengths, tf.int64)
-    capacity = room + (max_windows - 1) * tf.minimum(room, tf.constant(doc_stride, tf.int64))
+    room = rule.room_of(seq_length, tf.cast(query_lengths, tf.int64))
+    capacity = rule.pieces_held(max_windows, room, doc_stride, tf.minimum)
     words = tf.strings.split(context, sep=" ")  # [B, (parts)]
     solid = tf.strings.regex_full_match(words.flat_values, r"(?s).*[A-Za-z0-9].*")
     least = tf.math.unsorted_segment_sum(tf.cast(solid, tf.int64), words.value_rowids(),
                                          words.nrows())  # [B]
     return _within_cap(context, least <= capacity, least, signature, " has at least ",
-                       f" pieces, more than max_windows={max_windows} windows hold (seq_length "
-                       f"{seq_length}, doc_stride {doc_stride}); shorten it or export with a "
-                       "larger --max-windows")
+                       " pieces, more than ", max_windows, seq_length, doc_stride,
+                       " windows hold")
 
 
 def _within_cap(value: tf.Tensor, fits: tf.Tensor, counts: tf.Tensor, signature: str,
-                middle: str, tail: str) -> tf.Tensor:
+                middle: str, what: str, max_windows: int, seq_length: int, doc_stride: int,
+                held: str = "") -> tf.Tensor:
     """`value`, released only if every row `fits` [B]; else InvalidArgumentError naming the
-    first row that does not and its count: "SIG: the context of row R{middle}N{tail}"."""
+    first row that does not and its count: "SIG: the context of row R{middle}N{what}
+    max_windows=M{held} (seq_length S, doc_stride D); shorten it or export with a larger
+    --max-windows" (the one wording of the window cap)."""
+    tail = (f"{what}max_windows={max_windows}{held} (seq_length {seq_length}, doc_stride "
+            f"{doc_stride}); shorten it or export with a larger --max-windows")
     # The first row past the cap (a sentinel keeps argmax defined for an empty batch).
     over = tf.argmax(tf.concat([tf.cast(tf.logical_not(fits), tf.int32), [1]], 0),
                      output_type=tf.int64)
@@ -146,7 +149,7 @@ def max_context(piece: tf.RaggedTensor, count: tf.Tensor, index: tf.RaggedTensor
     (MAX_CONTEXT_SCALE * shorter side + window length), a tie to the earlier window."""
     length = tf.gather(count, index.value_rowids())
     at = index.flat_values
-    score = MAX_CONTEXT_SCALE * tf.minimum(at, length - 1 - at) + length  # [N] int64
+    score = rule.max_context_score(at, length, tf.minimum)  # [N] int64
     key = piece.flat_values
     slots = tf.reduce_max(tf.concat([key + 1, [0]], 0))  # pieces the windows cover
     best = tf.gather(tf.math.unsorted_segment_max(score, key, slots), key) == score
