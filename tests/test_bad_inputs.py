@@ -560,7 +560,7 @@ def test_export_without_tensorflow_serving_api_is_one_line_and_writes_nothing(
               f"sys.exit(cli.main(['export', '--checkpoint', {str(tiny_checkpoint)!r}, "
               f"'--output', {str(tmp_path / 'models' / 'm')!r}]))")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=300)
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=SAFETY_NET_S)
     line = proc.stderr.strip().splitlines()[-1]
     assert_one_line_error(proc.returncode, line, "tensorflow-serving-api")
     assert not (tmp_path / "models").exists()

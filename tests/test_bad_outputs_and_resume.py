@@ -248,7 +248,7 @@ def test_two_converts_into_the_same_new_directory_exactly_one_wins(tmp_path, spm
     procs = [_cli_process("convert", os.path.join(FIXTURES, "shared", "hf"), dst,
                           "--spm-model", spm_41_path),
              _cli_process("convert", os.path.join(FIXTURES, "grouped", "hf"), dst)]
-    results = [(p.wait(timeout=300), p.stderr.read().strip().splitlines()) for p in procs]
+    results = [(p.wait(timeout=SAFETY_NET_S), p.stderr.read().strip().splitlines()) for p in procs]
     assert sorted(code for code, _ in results) == [0, 2], results
     loser = next(lines for code, lines in results if code == 2)[-1]
     assert loser.startswith("albert-tf convert: ") and str(dst) in loser, loser
@@ -268,7 +268,7 @@ def test_two_finetunes_into_the_same_new_output_exactly_one_wins(tmp_path, check
     out = tmp_path / "out"
     procs = [_cli_process(*_finetune_args(checkpoint41, out, train_csv)),
              _cli_process(*_finetune_args(checkpoint41, out, train_csv, task="regress"))]
-    results = [(p.wait(timeout=600), p.stderr.read().strip().splitlines()) for p in procs]
+    results = [(p.wait(timeout=SAFETY_NET_S), p.stderr.read().strip().splitlines()) for p in procs]
     assert sorted(code for code, _ in results) == [0, 2], [(c, lines[-3:]) for c, lines in results]
     loser = next(lines for code, lines in results if code == 2)[-1]
     assert loser.startswith("albert-tf finetune: ") and str(out) in loser, loser
@@ -673,7 +673,7 @@ def _limited_process(limit_bytes: int, *argv) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *map(str, argv)],
                           capture_output=True, text=True, env=env, preexec_fn=limit,
-                          timeout=600)
+                          timeout=SAFETY_NET_S)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")

@@ -69,7 +69,7 @@ def _in_a_mount(options: str, directory, argv) -> tuple[int, list[str], list[str
     script = (f'mount -t tmpfs -o {options} none "$1" || exit 99; shift; "$@"; code=$?; '
               'ls -A "$MOUNT"; exit $code')
     result = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", str(directory), *argv],
-                            capture_output=True, text=True, cwd=REPO, timeout=600,
+                            capture_output=True, text=True, cwd=REPO, timeout=SAFETY_NET_S,
                             env={**ENV, "MOUNT": str(directory)})
     assert result.returncode != 99, result.stderr
     return result.returncode, result.stderr.strip().splitlines(), result.stdout.split()
@@ -108,7 +108,7 @@ def test_vocab_into_a_directory_without_write_permission_names_it(tmp_path, word
     locked.chmod(0o555)
     try:
         result = subprocess.run(_vocab_argv(word_corpus, locked / "sp"), capture_output=True,
-                                text=True, cwd=REPO, timeout=600, env=ENV)
+                                text=True, cwd=REPO, timeout=SAFETY_NET_S, env=ENV)
     finally:
         locked.chmod(0o755)
     lines = result.stderr.strip().splitlines()
@@ -237,7 +237,7 @@ def test_sigterm_at_every_export_stage_is_143_and_leaves_nothing(tmp_path, stage
         while proc.poll() is None and not seen():
             time.sleep(0.005)
         proc.send_signal(signal.SIGTERM)
-        code, lines = proc.wait(timeout=600), proc.stderr.read().strip().splitlines()
+        code, lines = proc.wait(timeout=SAFETY_NET_S), proc.stderr.read().strip().splitlines()
         if code == 0:  # it finished first: a complete export, nothing to check here
             continue
         assert (code, lines[-1]) == (143, "albert-tf export: terminated (SIGTERM)"), lines[-5:]

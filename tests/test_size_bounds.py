@@ -34,6 +34,7 @@ from albert_tf.config import (
     AlbertConfig,
     ConfigError,
 )
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, run_cli, snapshot
 
@@ -98,7 +99,7 @@ def test_a_maximal_legal_depth_builds_and_runs():
         print(counts)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=1800, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+                         timeout=SAFETY_NET_S, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert out.returncode == 0, out.stderr[-2000:]
     shallow, deepest = ast.literal_eval(out.stdout.strip().splitlines()[-1])
     assert shallow == deepest and deepest[1] == [1, 4, 8], (shallow, deepest)

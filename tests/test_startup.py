@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from albert_tf.infra.cli import COMMANDS
+from tests.helpers.fresh_process import SAFETY_NET_S
 
 # What `--help` must not import: the frameworks whose start-up takes seconds.
 HEAVY = ("tensorflow", "tensorflow_text", "jax", "keras", "apache_beam", "torch")
@@ -37,7 +38,7 @@ def _fresh(script: str, *args: str) -> tuple[dict, str, str]:
     """Runs `script` in a fresh interpreter; returns the JSON its last stdout line holds,
     all of stdout and all of stderr."""
     result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1]), result.stdout, result.stderr
 
@@ -167,7 +168,7 @@ def test_a_command_that_imports_tensorflow_prints_only_its_own_line(tmp_path):
     script = ("import sys; from albert_tf.infra.cli import main; sys.exit(main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", script, "predict", "--saved-model",
                              str(tmp_path / "missing"), "--input", str(tmp_path / "in.txt")],
-                            capture_output=True, text=True, timeout=600, env=env)
+                            capture_output=True, text=True, timeout=SAFETY_NET_S, env=env)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"albert-tf predict: --saved-model {tmp_path / 'missing'}: no such directory"]
@@ -186,7 +187,7 @@ tf.get_logger().info("Assets written to: %s", "X/assets")
 
 def test_a_tensorflow_log_line_is_printed_once_in_our_format():
     result = subprocess.run([sys.executable, "-c", TF_LOG_LINE], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if "Assets written to" in line]
     assert len(lines) == 1, lines

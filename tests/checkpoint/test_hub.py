@@ -103,7 +103,7 @@ print("RESULT" + json.dumps(out))
 
 def run_python(script: str, args: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=env, timeout=SAFETY_NET_S)
 
 
 def predictions(result: subprocess.CompletedProcess) -> dict:
@@ -114,7 +114,7 @@ def predictions(result: subprocess.CompletedProcess) -> dict:
 
 def albert_tf_cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=600)
+                          text=True, env=env, timeout=SAFETY_NET_S)
 
 
 # --- the table -------------------------------------------------------------------------

@@ -25,7 +25,7 @@ np.save(sys.argv[2], np.asarray(model.predict({texts!r}, verbose=0)))
 def _load_in_fresh_process(imports: str, path: str, out: str) -> subprocess.CompletedProcess:
     script = LOAD.format(imports=imports, texts=TEXTS)
     return subprocess.run([sys.executable, "-c", script, path, out], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=SAFETY_NET_S)
 
 
 def test_a_keras_file_loads_after_import_albert_tf(tmp_path, spm_model_path):

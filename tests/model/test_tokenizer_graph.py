@@ -18,6 +18,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor, trim_segments
 from albert_tf.tokenizer.spm import AlbertTokenizer, normalize_text, truncate_seq_pair
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
 
 SEQ_LENGTHS = (3, 8, 29, 128)
@@ -214,7 +215,7 @@ def test_savedmodel_runs_in_a_fresh_process(spm_model_path, tmp_path, lines):
         t.encode() for t in lines[200:400]]
     result = subprocess.run(
         [sys.executable, "-c", _LOAD_SCRIPT, str(tmp_path / "module"), str(tmp_path / "keras")],
-        input=json.dumps([t.hex() for t in texts]), capture_output=True, text=True, timeout=300)
+        input=json.dumps([t.hex() for t in texts]), capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out.pop("albert_tf_imported") is False

@@ -42,7 +42,7 @@ from albert_tf.serving import requests as rq
 from albert_tf.serving.client import backends
 from albert_tf.tokenizer import AlbertPreprocessor
 from tests.helpers import tf_serving
-from tests.helpers.fresh_process import run_fresh
+from tests.helpers.fresh_process import SAFETY_NET_S, run_fresh
 from tests.helpers.paths import TASK_FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
 
@@ -253,7 +253,7 @@ def test_predict_saved_model_names_a_rank_2_row_in_a_fresh_process(exports, tmp_
     proc = subprocess.run(
         [sys.executable, "-m", "albert_tf.infra.cli", "predict", "--saved-model",
          exports["classification"], "--input", str(source), "--output", str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        capture_output=True, text=True, timeout=SAFETY_NET_S, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     line = proc.stderr.strip().splitlines()[-1]
     assert_one_line_error(proc.returncode, line, f"{source}: rows 1-2",
                           "serving_default: text", "rank")

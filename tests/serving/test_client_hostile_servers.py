@@ -23,6 +23,7 @@ import pytest
 
 from albert_tf.serving.client import backends
 from albert_tf.serving.client import run as client
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.local_server import LocalServer
 
 
@@ -165,7 +166,7 @@ def test_a_server_that_accepts_and_never_answers_is_cut_off(tmp_path):
     try:
         caller = threading.Thread(target=call, daemon=True)
         caller.start()
-        caller.join(timeout=300)  # a safety net for a hang, not the verdict
+        caller.join(timeout=SAFETY_NET_S)  # a safety net for a hang, not the verdict
         assert not caller.is_alive(), "the call never returned"
         assert len(raised) == 1 and "no complete reply within --timeout 1 s" in raised[0], raised
     finally:

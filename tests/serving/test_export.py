@@ -29,7 +29,7 @@ from albert_tf.checkpoint.task_record import TaskRecord
 from albert_tf.serving import export, layout, provenance, server_releases, warmup
 from albert_tf.serving.signatures.base import GROUP_ROWS, PAD_MULTIPLE
 from tests.helpers import tf_serving
-from tests.helpers.fresh_process import run_fresh
+from tests.helpers.fresh_process import SAFETY_NET_S, run_fresh
 
 pytestmark = pytest.mark.slow
 
@@ -393,7 +393,7 @@ def tool_runs(exported, tmp_path_factory):
                for name, argv in commands.items()}
     results = {}
     for name, process in running.items():
-        stdout, stderr = process.communicate(timeout=600)
+        stdout, stderr = process.communicate(timeout=SAFETY_NET_S)
         assert process.returncode == 0, (name, stderr[-3000:])
         results[name] = stdout
     return results, outdir

@@ -14,6 +14,7 @@ import pytest
 from albert_tf.infra import cli
 from albert_tf.serving import export, serving_check
 from albert_tf.serving.serving_check import ServingCheckError, compare
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES, REPO
 
 _DOCS_MODEL = "models/albert_sst2/1"
@@ -94,11 +95,11 @@ def _docs_commands_run_the_signature(version: str) -> None:
     python = section.split("```python\n")[1].split("```")[0]
     shell = section.split("```bash\n")[2].split("```")[0].replace("\\\n", " ")
     outputs = [subprocess.run([sys.executable, "-c", python.replace(_DOCS_MODEL, version)],
-                              capture_output=True, text=True, timeout=600)]
+                              capture_output=True, text=True, timeout=SAFETY_NET_S)]
     argv = shlex.split(shell.replace(_DOCS_MODEL, version))
     assert argv[0] == "python"
     outputs.append(subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
-                                  timeout=600))
+                                  timeout=SAFETY_NET_S))
     for done in outputs:
         assert done.returncode == 0, done.stderr[-2000:]
         assert "probabilities" in done.stdout and "label" in done.stdout, done.stdout[-2000:]

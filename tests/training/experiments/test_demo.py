@@ -19,10 +19,11 @@ import sys
 import pytest
 
 from tests.helpers.demo_questions import QUESTIONS
+from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import REPO
 
 
-def run_cli(*args, timeout=1500, input_text=None):
+def run_cli(*args, timeout=SAFETY_NET_S, input_text=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout, cwd=REPO,

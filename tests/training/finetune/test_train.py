@@ -28,6 +28,7 @@ from albert_tf.training.finetune.examples import TextExamples, encode_texts
 from albert_tf.training.finetune.run import main
 from albert_tf.training.finetune.sequence import SequenceTask
 from albert_tf.training.finetune.train import PlateauHint, TrainConfig, finetune, predict_rows
+from tests.helpers.fresh_process import SAFETY_NET_S
 
 WORD = "if"
 
@@ -243,7 +244,7 @@ def test_finetune_under_mirrored_strategy(spm_model_path, tmp_path):
 
     # Two logical CPUs must be configured before TensorFlow starts: a fresh process.
     result = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, spm_model_path, str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
 
 
