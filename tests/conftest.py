@@ -12,6 +12,8 @@ import random
 
 import pytest
 
+from tests.helpers.module_order import longest_first
+
 _NUM_DOCUMENTS = 300
 _VOCAB_SIZE = 1000
 _VOCAB_LINES = 5000  # sentences the vocabularies are trained on: a few seconds each
@@ -132,3 +134,8 @@ def tiny_checkpoint(tmp_path_factory, spm_model_path) -> str:
     path = str(tmp_path_factory.mktemp("pretrained"))
     save_checkpoint(AlbertPretrainer(config), path, spm_model=spm_model_path)
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest modules first (tests/helpers/module_order.py)."""
+    longest_first(items)
