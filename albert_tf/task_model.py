@@ -125,7 +125,7 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
         the checkpoint's vocabulary); None: token ids only.
       seq_length / sequence_length (attributes): the length raw text is packed to, the
         preprocessor's; setting it repacks from the next call (`lengths`).
-      remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
+      remat, branches: the encoder's training and serving options (`AlbertEncoder`).
       compile: compile with the task's defaults once built (`compile()`); False: leave
         it uncompiled.
     """
@@ -146,14 +146,15 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
             cls.task_spec = tasks.TASKS[cls.task]
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 preprocessor=None, remat: bool = False, compile: bool = True, **kwargs):
+                 preprocessor=None, remat: bool = False, branches: int = 1, compile: bool = True,
+                 **kwargs):
         super().__init__(**kwargs)
         self._compile_on_init = strict_bool("compile", compile)
         self.config = as_config(config)
         if encoder is not None and encoder.config != self.config:
             raise ValueError("the encoder's config differs from the model's config")
-        self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
-                                                dtype=self.dtype_policy)
+        self.encoder = encoder or AlbertEncoder(self.config, remat=remat, branches=branches,
+                                                name="encoder", dtype=self.dtype_policy)
         self.preprocessor = preprocessor
         if preprocessor is not None:  # so a .keras file's vocabulary is checked against it
             preprocessor.model_vocab_size = self.config.vocab_size
@@ -223,8 +224,7 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
     def get_config(self):
         config = {"config": self.config.to_dict(), **self._head_args(),
                   **keras.layers.Layer.get_config(self)}
-        if self.encoder.remat:
-            config["remat"] = True
+        config.update(self.encoder.options())
         if self.preprocessor is not None:
             config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
         return config
