@@ -7,7 +7,6 @@ from typing import Any
 import keras
 from keras import ops
 
-import albert_tf  # from_preset's loader and .keras writing, on first use: albert_tf.loader
 from albert_tf import tasks
 from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
@@ -81,8 +80,8 @@ class ExportMixin:
         archive only, and refuses any other existing file, naming it; True replaces a
         file whatever it holds; False refuses any existing file (Keras would prompt).
         """
-        return albert_tf.loader("keras_files").save(super().save, filepath, overwrite, zipped,
-                                                    **kwargs)
+        from albert_tf.infra import keras_files  # deferred: the layers do no I/O at import
+        return keras_files.save(super().save, filepath, overwrite, zipped, **kwargs)
 
 
 def _key_name(key: tuple) -> str:
@@ -255,7 +254,8 @@ class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
             >>> encoder.export("exported/encoder")  # a SavedModel, any batch and length
             >>> encoder.embed(["a sentence"])  # [1, H], the export's mean_pooled
         """
-        return albert_tf.loader("presets").encoder_from_preset(cls, path, load_weights, **kwargs)
+        from albert_tf.checkpoint import presets  # deferred: it imports the layers
+        return presets.encoder_from_preset(cls, path, load_weights, **kwargs)
 
     def options(self) -> dict[str, Any]:
         """The options it was built with that are not their defaults (a task model's

@@ -5,7 +5,7 @@ vocabulary) a `preprocessor` and the `task_record` it is served by. Its class's
 entry in `albert_tf.tasks` (`task_spec`) decides the rest:
 
 * `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint` reads
-  (`albert_tf.checkpoint.presets`, through `albert_tf.loader`: no checkpoint I/O here);
+  (`albert_tf.checkpoint.presets`, imported on first use: no checkpoint I/O here);
 * it comes compiled: `compile()`'s defaults (AdamW, the task's loss and metrics) are
   applied on construction (`compile=False` skips it), so `fit` works at once;
 * a single-output task (classifier, regressor, token classifier, multiple choice)
@@ -28,7 +28,6 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
-import albert_tf  # the task record, from_preset's loader, on first use: albert_tf.loader
 from albert_tf import api_inputs, tasks
 from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
@@ -95,9 +94,9 @@ def _text_inputs():
 
 
 def _records():
-    """`albert_tf.checkpoint.task_record` (TaskRecord, TASK_FILE), which reads and
-    writes albert_task.json: the layers import no file I/O."""
-    return albert_tf.loader("task_record")
+    """`albert_tf.checkpoint.task_record`: TaskRecord, TASK_FILE (albert_task.json)."""
+    from albert_tf.checkpoint import task_record  # deferred: it imports the layers
+    return task_record
 
 
 def _may_be_text(x) -> bool:
@@ -218,7 +217,8 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
             >>> model.compile()
             >>> model.fit(["a gripping film", "dull"], [1, 0], epochs=1)
         """
-        return albert_tf.loader("presets").task_model_from_preset(cls, path, **overrides)
+        from albert_tf.checkpoint import presets  # deferred: it imports the layers
+        return presets.task_model_from_preset(cls, path, **overrides)
 
     # ------------------------------------------------------------ (de)serialisation
     def get_config(self):
