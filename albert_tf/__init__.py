@@ -52,19 +52,6 @@ _LAZY = {
     "export": "albert_tf.serving.export",
 }
 
-# The rooms the layers call into without importing them (the layers import no
-# checkpoint, preset or file module: tests/test_layout.py), as KerasHub's
-# `Backbone.from_preset` asks a preset loader: `loader(NAME)` imports the module on
-# first use. The arrows point from these modules to the layers, never back.
-LOADERS = {
-    "presets": "albert_tf.checkpoint.presets",          # from_preset
-    "task_record": "albert_tf.checkpoint.task_record",  # a task model's record and asset
-    "vocab_size": "albert_tf.checkpoint.opened",        # a .keras file's vocabulary asset
-    "keras_files": "albert_tf.infra.keras_files",       # model.save("x.keras"), whole
-    "textio": "albert_tf.infra.textio",                 # AlbertConfig.from_json_file
-    "atomic": "albert_tf.infra.atomic",                 # AlbertConfig.to_json_file
-}
-
 __all__ = [*_LAZY]
 
 
@@ -76,11 +63,6 @@ def _register_classes() -> None:
 
 
 registration.register_when_keras_loads(_register_classes)
-
-
-def loader(name: str):
-    """The module `LOADERS[name]`, imported on first use (for the layers' I/O methods)."""
-    return importlib.import_module(LOADERS[name])
 
 
 def __getattr__(name):

@@ -16,7 +16,6 @@ import os
 import warnings
 from typing import Any
 
-import albert_tf  # the file reading and writing, on first use: albert_tf.loader
 from albert_tf.config_keys import HF_ACTIVATIONS, IGNORED_HF_KEYS, IGNORED_KEYS, check_ln_type
 from albert_tf.errors import UserError
 from albert_tf.numerics import ACTIVATIONS, LAYER_NORM_EPSILON
@@ -309,8 +308,8 @@ class AlbertConfig:
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
         """Reads an original albert_config.json or a Hugging Face ALBERT config.json."""
+        from albert_tf.infra import textio  # deferred: the layers do no I/O at import
         path = os.fspath(path)
-        textio = albert_tf.loader("textio")
         try:
             values = json.loads(textio.read_text(path))  # not UTF-8: file, line and byte
         except FileNotFoundError:
@@ -331,8 +330,8 @@ class AlbertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes albert_config.json (atomically: a temporary file, then a rename)."""
-        path = os.fspath(path)
-        albert_tf.loader("atomic").atomic_write_json(path, self.to_dict(), sort_keys=True)
+        from albert_tf.infra import atomic  # deferred: the layers do no I/O at import
+        atomic.atomic_write_json(os.fspath(path), self.to_dict(), sort_keys=True)
 
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)

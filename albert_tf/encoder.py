@@ -7,7 +7,6 @@ from typing import Any
 import keras
 from keras import ops
 
-import albert_tf  # from_preset's loader and .keras writing, on first use: albert_tf.loader
 from albert_tf import tasks
 from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
@@ -81,8 +80,8 @@ class ExportMixin:
         archive only, and refuses any other existing file, naming it; True replaces a
         file whatever it holds; False refuses any existing file (Keras would prompt).
         """
-        return albert_tf.loader("keras_files").save(super().save, filepath, overwrite, zipped,
-                                                    **kwargs)
+        from albert_tf.infra import keras_files  # deferred: the layers do no I/O at import
+        return keras_files.save(super().save, filepath, overwrite, zipped, **kwargs)
 
 
 def _key_name(key: tuple) -> str:
@@ -101,6 +100,9 @@ class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
         intermediate activations), trading compute for memory
         (`benchmarks/bench_remat.py`). Needs dropout 0 (ALBERT's default): a
         recomputed dropout would draw other masks.
+      branches: for inference, each sublayer as this many independent branches
+        (`albert_tf.transformer.Branches`; `export --branches`); with more than one the
+        encoder runs once `cut_branches()` has cut its loaded weights.
 
     Call: a dict of int32 [B,T] tensors `input_word_ids`, `input_mask`,
     `input_type_ids` -> `{"sequence_output": [B,T,H], "pooled_output": [B,H],
@@ -119,10 +121,12 @@ class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
 
     task_spec = tasks.ENCODER
 
-    def __init__(self, config: AlbertConfig | dict, remat: bool = False, **kwargs):
+    def __init__(self, config: AlbertConfig | dict, remat: bool = False, branches: int = 1,
+                 **kwargs):
         super().__init__(**kwargs)
         self.config = config = as_config(config)
         self.remat = strict_bool("remat", remat)  # bool("no") would turn it on
+        self.branches = branches
         if self.remat and (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
             raise ValueError(
                 f"remat=True needs hidden_dropout_prob=0 and attention_probs_dropout_prob=0 "
@@ -154,11 +158,11 @@ class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
                     attentions[attention_key] = AttentionSublayer(
                         config.hidden_size, config.num_attention_heads, config.initializer_range,
                         config.attention_probs_dropout_prob, config.hidden_dropout_prob,
-                        name=f"attention_{_key_name(attention_key)}", dtype=dtype)
+                        branches, name=f"attention_{_key_name(attention_key)}", dtype=dtype)
                 if ffn_key not in ffns:
                     ffns[ffn_key] = FeedForwardSublayer(
                         config.hidden_size, config.intermediate_size, config.hidden_act,
-                        config.initializer_range, config.hidden_dropout_prob,
+                        config.initializer_range, config.hidden_dropout_prob, branches,
                         name=f"ffn_{_key_name(ffn_key)}", dtype=dtype)
                 if (attention_key, ffn_key) not in blocks:
                     blocks[(attention_key, ffn_key)] = TransformerBlock(
@@ -193,6 +197,13 @@ class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
 
     def distinct_blocks(self) -> list[TransformerBlock]:
         return list(self.blocks)
+
+    def cut_branches(self) -> None:
+        """Each distinct sublayer's `cut_branches()`: its weights as they stand now cut
+        into the encoder's `branches` (once loaded; nothing with one branch)."""
+        sublayers = {id(s): s for block in self.blocks for s in (block.attention, block.ffn)}
+        for sublayer in sublayers.values():  # a shared sublayer is cut once
+            sublayer.cut_branches()
 
     def tied_decoder(self) -> tuple:
         """What a masked-LM head decodes with (`MaskedLMHead`'s call): the word table
@@ -243,10 +254,17 @@ class AlbertEncoder(TextEmbeddings, ExportMixin, keras.Model):
             >>> encoder.export("exported/encoder")  # a SavedModel, any batch and length
             >>> encoder.embed(["a sentence"])  # [1, H], the export's mean_pooled
         """
-        return albert_tf.loader("presets").encoder_from_preset(cls, path, load_weights, **kwargs)
+        from albert_tf.checkpoint import presets  # deferred: it imports the layers
+        return presets.encoder_from_preset(cls, path, load_weights, **kwargs)
+
+    def options(self) -> dict[str, Any]:
+        """The options it was built with that are not their defaults (a task model's
+        config records them): none unless `remat` or `branches` was given."""
+        return {**({"remat": True} if self.remat else {}),
+                **({"branches": self.branches} if self.branches != 1 else {})}
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "remat": self.remat,
+        return {"config": self.config.to_dict(), "remat": self.remat, **self.options(),
                 **keras.layers.Layer.get_config(self)}
 
     @classmethod

@@ -5,7 +5,7 @@ vocabulary) a `preprocessor` and the `task_record` it is served by. Its class's
 entry in `albert_tf.tasks` (`task_spec`) decides the rest:
 
 * `from_preset(path, **overrides)`: the model from any checkpoint `open_checkpoint` reads
-  (`albert_tf.checkpoint.presets`, through `albert_tf.loader`: no checkpoint I/O here);
+  (`albert_tf.checkpoint.presets`, imported on first use: no checkpoint I/O here);
 * it comes compiled: `compile()`'s defaults (AdamW, the task's loss and metrics) are
   applied on construction (`compile=False` skips it), so `fit` works at once;
 * a single-output task (classifier, regressor, token classifier, multiple choice)
@@ -28,7 +28,6 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
-import albert_tf  # the task record, from_preset's loader, on first use: albert_tf.loader
 from albert_tf import api_inputs, tasks
 from albert_tf.api_inputs import strict_bool
 from albert_tf.config import AlbertConfig
@@ -95,9 +94,9 @@ def _text_inputs():
 
 
 def _records():
-    """`albert_tf.checkpoint.task_record` (TaskRecord, TASK_FILE), which reads and
-    writes albert_task.json: the layers import no file I/O."""
-    return albert_tf.loader("task_record")
+    """`albert_tf.checkpoint.task_record`: TaskRecord, TASK_FILE (albert_task.json)."""
+    from albert_tf.checkpoint import task_record  # deferred: it imports the layers
+    return task_record
 
 
 def _may_be_text(x) -> bool:
@@ -125,7 +124,7 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
         the checkpoint's vocabulary); None: token ids only.
       seq_length / sequence_length (attributes): the length raw text is packed to, the
         preprocessor's; setting it repacks from the next call (`lengths`).
-      remat: the encoder rematerializes its blocks in training (`AlbertEncoder`).
+      remat, branches: the encoder's training and serving options (`AlbertEncoder`).
       compile: compile with the task's defaults once built (`compile()`); False: leave
         it uncompiled.
     """
@@ -146,14 +145,15 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
             cls.task_spec = tasks.TASKS[cls.task]
 
     def __init__(self, config: AlbertConfig | dict, encoder: AlbertEncoder | None = None,
-                 preprocessor=None, remat: bool = False, compile: bool = True, **kwargs):
+                 preprocessor=None, remat: bool = False, branches: int = 1, compile: bool = True,
+                 **kwargs):
         super().__init__(**kwargs)
         self._compile_on_init = strict_bool("compile", compile)
         self.config = as_config(config)
         if encoder is not None and encoder.config != self.config:
             raise ValueError("the encoder's config differs from the model's config")
-        self.encoder = encoder or AlbertEncoder(self.config, remat=remat, name="encoder",
-                                                dtype=self.dtype_policy)
+        self.encoder = encoder or AlbertEncoder(self.config, remat=remat, branches=branches,
+                                                name="encoder", dtype=self.dtype_policy)
         self.preprocessor = preprocessor
         if preprocessor is not None:  # so a .keras file's vocabulary is checked against it
             preprocessor.model_vocab_size = self.config.vocab_size
@@ -217,14 +217,14 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
             >>> model.compile()
             >>> model.fit(["a gripping film", "dull"], [1, 0], epochs=1)
         """
-        return albert_tf.loader("presets").task_model_from_preset(cls, path, **overrides)
+        from albert_tf.checkpoint import presets  # deferred: it imports the layers
+        return presets.task_model_from_preset(cls, path, **overrides)
 
     # ------------------------------------------------------------ (de)serialisation
     def get_config(self):
         config = {"config": self.config.to_dict(), **self._head_args(),
                   **keras.layers.Layer.get_config(self)}
-        if self.encoder.remat:
-            config["remat"] = True
+        config.update(self.encoder.options())
         if self.preprocessor is not None:
             config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
         return config

@@ -8,6 +8,15 @@ For inference a sublayer can run as independent branches (`Branches`): its heads
 groups, its feed-forward in column blocks, each branch's matmuls apart from the others'
 until their outputs are summed, so that a graph executor runs one request on several
 cores while each op keeps one thread (docs/serving.md, `export --branches`).
+
+Where the branches are decided: the count is a construction argument (`branches`, 1 by
+default and then left out of `get_config`, so saved configs are unchanged), passed down
+from the encoder and the task models as `remat` is. Only `export --branches` asks for
+more: `albert_tf.serving.modules.served_model` builds a copy of the model with the count
+and loads the weights into it; the model it was given is not touched. The branch copies
+are variables of their own, cut from the weights once they are final (`cut_branches`,
+after loading), because a graph that cut them per call would pay the slicing on every
+request; a sublayer built with more than one branch refuses to run until it is cut.
 """
 
 from __future__ import annotations
@@ -73,6 +82,14 @@ class Branches:
     # Kernels cut by columns (their outputs stay apart); the others (output_dense) by rows.
     COLUMNS = ("query", "key", "value", "intermediate")
 
+    @staticmethod
+    def check(count: int, what: str, units: int) -> int:
+        """`count`, unless it cannot cut the `units` of `what` (ValueError)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1 or units % count:
+            raise ValueError(f"cannot cut {what}={units} into {count} branches (expected a "
+                             f"number from 1 that divides {units})")
+        return count
+
     def __init__(self, count: int, kernels: dict[str, list], biases: dict[str, list]):
         self.count = count
         self.kernels = kernels
@@ -83,14 +100,11 @@ class Branches:
         """`layer`'s (an `AttentionSublayer` or `FeedForwardSublayer`) weights in `count`
         branches; ValueError unless `count` divides its heads and intermediate size."""
         if isinstance(layer, AttentionSublayer):
-            names, units = ("query", "key", "value", "output_dense"), layer.num_attention_heads
-            what = "num_attention_heads"
+            names = ("query", "key", "value", "output_dense")
+            cls.check(count, "num_attention_heads", layer.num_attention_heads)
         else:
-            names, units = ("intermediate", "output_dense"), layer.intermediate_size
-            what = "intermediate_size"
-        if count < 1 or units % count:
-            raise ValueError(f"cannot cut {what}={units} into {count} branches (expected a "
-                             f"number from 1 that divides {units})")
+            names = ("intermediate", "output_dense")
+            cls.check(count, "intermediate_size", layer.intermediate_size)
         kernels, biases = {}, {}
 
         def copy(value, label):  # in the dtype the layer computes in
@@ -124,8 +138,33 @@ class Branches:
         return ops.add(total, self.biases[name][0])
 
 
+class BranchedSublayer:
+    """A sublayer's `branches` (an int given at construction) and its cut copies."""
+
+    branches: int
+    _cut: Branches | None
+
+    def cut_branches(self) -> None:
+        """Cuts the weights as they stand now into `branches` copies, which the call then
+        reads (call it once they are final: after loading); nothing with one branch."""
+        if self.branches > 1:
+            self._cut = Branches.split(self, self.branches)
+
+    def _branches_to_run(self) -> Branches | None:
+        """The copies the call runs, or None with one branch."""
+        if self.branches == 1:
+            return None
+        if self._cut is None:
+            raise RuntimeError(f"{self.name} runs as {self.branches} branches: call "
+                               "cut_branches() once its weights are loaded")
+        return self._cut
+
+    def _branches_config(self) -> dict:
+        return {} if self.branches == 1 else {"branches": self.branches}
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AttentionSublayer(keras.layers.Layer):
+class AttentionSublayer(BranchedSublayer, keras.layers.Layer):
     """Multi-head self-attention, output projection, dropout, residual and LayerNorm.
 
     Args:
@@ -134,19 +173,21 @@ class AttentionSublayer(keras.layers.Layer):
       initializer_range: stddev of the truncated-normal kernel initializer.
       attention_dropout_rate: dropout on the attention probabilities.
       hidden_dropout_rate: dropout on the projected output, before the residual.
+      branches: for inference, the heads in this many independent groups (`Branches`;
+        run once `cut_branches()` has cut the loaded weights).
 
     Call: `(x [B,T,H], attention_bias [B,1,1,T]) -> [B,T,H]`.
     """
 
-    # Inference: its weights in independent branches (`Branches`), or None (one branch).
-    branches: Branches | None = None
-
     def __init__(self, hidden_size: int, num_attention_heads: int, initializer_range: float,
-                 attention_dropout_rate: float, hidden_dropout_rate: float, **kwargs):
+                 attention_dropout_rate: float, hidden_dropout_rate: float, branches: int = 1,
+                 **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size={hidden_size} is not divisible by "
                              f"num_attention_heads={num_attention_heads}")
+        self.branches = Branches.check(branches, "num_attention_heads", num_attention_heads)
+        self._cut = None
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.initializer_range = initializer_range
@@ -204,12 +245,12 @@ class AttentionSublayer(keras.layers.Layer):
         if first_token_only:
             q_rows, q_seq = ops.reshape(x[:, :1, :], (-1, self.hidden_size)), 1  # [B,H]
         shape = (batch, seq, q_seq)
-        if self.branches is None:
+        b = self._branches_to_run()
+        if b is None:
             out = self.output_dense(self._context(self.query(q_rows), self.key(rows),
                                                   self.value(rows), attention_bias, shape,
                                                   training))
         else:  # each branch: its heads' projections, attention and share of the output
-            b = self.branches
             out = b.summed("output_dense", [self._context(
                 b.project("query", i, q_rows), b.project("key", i, rows),
                 b.project("value", i, rows), attention_bias, shape, training)
@@ -225,12 +266,12 @@ class AttentionSublayer(keras.layers.Layer):
         config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
                       initializer_range=self.initializer_range,
                       attention_dropout_rate=self.attention_dropout_rate,
-                      hidden_dropout_rate=self.hidden_dropout_rate)
+                      hidden_dropout_rate=self.hidden_dropout_rate, **self._branches_config())
         return config
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class FeedForwardSublayer(keras.layers.Layer):
+class FeedForwardSublayer(BranchedSublayer, keras.layers.Layer):
     """Position-wise feed-forward H -> I -> H, dropout, residual and LayerNorm.
 
     Args:
@@ -239,16 +280,18 @@ class FeedForwardSublayer(keras.layers.Layer):
       hidden_act: activation name (see `albert_tf.activations`).
       initializer_range: stddev of the truncated-normal kernel initializer.
       hidden_dropout_rate: dropout on the output, before the residual.
+      branches: for inference, the intermediate in this many column blocks (`Branches`;
+        run once `cut_branches()` has cut the loaded weights).
 
     Call: `x [B,T,H] -> [B,T,H]`.
     """
 
-    # Inference: its weights in independent branches (`Branches`), or None (one branch).
-    branches: Branches | None = None
-
     def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str,
-                 initializer_range: float, hidden_dropout_rate: float, **kwargs):
+                 initializer_range: float, hidden_dropout_rate: float, branches: int = 1,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.branches = Branches.check(branches, "intermediate_size", intermediate_size)
+        self._cut = None
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
         self.hidden_act = hidden_act
@@ -279,10 +322,10 @@ class FeedForwardSublayer(keras.layers.Layer):
     def call(self, x, training=None):
         shape = ops.shape(x)
         x = ops.reshape(x, (-1, self.hidden_size))  # [B*T,H], as in AttentionSublayer
-        if self.branches is None:
+        b = self._branches_to_run()
+        if b is None:
             out = self.output_dense(self.intermediate(x))  # through [B*T,I]
         else:  # each branch: a column block of the intermediate, its rows of the output
-            b = self.branches
             out = b.summed("output_dense", [self.activation(b.project("intermediate", i, x))
                                             for i in range(b.count)])
         out = self.dropout(out, training=training)
@@ -295,7 +338,7 @@ class FeedForwardSublayer(keras.layers.Layer):
         config = super().get_config()
         config.update(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
                       hidden_act=self.hidden_act, initializer_range=self.initializer_range,
-                      hidden_dropout_rate=self.hidden_dropout_rate)
+                      hidden_dropout_rate=self.hidden_dropout_rate, **self._branches_config())
         return config
 
 

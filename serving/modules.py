@@ -20,7 +20,6 @@ from albert_tf import tasks
 from albert_tf.checkpoint import task_record_of
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
-from albert_tf.transformer import Branches
 
 from . import layout, warmup
 from .signatures import tasks as signatures
@@ -132,26 +131,25 @@ def served_model(model, dtype: str = "float32", branches: int = 1):
     branches (`albert_tf.transformer.Branches`): heads in groups, the feed-forward in
     column blocks. A server with one intra-op thread per op and several inter-op threads
     then runs one request's branches on several cores at once; the outputs equal the
-    model's up to float rounding. ExportError unless `branches` divides the heads and the
-    intermediate size.
+    model's up to float rounding. The copy is built with the count (the encoder's
+    `branches` option) and cuts its weights once they are loaded. ExportError unless
+    `branches` divides the heads and the intermediate size.
     """
     if dtype == "float32" and branches == 1:
         return model
     config = model.get_config()
     if dtype != "float32":
         config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
-    clone = type(model).from_config(config)
-    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
-    if branches == 1:
-        return clone
-    encoder = clone if isinstance(clone, AlbertEncoder) else clone.encoder
+    if branches != 1:
+        config["branches"] = branches
     try:
-        for block in encoder.distinct_blocks():
-            for sublayer in (block.attention, block.ffn):
-                if sublayer.branches is None:  # a shared sublayer is cut once
-                    sublayer.branches = Branches.split(sublayer, branches)
-    except ValueError as e:
+        clone = type(model).from_config(config)
+    except ValueError as e:  # the sublayers refuse a count that does not cut them
+        if branches == 1:
+            raise
         raise ExportError(f"--branches {branches}: {e}") from None
+    clone.set_weights(model.get_weights())  # same construction order; cast on assignment
+    (clone if isinstance(clone, AlbertEncoder) else clone.encoder).cut_branches()
     return clone
 
 

@@ -31,7 +31,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-import albert_tf
 from albert_tf.errors import UserError
 from albert_tf.infra import textio
 from albert_tf.inputs import INPUT_NAMES
@@ -242,13 +241,15 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
         """Reads the vocabulary a `.keras` file carries (it wins over the path), sized as the model's."""
         if dir_path is None and getattr(self, "_asset_error", None):
             raise self._asset_error  # Keras retries a failed object without its assets
+        from albert_tf.checkpoint import opened  # deferred: the checkpoint room imports this one
+
         for name in (TOKENIZER_JSON, *VOCABULARY_ASSETS.values()):
             path = os.path.join(dir_path, name)
             if os.path.exists(path):
                 try:
                     self._set_vocabulary(path)
                     if self.model_vocab_size is not None:
-                        albert_tf.loader("vocab_size").check_vocab_size(
+                        opened.check_vocab_size(
                             path, self.model_vocab_size, "the .keras file's model config")
                 except (ValueError, TypeError, OSError, RuntimeError) as e:
                     # named as the user knows it: the temporary directory is Keras'

@@ -57,8 +57,8 @@ def test_branched_encoder_equals_the_model(overrides, count):
     np.testing.assert_allclose(got, expected, atol=1e-5)
     # The copy runs in branches; the model it came from does not, and its weights stand.
     sublayers = [s for block in branched.distinct_blocks() for s in (block.attention, block.ffn)]
-    assert all(s.branches is not None and s.branches.count == count for s in sublayers)
-    assert all(block.attention.branches is None and block.ffn.branches is None
+    assert all(s.branches == count and s._cut.count == count for s in sublayers)
+    assert all(block.attention.branches == 1 and block.ffn.branches == 1
                for block in encoder.distinct_blocks())
     assert len(branched.get_weights()) == len(before)
     for a, b in zip(encoder.get_weights(), before):
@@ -110,7 +110,25 @@ def test_one_branch_in_float32_is_the_model_itself():
     assert served_model(encoder, "float32", 1) is encoder
     assert isinstance(encoder.blocks[0].attention, AttentionSublayer)
     assert isinstance(encoder.blocks[0].ffn, FeedForwardSublayer)
-    assert encoder.blocks[0].attention.branches is None
+    assert encoder.blocks[0].attention.branches == 1
+
+
+def test_branches_are_a_construction_option_saved_only_when_set():
+    # One branch leaves every saved config as it was; more round-trip through the config.
+    keras.utils.set_random_seed(5)
+    plain = AlbertSequenceClassifier(_config(), 3)
+    assert "branches" not in json.dumps(plain.get_config())
+    assert "branches" not in json.dumps(plain.encoder.blocks[0].attention.get_config())
+    branched = AlbertSequenceClassifier.from_config({**plain.get_config(), "branches": 2})
+    assert branched.get_config()["branches"] == 2
+    assert AlbertSequenceClassifier.from_config(branched.get_config()).encoder.branches == 2
+    assert branched.encoder.blocks[0].ffn.get_config()["branches"] == 2
+    # Built with branches, it runs only once its loaded weights are cut.
+    with pytest.raises(RuntimeError, match="cut_branches"):
+        branched(_inputs())
+    branched.set_weights(plain.get_weights())
+    branched.encoder.cut_branches()
+    np.testing.assert_allclose(branched(_inputs()), plain(_inputs()), atol=1e-5)
 
 
 @pytest.mark.slow
