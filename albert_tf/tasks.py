@@ -127,6 +127,8 @@ class Task:
       set_fields: the record fields `albert-tf finetune --set KEY=VALUE` may give.
       lists_answers: its served signature can list several answers a question
         (`export --top-k`); a head without it serves its best answer.
+      char_offsets: its served signatures give character offsets into the raw text
+        (answers, entities), which the graph of a Unigram tokenizer.json cannot give.
       litert: the LiteRT module kind that serves it in a .tflite file
         (`albert_tf.serving.litert.tasks.LITE_MODULES`); None: refused, `litert_refusal`
         saying why.
@@ -158,6 +160,7 @@ class Task:
     tf1_one_output: bool = False
     set_fields: tuple[str, ...] = ()
     lists_answers: bool = False
+    char_offsets: bool = False
     litert: str | None = None
     litert_refusal: str | None = None
     aliases: tuple[str, ...] = ()
@@ -171,6 +174,12 @@ class Task:
     def classes(self) -> bool:
         """Whether the task has classes (num_classes, label_names)."""
         return "num_classes" in self.fields
+
+    @property
+    def span_windows(self) -> bool:
+        """Whether it is a span (question answering) task: its record holds the doc-stride
+        windows a served context is cut into (doc_stride, max_windows) and the answer rules."""
+        return "doc_stride" in self.fields
 
     def model_kwargs(self, record) -> dict[str, Any]:
         """The constructor arguments `record` (a TaskRecord) gives `model_class`."""
@@ -234,7 +243,7 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           losses={"logits": ("token_crossentropy", 1.0)},
           metrics={"logits": ("token_accuracy",)}, label_output="logits",
           labels="token_class_ids", single_output=True, text_segments=(1,),
-          serving="token_labels",
+          serving="token_labels", char_offsets=True,
           hf_architecture="AlbertForTokenClassification", set_fields=("tag_scheme",),
           litert_refusal="its outputs are per-piece character offsets and entities cut from "
                          "the raw text, and LiteRT has no kernel that gives SentencePiece's "
@@ -244,13 +253,14 @@ TASKS: Mapping[str, Task] = types.MappingProxyType({spec.name: spec for spec in 
           losses={"start_logits": ("sparse_categorical_crossentropy", 0.5),
                   "end_logits": ("sparse_categorical_crossentropy", 0.5),
                   "answerable_logits": ("binary_crossentropy", 1.0)},
-          text_segments=(2,), serving="span", hf_architecture="AlbertForQuestionAnswering",
+          text_segments=(2,), serving="span", char_offsets=True,
+          hf_architecture="AlbertForQuestionAnswering",
           hf_fields={"answerability": False,
                      "null_score_diff_threshold": NULL_SCORE_DIFF_THRESHOLD},
           set_fields=_SPAN_SET, lists_answers=True, litert_refusal=_NO_OFFSETS),
     _task("span_beam", "AlbertSpanBeamExtractor", head_args=tuple(BEAM_DEFAULTS),
           fields=_SPAN_FIELDS + tuple(BEAM_DEFAULTS), defaults={**SPAN_DEFAULTS, **BEAM_DEFAULTS},
-          text_segments=(2,), serving="span_beam", set_fields=_SPAN_SET,
+          text_segments=(2,), serving="span_beam", char_offsets=True, set_fields=_SPAN_SET,
           litert_refusal=_NO_OFFSETS),
     _task("multiple_choice", "AlbertMultipleChoice", fields=tuple(MULTIPLE_CHOICE_DEFAULTS),
           defaults=MULTIPLE_CHOICE_DEFAULTS, losses=_CROSS_ENTROPY, metrics=_ACCURACY,

@@ -93,12 +93,12 @@ def test_the_export_command_parses_to_the_options_named(page):
     assert (args.top_k, args.max_answer_len, args.handle_impossible_answer) == (3, 15, False)
     # align_to_words is Python's only; the beam head serves its best answer only
     assert "--align-to-words" not in export_command.parser()._option_string_actions
-    from albert_tf.serving.signatures.span_windows import with_answer_options
+    from albert_tf.serving.export_plan import with_answer_options
     from albert_tf.span_answers import QaOptions
 
     beam = TaskRecord.create("span_beam")
     with pytest.raises(ValueError, match="--top-k is for start/end span heads"):
-        with_answer_options(beam, QaOptions(top_k=3), ("--top-k",))
+        with_answer_options(beam, QaOptions(top_k=3))
     names = re.findall(r"`(answers\w*)`", page)
     assert set(names) == {"answers", "answers_start_char", "answers_end_char",
                           "answers_score", "answers_count"}  # tests/serving/test_qa_options.py

@@ -21,38 +21,9 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf import span_decoding as rule
-from albert_tf.checkpoint.task_record import TaskRecord, TaskRecordError
-from albert_tf.span_answers import QaOptions
 
 from . import text_graph
 from .base import _require
-
-
-def with_windowing(record: TaskRecord, doc_stride: int | None,
-                   max_windows: int | None) -> TaskRecord:
-    """The record with export's --doc-stride / --max-windows (validated); refused for a
-    record that is not a span model's."""
-    given = {k: v for k, v in (("doc_stride", doc_stride), ("max_windows", max_windows))
-             if v is not None}
-    if given and record.doc_stride is None:
-        flag = "--" + next(iter(given)).replace("_", "-")
-        raise TaskRecordError(f"{flag} is for span (question answering) models; the "
-                              f"checkpoint holds a {record.task} model")
-    return record.replace(**given) if given else record
-
-
-def with_answer_options(record: TaskRecord, options: QaOptions,
-                        given: tuple[str, ...]) -> TaskRecord:
-    """The record with export's --max-answer-len / --handle-impossible-answer mapped onto
-    its own fields (`QaOptions.applied`); `given` names the flags used (refused for a record
-    that is not a span model's)."""
-    if given and record.doc_stride is None:
-        raise TaskRecordError(f"{given[0]} is for span (question answering) models; the "
-                              f"checkpoint holds a {record.task} model")
-    if (options.top_k or 1) > 1 and not record.spec.lists_answers:
-        raise TaskRecordError(f"--top-k is for start/end span heads; the {record.task} head "
-                              "serves its best answer")
-    return options.applied(record)
 
 
 @dataclasses.dataclass

@@ -136,7 +136,7 @@ def test_unigram_tokenizer_json_ids_in_litert_equal_transformers(tmp_path):
 def test_export_refuses_offset_signatures_for_a_unigram_tokenizer_json():
     from albert_tf import tasks
     from albert_tf.checkpoint.tokenizer_files import tokenizer_json_files
-    from albert_tf.serving.export import ExportError, _check_tokenizer_json
+    from albert_tf.serving.export_plan import ExportError, _check_tokenizer_json
 
     class Record:
         spec, task = tasks.ALL_TASKS["span"], "span"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertSequenceClassifier, save_checkpoint
-from albert_tf.serving import export
+from albert_tf import AlbertConfig, AlbertSequenceClassifier, precisions, save_checkpoint
+from albert_tf.serving import export, export_plan
 from albert_tf.training.runtime import distribute
 
 BF16_PROB_TOLERANCE = 0.02  # max |probability difference| bf16 vs fp32 export (README)
@@ -56,16 +56,16 @@ def test_the_task_record_accepts_every_training_precision():
 
 def test_export_precision_as_trained_reads_the_task_record():
     for word in ("as-trained", "auto"):  # auto: its older name
-        assert export.serving_precision(word, "mixed_bfloat16") == "bfloat16"
-        assert export.serving_precision(word, "bfloat16") == "bfloat16"
-        assert export.serving_precision(word, "mixed_float16") == "float32"
-        assert export.serving_precision(word, "float32") == "float32"
-        assert export.serving_precision(word, None) == "float32"
-    assert export.serving_precision("bfloat16", "float32") == "bfloat16"
-    assert export.serving_precision("float32", "mixed_bfloat16") == "float32"
+        assert precisions.served_dtype(word, "mixed_bfloat16") == "bfloat16"
+        assert precisions.served_dtype(word, "bfloat16") == "bfloat16"
+        assert precisions.served_dtype(word, "mixed_float16") == "float32"
+        assert precisions.served_dtype(word, "float32") == "float32"
+        assert precisions.served_dtype(word, None) == "float32"
+    assert precisions.served_dtype("bfloat16", "float32") == "bfloat16"
+    assert precisions.served_dtype("float32", "mixed_bfloat16") == "float32"
     with pytest.raises(export.ExportError,
                        match="^--precision 'fp8': expected one of as-trained, float32 or bfloat16$"):
-        export.serving_precision("fp8", None)
+        export_plan.export_word("fp8")
 
 
 def test_one_word_per_precision_meaning():
@@ -141,7 +141,7 @@ def test_the_task_record_says_which_precision_the_model_was_trained_in(tmp_path)
     assert open_checkpoint(saved["float32"]).task_record.precision == "float32"
     record = open_checkpoint(saved["mixed_bfloat16"]).task_record
     assert record.precision == "mixed_bfloat16"
-    assert export.serving_precision("as-trained", record.precision) == "bfloat16"
+    assert precisions.served_dtype("as-trained", record.precision) == "bfloat16"
     with pytest.raises(TaskRecordError, match="precision='fp8' in x.json is not one of"):
         TaskRecord.from_dict({"task": "regression", "precision": "fp8"}, source="x.json")
 
