@@ -22,7 +22,7 @@ from tests.helpers.module_order import MODULE_SECONDS  # noqa: E402
 
 
 def module_seconds(junit_xml: str) -> dict[str, float]:
-    """{tests/.../test_x.py: seconds} summed over the test cases of a JUnit XML file."""
+    """{module path: seconds} summed over the test cases of a JUnit XML file."""
     totals: dict[str, float] = collections.defaultdict(float)
     for case in ElementTree.parse(junit_xml).iter("testcase"):
         module = case.get("classname", "").split(".")
