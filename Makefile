@@ -33,7 +33,7 @@ TEST_WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 # The linter first (ruff.toml), then the suite; the slowest tests are listed at the end.
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q $(TEST_WORKERS) --durations=25 tests
+	$(BIN)/python -m pytest -q $(TEST_WORKERS) --durations=25 --junitxml=$(VENV)/last-test-run.xml tests
 
 test-fast: $(VENV)/.installed-test
 	$(BIN)/ruff check .

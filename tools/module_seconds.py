@@ -2,9 +2,9 @@
 test module (setup, call and teardown of its tests), which `make test` reads to start the
 longest modules first (tests/helpers/module_order.py).
 
-Usage:
-    .venv/bin/python -m pytest -n 2 --dist loadfile --junitxml=/tmp/run.xml tests
-    .venv/bin/python tools/module_seconds.py /tmp/run.xml
+Usage (`make test` leaves its run's JUnit XML in .venv/last-test-run.xml):
+    make test
+    .venv/bin/python tools/module_seconds.py .venv/last-test-run.xml
 """
 
 from __future__ import annotations
