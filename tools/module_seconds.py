@@ -37,9 +37,13 @@ def module_seconds(junit_xml: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("junit_xml")
+    parser.add_argument("junit_xml", nargs="+",
+                        help="one run's JUnit XML; a later file's modules replace an earlier's")
     args = parser.parse_args(argv)
-    seconds = module_seconds(args.junit_xml)
+    seconds: dict[str, float] = {}
+    for path in args.junit_xml:
+        seconds.update(module_seconds(path))
+    seconds = dict(sorted(seconds.items(), key=lambda item: -item[1]))
     atomic_write_json(MODULE_SECONDS, seconds)
     print(f"{MODULE_SECONDS}: {len(seconds)} modules, {sum(seconds.values()):.0f} s in all")
     return 0
