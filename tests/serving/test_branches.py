@@ -173,6 +173,20 @@ def test_branch_options_are_refused_in_one_line(tmp_path, capsys, args, message)
     assert not os.path.exists(tmp_path / "m" / "1") and not os.path.exists(tmp_path / "m.tflite")
 
 
+def test_a_branch_count_the_model_cannot_take_is_refused_before_its_weights_load(
+        tmp_path, monkeypatch):
+    from albert_tf.checkpoint.opened import OpenedCheckpoint
+
+    def load(self):
+        raise AssertionError("the weights were read before the count was refused")
+
+    monkeypatch.setattr(OpenedCheckpoint, "load", load)
+    with pytest.raises(ExportError, match="--branches 7: cannot cut num_attention_heads=2"):
+        export.export(os.path.join(TASK_FIXTURES, "seq_single", "hf"), str(tmp_path / "m"),
+                      branches=7)
+    assert not os.path.exists(tmp_path / "m" / "1")
+
+
 def test_branches_combine_with_in_graph_batching(tmp_path, spm_model_path):
     # The batched call runs the branched model inside TensorFlow's BatchFunction op.
     from albert_tf.serving.signatures.base import Batching
