@@ -37,10 +37,9 @@ from albert_tf.tokenizer.json_graph import check_graph_shape
 from albert_tf.tokenizer.kinds import SENTENCEPIECE, is_tokenizer_json
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
 from albert_tf.tokenizer.tokenizer_json import read_tokenizer_json
-from albert_tf.transformer import Branches
 
 from . import layout, warmup
-from .modules import ExportError
+from .modules import ExportError, check_branches
 from .options import FORMATS, QUANTIZE, Batching
 from .signatures.base import PAD_MULTIPLE
 
@@ -138,7 +137,7 @@ def plan(request: ExportRequest) -> ExportPlan:
     if request.answers is not None:
         record = with_answer_options(record, request.answers)
     seq_length = _seq_length(request, record, source.config)
-    _check_branches(request.branches, source.config)
+    check_branches(request.branches, source.config)  # before the weights load
     preprocessor = _preprocessor(files, seq_length, source.config)
     return ExportPlan(
         source=source, source_name=request.source_name or os.path.abspath(request.checkpoint),
@@ -250,16 +249,6 @@ def _check_litert_options(request: ExportRequest, precision: str) -> None:
     if request.branches != 1:
         raise ExportError("--branches is for SavedModels; LiteRT runs a .tflite file's "
                           "ops one at a time")
-
-
-def _check_branches(branches: int, config) -> None:
-    """Refuses, before the weights load, a --branches count that cannot cut the model's
-    heads and intermediate size (`Branches.check`, the rule the layers build by)."""
-    try:
-        Branches.check(branches, "num_attention_heads", config.num_attention_heads)
-        Branches.check(branches, "intermediate_size", config.intermediate_size)
-    except ValueError as e:
-        raise ExportError(f"--branches {branches}: {e}") from None
 
 
 # ------------------------------------------------------------------ the tokenizer

@@ -20,6 +20,7 @@ from albert_tf import tasks
 from albert_tf.checkpoint import task_record_of
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.errors import UserError
+from albert_tf.transformer import Branches
 
 from . import layout, warmup
 from .signatures import tasks as signatures
@@ -141,16 +142,22 @@ def served_model(model, dtype: str = "float32", branches: int = 1):
     if dtype != "float32":
         config["dtype"] = dtype  # every sublayer is built with its parent's dtype policy
     if branches != 1:
+        check_branches(branches, model.config)
         config["branches"] = branches
-    try:
-        clone = type(model).from_config(config)
-    except ValueError as e:  # the sublayers refuse a count that does not cut them
-        if branches == 1:
-            raise
-        raise ExportError(f"--branches {branches}: {e}") from None
+    clone = type(model).from_config(config)
     clone.set_weights(model.get_weights())  # same construction order; cast on assignment
     (clone if isinstance(clone, AlbertEncoder) else clone.encoder).cut_branches()
     return clone
+
+
+def check_branches(branches: int, config) -> None:
+    """ExportError unless `branches` cuts the model's (its `AlbertConfig`) heads and
+    intermediate size: `Branches.check`, the rule its sublayers are built by."""
+    try:
+        Branches.check(branches, "num_attention_heads", config.num_attention_heads)
+        Branches.check(branches, "intermediate_size", config.intermediate_size)
+    except ValueError as e:
+        raise ExportError(f"--branches {branches}: {e}") from None
 
 
 def custom_ops(directory: str) -> list[str]:
