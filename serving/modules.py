@@ -1,8 +1,8 @@
 """Which serving module serves a task, and how it is written as a SavedModel.
 
 `build_module(model, preprocessor, task, record)` picks the task's module (`Task.serving`
-names it in `SERVING_MODULES`); `save_module` writes its signatures and warmup requests
-with Keras' ExportArchive; `served_model` gives the bfloat16 / branched copy the
+names it in `SERVING_MODULES`); `save_module` writes its signatures (`write_signatures`,
+each traced once) and warmup requests; `served_model` gives the bfloat16 / branched copy the
 export serves; `custom_ops` lists the
 ops of a written SavedModel that core TensorFlow lacks. `albert-tf export`
 (`export.py`) is their command.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
@@ -98,9 +97,7 @@ def build_module(model, preprocessor, task: str | None = None, record=None,
 def save_module(module, directory: str, model_name: str, token_ids_only: bool = False) -> None:
     """Writes `module` as a SavedModel with its signatures and warmup requests into `directory`.
 
-    Keras' ExportArchive tracks the variables the signatures use and the
-    preprocessor's SentencePiece resource, and nothing else. With
-    `token_ids_only` the SavedModel holds only the `token_ids` signature (also as
+    With `token_ids_only` the SavedModel holds only the `token_ids` signature (also as
     serving_default) and no tensorflow-text op, for servers built without them.
     """
 
@@ -109,16 +106,40 @@ def save_module(module, directory: str, model_name: str, token_ids_only: bool = 
     if token_ids_only:
         functions = {"serving_default": functions["token_ids"], "token_ids": functions["token_ids"]}
         examples = {name: examples["token_ids"] for name in functions}
-    archive = keras.export.ExportArchive()
-    for name, function in functions.items():
-        function.get_concrete_function()  # traced from its input signature
-        archive.add_endpoint(name, function)
-    if not token_ids_only:
+        write_signatures(functions, directory)
+    else:
         if not module.preprocessor.built:  # signatures may use its methods, not its call
             module.preprocessor.build(None)
-        archive.track(module.preprocessor)  # its SentencePiece resource goes with the model
-    archive.write_out(directory, verbose=False)
+        write_signatures(functions, directory, resources_of=module.preprocessor)
     warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
+
+
+def write_signatures(functions: dict, directory: str, resources_of=None) -> None:
+    """Writes `functions` ({signature name: tf.function with an input signature}) as a
+    SavedModel: each traced once, and saved both as the signature and as an attribute of
+    the root (`loaded.<name>(...)`). The root tracks exactly the variables the traces
+    use (not the Keras model: TensorFlow 1's loader, TF Serving's C++ path, would find
+    them twice and restore the wrong copy) and the TensorFlow resources found under
+    `resources_of` (the preprocessor's SentencePiece model).
+
+    Keras' ExportArchive saves a tf.function attribute, which `tf.saved_model.save`
+    traces a second time under its save context: every graph twice in the file, and
+    twice the tracing time (benchmarks/bench_export.py). A traced function as the
+    attribute is saved as it is.
+    """
+    from tensorflow.saved_model.experimental import TrackableResource
+
+    traced = {name: function.get_concrete_function() for name, function in functions.items()}
+    root = tf.Module()
+    for name, concrete in traced.items():
+        setattr(root, name, concrete)
+    seen = set()
+    root.variables_used = [v for concrete in traced.values() for v in concrete.variables
+                           if id(v) not in seen and not seen.add(id(v))]
+    if resources_of is not None:
+        root.resources = [t for t in tf.train.TrackableView(resources_of).descendants()
+                          if isinstance(t, TrackableResource)]
+    tf.saved_model.save(root, directory, signatures=traced)
 
 
 def served_model(model, dtype: str = "float32", branches: int = 1):

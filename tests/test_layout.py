@@ -69,7 +69,8 @@ TF_AT_MODULE_LEVEL_ALLOWED = {"albert_tf/tokenizer/preprocessor.py",
                               "albert_tf/tokenizer/offsets.py",
                               "albert_tf/tokenizer/entity_graph.py",
                               "albert_tf/tokenizer/text_answers.py",
-                              "albert_tf/tokenizer/text_inputs.py"}
+                              "albert_tf/tokenizer/text_inputs.py",
+                              "albert_tf/tokenizer/traced.py"}
 
 
 def _modules() -> dict[str, str]:

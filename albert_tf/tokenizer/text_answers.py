@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from albert_tf.tokenizer import entity_graph, offsets
 from albert_tf.tokenizer.text_inputs import PreprocessorFunctions
+from albert_tf.tokenizer.traced import graph_function
 
 __all__ = ["TracedAnswers", "entity_rows", "ANSWER_CHUNK_ROWS"]
 
@@ -48,7 +49,7 @@ class TracedAnswers(PreprocessorFunctions):
                 features, _ = preprocessor.pack([entity_graph.window_pieces(ids, spans)])
                 return features, ends
 
-            return tf.function(windows, input_signature=[_TEXTS])
+            return graph_function(windows, input_signature=[_TEXTS])
 
         return self.cached(preprocessor, ("windows",), build)
 
@@ -67,7 +68,7 @@ class TracedAnswers(PreprocessorFunctions):
                 return entity_graph.text_entities(preprocessor, texts, ends, label_id,
                                                   probabilities, tables)
 
-            return tf.function(answers, input_signature=[
+            return graph_function(answers, input_signature=[
                 _TEXTS, tf.RaggedTensorSpec([None, None], tf.int64, row_splits_dtype=tf.int64),
                 tf.TensorSpec([None, None, len(label_names)], tf.float32)])
 

@@ -23,6 +23,7 @@ import tensorflow as tf
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tasks import CHOICE_TEXTS
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+from albert_tf.tokenizer.traced import graph_function
 
 __all__ = ["is_text", "text_form", "check_text_form", "as_dataset", "as_arrays", "label_arrays",
            "keyed_dataset", "PreprocessorFunctions", "TracedText", "AlbertPreprocessor"]
@@ -215,16 +216,16 @@ class TracedText(PreprocessorFunctions):
 
         def build():
             if form == CHOICE_TEXTS:
-                return tf.function(
+                return graph_function(
                     lambda contexts, choices: preprocessor.pack_choices(contexts, choices,
                                                                         max_qa_length),
                     input_signature=[column, tf.TensorSpec([None, None], tf.string)])
             # `call`, not the layer's __call__: under another Keras backend (JAX) __call__
             # would convert the graph's string tensors to that backend's arrays.
             if form == 2:
-                return tf.function(lambda a, b: preprocessor.call((a, b)),
+                return graph_function(lambda a, b: preprocessor.call((a, b)),
                                    input_signature=[column, column])
-            return tf.function(preprocessor.call, input_signature=[column])
+            return graph_function(preprocessor.call, input_signature=[column])
 
         return self.cached(preprocessor, (form, max_qa_length), build)
 

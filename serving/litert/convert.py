@@ -1,7 +1,7 @@
 """`albert-tf export --format litert`: a checkpoint -> one .tflite file, raw text in.
 
 The task's `LiteModule` (`tasks.py`) is saved as a SavedModel in a temporary
-directory (Keras' ExportArchive: exactly the variables the signatures use) and
+directory (`modules.write_signatures`: exactly the variables the signatures use) and
 converted by `tf.lite.TFLiteConverter` to LiteRT builtins plus tensorflow-text's
 `FastSentencepieceTokenize`; no select TensorFlow (Flex) op, which TensorFlow's
 LiteRT runtime does not ship. Quantization: none (float32), float16 (weights), int8
@@ -22,13 +22,13 @@ import logging
 import os
 import tempfile
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.errors import UserError
 from albert_tf.infra import atomic
 
+from ..modules import write_signatures
 from ..options import QUANTIZE
 from . import runtime
 from .tasks import lite_module
@@ -73,12 +73,8 @@ class ParityReport:
 def convert(module, quantize: str) -> bytes:
     """The module's signatures as a .tflite flatbuffer (builtins + TF-Text ops)."""
     functions = module.signatures()
-    archive = keras.export.ExportArchive()
-    for name, function in functions.items():
-        function.get_concrete_function()  # traced from its input signature
-        archive.add_endpoint(name, function)
     with tempfile.TemporaryDirectory() as directory:
-        archive.write_out(directory, verbose=False)
+        write_signatures(functions, directory)
         converter = tf.lite.TFLiteConverter.from_saved_model(directory,
                                                              signature_keys=list(functions))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

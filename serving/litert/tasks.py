@@ -24,6 +24,7 @@ import tensorflow as tf
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.tasks import ALL_TASKS
 from albert_tf.tokenizer.spm import MASK_PIECE, choice_qa_length, cut_choice
+from albert_tf.tokenizer.traced import graph_function
 
 from ..signatures.base import IDS_SPEC, TEXT_SPEC
 from ..signatures.tasks import TOP_K, class_outputs, encoder_features
@@ -53,17 +54,17 @@ class LiteModule:
     # Each signature refuses what the SavedModel's refuses (`signatures.base.checked_inputs`):
     # text of rank 1, pairs of equal batch sizes, token ids of one shape within the
     # vocabulary; the invoke fails (`text_graph.guard`) and `runtime.call` names why.
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def serve_text(self, text):
         return self.readout(guarded(self.text.features(text), request_rank(text) == 1))
 
-    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def serve_pair(self, text_a, text_b):
         ok = (request_rank(text_a) == 1) & (request_rank(text_b) == 1) & tf.equal(
             tf.size(text_a), tf.size(text_b))
         return self.readout(guarded(self.text.features(text_a, text_b), ok))
 
-    @tf.function(input_signature=[IDS_SPEC] * 3)
+    @graph_function(input_signature=[IDS_SPEC] * 3)
     def serve_ids(self, input_word_ids, input_mask, input_type_ids):
         return self.readout(self.checked_ids(input_word_ids, input_mask, input_type_ids))
 
@@ -122,7 +123,7 @@ class FillMaskLite(EncoderLite):
         # Piece strings by id, and "" at index V for the padding (LiteRT selects no strings).
         self.pieces = tf.constant([tok.id_to_piece(i) for i in range(tok.vocab_size)] + [""])
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def serve_fill_mask(self, text):
         return self.fill_mask(guarded(self.text.pack([self.text.mask_tokenize(text)]),
                                       request_rank(text) == 1))
@@ -197,7 +198,7 @@ class MultipleChoiceLite(LiteModule):
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
-    @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
+    @graph_function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
     def serve_choices(self, context, options):
         shape = tf.shape(options)  # [B, K]
         ok = (request_rank(context) == 1) & (request_rank(options) == 2) & tf.equal(
@@ -214,7 +215,7 @@ class MultipleChoiceLite(LiteModule):
         return self.readout(guarded({name: tf.reshape(value, tf.stack([shape[0], shape[1], -1]))
                                      for name, value in flat.items()}, ok))
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
+    @graph_function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
     def serve_ids(self, input_word_ids, input_mask, input_type_ids):
         return self.readout(self.checked_ids(input_word_ids, input_mask, input_type_ids))
 

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
+from albert_tf.tokenizer.traced import graph_function
 
 from ..options import Batching  # noqa: F401 - the serving modules' name for it
 from . import text_graph
@@ -177,8 +178,8 @@ class ServingModule:
     A plain object, not a tf.Module: the SavedModel must not track the Keras
     model as a child, or TensorFlow 1's loader (TF Serving's C++ path) finds its
     variables twice and restores the wrong copy ("Could not find variable").
-    `modules.save_module` saves the signatures with Keras' ExportArchive, which
-    tracks exactly the variables and resources the signatures use.
+    `modules.write_signatures` saves the signatures with a root that tracks exactly
+    the variables and resources the signatures use.
 
     Args:
       model: the Keras model (`albert_tf.models`).
@@ -209,7 +210,7 @@ class ServingModule:
         # would run without the oneDNN fusions the plain export gets (bias and GELU op by
         # op: `benchmarks/bench_load.py --profile`). A call op that is never inlined is
         # optimized when it is first run, as a plain signature is.
-        @tf.function(experimental_attributes={NO_INLINE: True})
+        @graph_function(experimental_attributes={NO_INLINE: True})
         def optimized(*values):
             return run_by_length(run, dict(zip(names, values)), self.pad_multiple, element_shape)
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 from albert_tf.span_decoding import query_limit
 from albert_tf.tokenizer import offsets
 from albert_tf.tokenizer.offsets import answer_text_and_chars
+from albert_tf.tokenizer.traced import graph_function
 
 from . import span_top, span_windows, text_graph
 from .base import (
@@ -229,7 +230,7 @@ class SpanModule(ServingModule):
             found &= no_answer <= self.no_answer_threshold
         return outputs, found
 
-    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def answer(self, question, context):
         batch = self._windowed(question, context)
         out = self.model(batch.features, training=False)
@@ -274,7 +275,7 @@ class SpanModule(ServingModule):
             score = tf.where(no_answer > self.no_answer_threshold, no_answer, score)
         return at, score
 
-    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def answer_ids(self, input_word_ids, input_mask, input_type_ids):
         out = self.model(self._trim_ids(input_word_ids, input_mask, input_type_ids),
                          training=False)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.tokenizer.traced import graph_function
+
 from . import span_top, span_windows
 from .base import IDS_SPEC, PAD_MULTIPLE
 from .span import SpanModule, pad_to
@@ -64,7 +66,7 @@ class _ForeignSpanModule(SpanModule):
         threshold = record.null_score_diff_threshold
         self.null_score_diff_threshold = None if threshold is None else float(threshold)
 
-    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def answer_ids(self, input_word_ids, input_mask, input_type_ids):
         features = self._trim_ids(input_word_ids, input_mask, input_type_ids)
         return dict(self.model(pad_to(features, self._min_length()), training=False))

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from albert_tf.inputs import INPUT_NAMES
 from albert_tf.pipeline_answers import MULTI_LABEL_THRESHOLD, class_probabilities, mean_pooled
+from albert_tf.tokenizer.traced import graph_function
 
 from . import text_graph
 from .base import (
@@ -77,15 +78,15 @@ class TextTaskModule(ServingModule):
         """The task's served outputs from model inputs [B, T] (a subclass's one part)."""
         raise NotImplementedError
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def serve_text(self, text):
         return self.readout(self._text_features(text))
 
-    @tf.function(input_signature=[TEXT_SPEC, TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def serve_pair(self, text_a, text_b):
         return self.readout(self._pair_features(text_a, text_b))
 
-    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def serve_ids(self, input_word_ids, input_mask, input_type_ids):
         return self.readout(self._trim_ids(input_word_ids, input_mask, input_type_ids))
 
@@ -102,7 +103,7 @@ class PretrainedModule(TextTaskModule):
     def readout(self, features):
         return encoder_features(self.model, features)
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def fill_mask(self, text):
         """Top-k pieces for each "[MASK]" of each text (M = most masks in a row, >= 1).
 
@@ -211,7 +212,7 @@ class MultipleChoiceModule(ServingModule):
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
-    @tf.function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
+    @graph_function(input_signature=[TEXT_SPEC, tf.TensorSpec([None, None], tf.string)])
     def choose(self, context, options):
         pre = self.preprocessor
         context, options = checked_inputs("serving_default",
@@ -220,7 +221,7 @@ class MultipleChoiceModule(ServingModule):
         features = pre.pack_choices(context, options, self.max_qa_length)  # [B, K, T]
         return self._choose(text_graph.trim_padding(features, self.pad_multiple))
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
+    @graph_function(input_signature=[tf.TensorSpec([None, None, None], tf.int32)] * 3)
     def choose_ids(self, input_word_ids, input_mask, input_type_ids):
         return self._choose(self._trim_ids(input_word_ids, input_mask, input_type_ids))
 

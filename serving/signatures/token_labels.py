@@ -42,6 +42,7 @@ import logging
 import tensorflow as tf
 
 from albert_tf.tokenizer import entity_graph, offsets
+from albert_tf.tokenizer.traced import graph_function
 
 from . import text_graph
 from .base import IDS_SPEC, PAD_MULTIPLE, TEXT_SPEC, ServingModule, checked_inputs, run_by_length
@@ -63,7 +64,7 @@ class TokenClassifierModule(ServingModule):
             logger.warning("label names %s are not all O or B-/I-/E-/S-TYPE tags: the entity "
                            "outputs will be empty", names)
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def label_tokens(self, text):
         pre = self.preprocessor
         (text,) = checked_inputs("serving_default", {"text": text})
@@ -100,7 +101,7 @@ class TokenClassifierModule(ServingModule):
                                 [None, pre.seq_length, classes])  # [W, seq_length, C]
         return entity_graph.piece_outputs(ids, spans, windows)
 
-    @tf.function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
+    @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def label_ids(self, input_word_ids, input_mask, input_type_ids):
         logits = self.model(self._trim_ids(input_word_ids, input_mask, input_type_ids),
                             training=False)
