@@ -308,7 +308,7 @@ def test_ablate_command_end_to_end_and_resume(tmp_path, monkeypatch, labelled_sl
     out = tmp_path / "ablation"
     argv = ["--output", str(out), "--grid", "objective", "--preset", str(config), "--steps", "3",
             "--batch-size", "8", "--seq-length", "32", "--vocab-size", "400",
-            "--finetune-steps", "2"]
+            "--dupe-factor", "1", "--finetune-steps", "2"]
     assert ablate.main(argv) == 0
     printed = capsys.readouterr().out
     results = json.loads((out / "results.json").read_text())

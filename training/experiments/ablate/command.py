@@ -95,6 +95,9 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
                    "64,128,256,768 (default: the paper's for H >= 768, else H/4,H/2,H)")
     p.add_argument("--vocab-size", type=int, default=d.vocab_size,
                    help="SentencePiece pieces (default %(default)s)")
+    p.add_argument("--dupe-factor", type=int, default=d.dupe_factor,
+                   help="masked copies of the training text per objective, each with other "
+                   "masks and pairs (default %(default)s)")
     p.add_argument("--finetune-steps", type=int, default=d.finetune_steps,
                    help="downstream fine-tuning steps per model (default %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed)
@@ -116,7 +119,7 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
     return AblateOptions(output=args.output, grid=args.grid, corpus=corpus, size=args.size,
                          steps=args.steps, batch_size=args.batch_size,
                          seq_length=args.seq_length, vocab_size=args.vocab_size,
-                         embedding_sizes=sizes, finetune_steps=args.finetune_steps,
+                         dupe_factor=args.dupe_factor, embedding_sizes=sizes, finetune_steps=args.finetune_steps,
                          seed=args.seed), args.report_only
 
 
