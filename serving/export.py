@@ -121,7 +121,7 @@ def export(checkpoint: str | keras.Model, output: str, version: int | None = Non
 def build(plan: ExportPlan) -> str:
     """Writes what `plan` says (`export_plan.plan`); returns the path written."""
     model = plan.source.load()
-    if plan.format == "litert":
+    if plan.request.format == "litert":
         return _write_litert(plan, model)
     return _write_savedmodel(plan, model)
 
@@ -129,21 +129,23 @@ def build(plan: ExportPlan) -> str:
 def _write_litert(plan: ExportPlan, model) -> str:
     """The .tflite file, checked against the model before it is kept (`litert.convert`)."""
     litert.write_litert(model, plan.preprocessor.tokenizer, plan.record, plan.path, plan.task,
-                        plan.seq_length, plan.quantize)
+                        plan.seq_length, plan.request.quantize)
     return plan.path
 
 
 def _write_savedmodel(plan: ExportPlan, model) -> str:
     """BASE/NAME/VERSION, and BASE/NAME's batching parameters (written once, then kept)."""
-    served = served_model(model, plan.dtype, plan.branches)
-    module = build_module(served, plan.preprocessor, plan.task, plan.record, plan.pad_multiple,
-                          plan.batching)
+    asked = plan.request
+    served = served_model(model, plan.dtype, asked.branches)
+    module = build_module(served, plan.preprocessor, plan.task, plan.record, asked.pad_multiple,
+                          asked.batching)
     needed = _write_version(plan, model, module)
     try:
-        layout.write_batching_parameters(plan.output)
+        layout.write_batching_parameters(asked.output)
     except OSError as e:
         raise ExportError(f"wrote {plan.path} but cannot write "
-                          f"{os.path.join(plan.output, layout.BATCHING_FILE)}: {e.strerror}") from None
+                          f"{os.path.join(asked.output, layout.BATCHING_FILE)}: "
+                          f"{e.strerror}") from None
     _log_export(plan, needed)
     return plan.path
 
@@ -151,11 +153,11 @@ def _write_savedmodel(plan: ExportPlan, model) -> str:
 def _write_version(plan: ExportPlan, model, module) -> list[str]:
     """Writes BASE/NAME/VERSION (staged, then renamed): the SavedModel, the span windows it
     serves with, its provenance record; returns the custom ops it needs."""
-    staging = ""
+    asked, staging = plan.request, ""
     try:
         with layout.staged_directory(plan.path) as staging:
-            save_module(module, staging, os.path.basename(os.path.normpath(plan.output)),
-                        plan.token_ids_only)
+            save_module(module, staging, os.path.basename(os.path.normpath(asked.output)),
+                        asked.token_ids_only)
             if plan.records_windows:
                 # What it serves with: the settings a client or a later reader can check.
                 plan.record.at_seq_length(plan.seq_length).write(
@@ -164,8 +166,8 @@ def _write_version(plan: ExportPlan, model, module) -> list[str]:
             record_of_export = provenance.provenance(
                 plan.record, plan.source_name, model, needed, _versions(), plan.task,
                 plan.seq_length, plan.dtype, plan.tokenizer_kind,
-                plan.batching.as_record() if plan.batching is not None else None,
-                plan.branches)
+                asked.batching.as_record() if asked.batching is not None else None,
+                asked.branches)
             provenance.write_provenance(staging, record_of_export)
     except (OSError, tf.errors.OpError) as e:
         # A full disk or a permission, named by the version and not by its hidden staging

@@ -73,37 +73,31 @@ class ExportPlan:
     """One export, validated: what, from what, and how.
 
     Attributes:
+      request: what was asked, every option checked against the checkpoint and the
+        target; its output (BASE/NAME, or the .tflite file), format, quantize and the
+        SavedModel options (pad_multiple, batching, branches, token_ids_only) are
+        written as given.
       source: the checkpoint, opened once; `.load()` gives the model to serve.
       source_name: what the provenance record names as the source.
-      output: BASE/NAME (savedmodel), or the .tflite file (litert).
       path: what is written: BASE/NAME/VERSION, or the .tflite file.
-      format: one of `options.FORMATS`.
       task: the served task: the record's, or another that `--task` names ("encoder").
       record: the checkpoint's task record with export's span windows and answer options.
       dtype: the served precision, float32 or bfloat16.
       seq_length: tokens per request, within the model's position table.
       preprocessor: the tokenizer at `seq_length`, its vocabulary the model's size.
       tokenizer_kind: its vocabulary's kind, as the provenance record names it.
-      pad_multiple, batching, branches, token_ids_only: SavedModel options.
-      quantize: the LiteRT weights' storage (one of `options.QUANTIZE`).
     """
 
+    request: ExportRequest
     source: OpenedCheckpoint
     source_name: str
-    output: str
     path: str
-    format: str
     task: str
     record: TaskRecord
     dtype: str
     seq_length: int
     preprocessor: AlbertPreprocessor
     tokenizer_kind: str
-    pad_multiple: int | None
-    batching: Batching | None
-    branches: int
-    token_ids_only: bool
-    quantize: str
 
     @property
     def records_windows(self) -> bool:
@@ -140,13 +134,11 @@ def plan(request: ExportRequest) -> ExportPlan:
     check_branches(request.branches, source.config)  # before the weights load
     preprocessor = _preprocessor(files, seq_length, source.config)
     return ExportPlan(
-        source=source, source_name=request.source_name or os.path.abspath(request.checkpoint),
-        output=request.output, path=path, format=request.format,
+        request=request, source=source,
+        source_name=request.source_name or os.path.abspath(request.checkpoint), path=path,
         task=request.task or record.task, record=record,
         dtype=precisions.served_dtype(precision, record.precision), seq_length=seq_length,
-        preprocessor=preprocessor, tokenizer_kind=files.kind,
-        pad_multiple=request.pad_multiple, batching=request.batching, branches=request.branches,
-        token_ids_only=request.token_ids_only, quantize=request.quantize)
+        preprocessor=preprocessor, tokenizer_kind=files.kind)
 
 
 def from_args(args: argparse.Namespace) -> ExportPlan:
