@@ -114,9 +114,14 @@ for path, (calls, replays) in requests.items():
     model = tf.saved_model.load(path)
     for key, inputs in calls.items():  # key: "signature" or "signature#case"
         signature = key.split("#")[0]
-        out = model.signatures[signature](**{k: tf.constant(v, tf.string if v.dtype == object
-                                                            else None) for k, v in inputs.items()})
+        tensors = {k: tf.constant(v, tf.string if v.dtype == object else None)
+                   for k, v in inputs.items()}
+        out = model.signatures[signature](**tensors)
         results[path, key] = {k: v.numpy() for k, v in out.items()}
+        # The same traced function is the root's attribute, as Keras' export made it.
+        same = getattr(model, signature)(**tensors)
+        results[path, key, "attribute"] = all((same[k].numpy() == v.numpy()).all()
+                                              for k, v in out.items())
     for index, (signature, inputs) in enumerate(replays):  # the warmup file's requests
         out = model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
         results[path, "warmup", index] = {k: v.shape for k, v in out.items()}
@@ -166,7 +171,14 @@ def served(exported, tmp_path_factory, spm_model_path):
               for task, c in calls.items()}
     served["warmup"] = {task: [(r, outputs[exported[task][1], "warmup", i])
                                for i, r in enumerate(replays[task])] for task in calls}
+    served["attribute"] = {(task, sig): outputs[exported[task][1], sig, "attribute"]
+                           for task, c in calls.items() for sig in c}
     return served
+
+
+def test_each_signature_is_also_the_roots_function_and_answers_alike(served):
+    """`loaded.<signature>(...)`, as Keras' export offers it, answers as the signature does."""
+    assert len(served["attribute"]) >= 13 and all(served["attribute"].values()), served["attribute"]
 
 
 def _close(got, want):
