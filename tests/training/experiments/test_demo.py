@@ -108,6 +108,22 @@ def test_budget_leaves_time_for_the_stages_after_pretraining():
     assert budget.choose(0.5, step=21, every=150, eval_steps=4)[0] == 22
 
 
+def test_the_steps_line_says_when_the_budget_left_nothing_for_pretraining():
+    from albert_tf.training.experiments.demo.report import steps_line
+
+    budget = {"chosen": True, "steps": 22, "minutes": 12.0, "seconds_per_step": 0.871,
+              "measured_steps": 20, "pretraining_left_s": -55.2, "warmup_steps": 5,
+              "planned_steps": 22, "shortened_at": None}
+    line = steps_line(budget)
+    assert line == ("Steps: 22, chosen for the 12-minute budget: 0.871 s/step measured over 20 "
+                    "steps left nothing for pretraining past them (the stages before it ran 55s "
+                    "over; give more --minutes) (warmup 5 steps)"), line
+    assert "left 300s for pretraining (warmup 5 steps)" in steps_line(
+        {**budget, "pretraining_left_s": 300.0})
+    assert steps_line({**budget, "chosen": False}) == \
+        "Steps: 22 (fixed by --steps or an earlier budget run)"
+
+
 # The quality run: a fixed step count in float32 is deterministic, so what it learns does
 # not depend on how fast the machine is (the budget's own test below checks the mechanism).
 # 400 steps: about 40 s of pretraining on the AVX-512 CPU of docs/demo.md (0.1 s/step), two

@@ -77,6 +77,23 @@ def plot(path: str, pretrain: dict, classifier: dict | None, heldout_accuracy: f
     plt.close(fig)
 
 
+def steps_line(budget: dict) -> str:
+    """The printout's line on the pretraining step count: fixed, or chosen by the budget
+    (and what the stages before pretraining left of it)."""
+    if not budget["chosen"]:
+        return f"Steps: {budget['steps']} (fixed by --steps or an earlier budget run)"
+    left = budget["pretraining_left_s"]
+    room = (f"left {left:.0f}s for pretraining" if left > 0 else
+            f"left nothing for pretraining past them (the stages before it ran {-left:.0f}s "
+            "over; give more --minutes)")
+    return (f"Steps: {budget['steps']}, chosen for the {budget['minutes']:g}-minute budget: "
+            f"{budget['seconds_per_step']:.3f} s/step measured over {budget['measured_steps']} "
+            f"steps {room} (warmup {budget['warmup_steps']} steps)"
+            + (f"; planned {budget['planned_steps']}, shortened at step "
+               f"{budget['shortened_at']} when the steps got slower"
+               if budget["shortened_at"] else ""))
+
+
 def _lines(report: dict) -> list[str]:
     lines = ["", "Fill-mask (top 5 words per [MASK]; the masked word in brackets):"]
     for item in report["fill_mask"]:
@@ -103,17 +120,7 @@ def _lines(report: dict) -> list[str]:
         lines.append("Precision: timed on this CPU, " + ", ".join(
             f"{name} {seconds:.3f} s/step" for name, seconds in pre["precision_candidates"].items())
             + "; trained with the fastest")
-    budget = report["budget"]
-    if budget["chosen"]:
-        lines.append(f"Steps: {budget['steps']}, chosen for the {budget['minutes']:g}-minute "
-                     f"budget: {budget['seconds_per_step']:.3f} s/step measured over "
-                     f"{budget['measured_steps']} steps left {budget['pretraining_left_s']:.0f}s "
-                     f"for pretraining (warmup {budget['warmup_steps']} steps)"
-                     + (f"; planned {budget['planned_steps']}, shortened at step "
-                        f"{budget['shortened_at']} when the steps got slower"
-                        if budget["shortened_at"] else ""))
-    else:
-        lines.append(f"Steps: {budget['steps']} (fixed by --steps or an earlier budget run)")
+    lines.append(steps_line(report["budget"]))
     fill = report["fill_mask_accuracy"]
     lines.append(f"Fill-mask on the held-out documents' {fill['masked_tokens']} masked pieces: "
                  f"top-1 {fill['top1']:.3f}, top-5 {fill['top5']:.3f}; unigram baseline "
