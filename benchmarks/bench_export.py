@@ -30,6 +30,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_serving import cpu_flags  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = os.path.join(ROOT, "tests", "fixtures", "tasks")
 CHECKPOINTS = {  # name: extra export arguments
@@ -67,16 +71,6 @@ print("SECONDS", time.perf_counter() - started)
 """
 
 
-def _cpu_flags() -> str:
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next(line for line in f if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "unknown"
-    return " ".join(flag for flag in wanted if flag in flags) or "none of " + " ".join(wanted)
-
-
 def _one(way: str, checkpoint: str, folder: str) -> tuple[float, int]:
     output = os.path.join(folder, way.replace("+", "_"), checkpoint.replace("/", "_"))
     extra = CHECKPOINTS[checkpoint]
@@ -98,7 +92,7 @@ def main(argv=None) -> int:
                         choices=list(CHECKPOINTS))
     parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
     args = parser.parse_args(argv)
-    print(f"CPU flags: {_cpu_flags()}; load average before: {os.getloadavg()[0]:.2f}")
+    print(f"CPU flags: {cpu_flags()}; load average before: {os.getloadavg()[0]:.2f}")
     seconds = {(c, w): [] for c in args.checkpoints for w in args.ways}
     sizes = {}
     with tempfile.TemporaryDirectory() as folder:

@@ -14,6 +14,7 @@ import os
 
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.saved_model.experimental import TrackableResource
 
 from albert_tf import tasks
 from albert_tf.checkpoint import task_record_of
@@ -103,14 +104,15 @@ def save_module(module, directory: str, model_name: str, token_ids_only: bool = 
 
     functions = module.signatures()
     examples = module.warmup_examples()
+    resources_of = None
     if token_ids_only:
         functions = {"serving_default": functions["token_ids"], "token_ids": functions["token_ids"]}
         examples = {name: examples["token_ids"] for name in functions}
-        write_signatures(functions, directory)
     else:
         if not module.preprocessor.built:  # signatures may use its methods, not its call
             module.preprocessor.build(None)
-        write_signatures(functions, directory, resources_of=module.preprocessor)
+        resources_of = module.preprocessor  # its SentencePiece resource goes with the model
+    write_signatures(functions, directory, resources_of)
     warmup.write_warmup(directory, warmup.warmup_requests(model_name, examples))
 
 
@@ -127,15 +129,12 @@ def write_signatures(functions: dict, directory: str, resources_of=None) -> None
     twice the tracing time (benchmarks/bench_export.py). A traced function as the
     attribute is saved as it is.
     """
-    from tensorflow.saved_model.experimental import TrackableResource
-
     traced = {name: function.get_concrete_function() for name, function in functions.items()}
     root = tf.Module()
     for name, concrete in traced.items():
         setattr(root, name, concrete)
-    seen = set()
-    root.variables_used = [v for concrete in traced.values() for v in concrete.variables
-                           if id(v) not in seen and not seen.add(id(v))]
+    root.variables_used = list({id(v): v for concrete in traced.values()
+                                for v in concrete.variables}.values())
     if resources_of is not None:
         root.resources = [t for t in tf.train.TrackableView(resources_of).descendants()
                           if isinstance(t, TrackableResource)]

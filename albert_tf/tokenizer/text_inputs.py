@@ -224,7 +224,7 @@ class TracedText(PreprocessorFunctions):
             # would convert the graph's string tensors to that backend's arrays.
             if form == 2:
                 return graph_function(lambda a, b: preprocessor.call((a, b)),
-                                   input_signature=[column, column])
+                                      input_signature=[column, column])
             return graph_function(preprocessor.call, input_signature=[column])
 
         return self.cached(preprocessor, (form, max_qa_length), build)

@@ -119,7 +119,8 @@ def parse_args(argv: list[str]) -> tuple[AblateOptions, bool]:
     return AblateOptions(output=args.output, grid=args.grid, corpus=corpus, size=args.size,
                          steps=args.steps, batch_size=args.batch_size,
                          seq_length=args.seq_length, vocab_size=args.vocab_size,
-                         dupe_factor=args.dupe_factor, embedding_sizes=sizes, finetune_steps=args.finetune_steps,
+                         dupe_factor=args.dupe_factor, embedding_sizes=sizes,
+                         finetune_steps=args.finetune_steps,
                          seed=args.seed), args.report_only
 
 
