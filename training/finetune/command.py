@@ -25,7 +25,8 @@ Defaults per task are the original ALBERT scripts' (run_glue.sh, README for SQuA
 run_race.py); flags and --set KEY=VALUE override them. --set keys: train_steps,
 warmup_steps, warmup_proportion, optimizer (adamw|lamb), weight_decay, eval_batch_size,
 patience, seed, buckets (e.g. 32,64,128; none: every batch padded to --seq-length;
-default: powers of two), jit_compile (true, false or auto), spm_model, do_lower_case,
+default: powers of two), jit_compile (true, false or auto), eval_jit_compile (false:
+evaluation runs without XLA), spm_model, do_lower_case,
 keep_accents; SQuAD: doc_stride, max_query_length, n_best, max_answer_length,
 no_answer_threshold (2.0; default: tuned on the dev set); RACE: max_qa_length; NER:
 tag_scheme. Values

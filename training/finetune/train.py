@@ -118,6 +118,9 @@ class TrainConfig:
     # XLA; None (--set jit_compile=auto): on GPUs only (distribute.resolve_jit_compile)
     jit_compile: bool | None = dataclasses.field(default=True,
                                                  metadata={arguments.NONE_WORD: "auto"})
+    # XLA for the evaluation passes too: off, as each (batch, length) shape compiles anew
+    # (fit_steps.FitOverride, 6; benchmarks/bench_eval_xla.py)
+    eval_jit_compile: bool = False
     verbose: int | str = "auto"
 
     def __post_init__(self):
@@ -365,7 +368,8 @@ def _compiled_model(task: FinetuneJob, source, config: TrainConfig, strategy, to
         # The loss and metrics are the task model's own (its entry in albert_tf.tasks).
         model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(config.jit_compile))
         # Each update is gradient_accumulation_steps parts of the batch, run in turn.
-        install_step_functions(model, config.gradient_accumulation_steps)
+        install_step_functions(model, config.gradient_accumulation_steps,
+                               evaluation_xla=config.eval_jit_compile)
     return model
 
 

@@ -55,7 +55,8 @@ def check_replica_accumulation(batch_size: int, steps: int, strategy, field: str
                            field="each replica's batch")
 
 
-def install_step_functions(model: keras.Model, accumulation_steps: int = 1) -> keras.Model:
+def install_step_functions(model: keras.Model, accumulation_steps: int = 1,
+                           evaluation_xla: bool | None = None) -> keras.Model:
     """Makes `model.fit` / `model.evaluate` work under any strategy with
     `steps_per_execution` and `jit_compile`, each update made of `accumulation_steps`
     parts of every replica's batch (`FitOverride`).
@@ -64,8 +65,10 @@ def install_step_functions(model: keras.Model, accumulation_steps: int = 1) -> k
     model. The override is bound to this instance only. A stock
     `keras.optimizers.LossScaleOptimizer` (which `compile` adds for mixed_float16)
     is replaced by this module's `LossScaleOptimizer` around the same optimizer.
+    `evaluation_xla`: XLA for `evaluate` and `predict` (None: as `model.jit_compile`;
+    False: training alone compiles with XLA, 6).
     """
-    FitOverride(model, accumulation_steps).install()
+    FitOverride(model, accumulation_steps, evaluation_xla).install()
     return model
 
 
@@ -102,6 +105,11 @@ class FitOverride:
     5. `keras.optimizers.LossScaleOptimizer` -> this module's `LossScaleOptimizer`
        (float16 loss scaling): Keras decides per replica whether the gradients are
        finite; ours all-reduces that verdict.
+    6. `make_predict_function`, only when `evaluation_xla` differs from the model's
+       `jit_compile`: Keras' own, built with `jit_compile=evaluation_xla` (through its
+       public setter, restored after). XLA compiles a program for every input shape, and
+       evaluation meets many (each length bucket, full and last batches) for few passes,
+       so its compiles cost more than they save (benchmarks/bench_eval_xla.py).
 
     Keras' private members it touches, and nothing else: it sets `_maybe_symbolic_build`;
     it reads `_call_has_training_arg`, `_compute_loss`, `_loss_tracker` (the train step's
@@ -115,9 +123,11 @@ class FitOverride:
                        "_loss_tracker", "_compile_metrics", "_symbolic_build",
                        "_distribute_strategy")
 
-    def __init__(self, model: keras.Model, accumulation_steps: int = 1):
+    def __init__(self, model: keras.Model, accumulation_steps: int = 1,
+                 evaluation_xla: bool | None = None):
         self.model = model
         self.parts = int(accumulation_steps)
+        self.evaluation_xla = evaluation_xla
 
     def install(self) -> None:
         """Binds the replacements (1, 3, 4) to the model and swaps its loss-scale
@@ -138,6 +148,26 @@ class FitOverride:
         model.make_test_function = self.make_test_function
         model._maybe_symbolic_build = self.symbolic_build
         model.train_function = model.test_function = None
+        if self.evaluation_xla is not None and bool(self.evaluation_xla) != bool(model.jit_compile):
+            model.make_predict_function = self.predict_function_maker(model.make_predict_function)
+            model.predict_function = None
+
+    def predict_function_maker(self, keras_make):
+        """Keras' `make_predict_function` (`keras_make`), building with or without XLA as
+        `evaluation_xla` says (6)."""
+        model = self.model
+
+        def make_predict_function(force: bool = False):
+            if model.predict_function is None or force:
+                trained_with = model.jit_compile
+                model.jit_compile = self.evaluation_xla
+                try:
+                    keras_make(force)
+                finally:
+                    model.jit_compile = trained_with
+            return model.predict_function
+
+        return make_predict_function
 
     # ---------------------------------------------------------------- 1, 2: the loop
     def make_train_function(self, force: bool = False):
@@ -185,11 +215,14 @@ class FitOverride:
         return function
 
     # ---------------------------------------------------------------- 3: the step
-    def uses_xla(self) -> bool:
+    def uses_xla(self, evaluation: bool = False) -> bool:
         # TPUStrategy compiles the whole replica function itself.
         model = self.model
-        return bool(model.jit_compile) and not isinstance(
-            model.distribute_strategy, tf.distribute.TPUStrategy)
+        wanted = model.jit_compile
+        if evaluation and self.evaluation_xla is not None:
+            wanted = self.evaluation_xla
+        return bool(wanted) and not isinstance(model.distribute_strategy,
+                                               tf.distribute.TPUStrategy)
 
     def replica_train_step(self):
         """The step each replica runs on its batch: N parts' forward/backward passes
@@ -232,7 +265,7 @@ class FitOverride:
 
     def replica_test_step(self):
         test_step = self.model.test_step
-        if self.uses_xla():
+        if self.uses_xla(evaluation=True):
             # No cross-replica synchronization in a test step: compile all of it.
             test_step = tf.function(test_step, jit_compile=True, reduce_retracing=True)
 

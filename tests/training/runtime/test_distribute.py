@@ -93,6 +93,55 @@ def test_scale_batch():
     assert distribute.scale_batch(6, strategy) == 6
 
 
+def _uncompilable_model(evaluation_xla):
+    """A compiled XLA model (jit_compile=True) with a layer XLA cannot compile (a NumPy
+    function): whichever pass runs under XLA fails, and only that one."""
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.training.runtime.fit_steps import install_step_functions
+
+    class Doubled(keras.layers.Layer):
+        def call(self, x):
+            doubled = tf.numpy_function(lambda a: 2.0 * a, [x], tf.float32, stateful=False)
+            return tf.ensure_shape(doubled, x.shape)
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), Doubled(), keras.layers.Dense(1)])
+    model.compile("sgd", "mse", jit_compile=True)
+    return install_step_functions(model, evaluation_xla=evaluation_xla)
+
+
+def test_evaluation_runs_without_xla_when_asked_and_training_keeps_it():
+    """`evaluation_xla=False`: predict and evaluate run as plain graphs; the training step
+    still compiles with XLA, and the model still says jit_compile=True."""
+    import tensorflow as tf
+
+    x = np.random.RandomState(0).randn(12, 5).astype("float32")
+    y = x.sum(1, keepdims=True)
+    model = _uncompilable_model(evaluation_xla=False)
+    kernel, bias = model.layers[-1].get_weights()
+    np.testing.assert_allclose(model.predict(x, batch_size=5, verbose=0), 2.0 * x @ kernel + bias,
+                               rtol=1e-5)
+    expected = float(np.mean((2.0 * x @ kernel + bias - y) ** 2))
+    assert model.evaluate(x, y, batch_size=4, verbose=0) == pytest.approx(expected, rel=1e-5)
+    assert model.jit_compile is True
+    with pytest.raises(tf.errors.InvalidArgumentError, match="PyFunc|NumpyFunction|XLA"):
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+
+
+def test_evaluation_follows_the_models_xla_by_default():
+    """The default (None) is the model's jit_compile: the same passes fail under XLA."""
+    import tensorflow as tf
+
+    x = np.ones((4, 5), "float32")
+    model = _uncompilable_model(evaluation_xla=None)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="PyFunc|NumpyFunction|XLA"):
+        model.predict(x, verbose=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="PyFunc|NumpyFunction|XLA"):
+        model.evaluate(x, x[:, :1], verbose=0)
+
+
 # ------------------------------------------------------------ subprocess scenarios
 @pytest.mark.slow
 def test_mirrored_steps_per_execution_matches_single_device():
