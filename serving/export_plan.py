@@ -142,7 +142,11 @@ def plan(request: ExportRequest) -> ExportPlan:
 
 
 def from_args(args: argparse.Namespace) -> ExportPlan:
-    """The plan of `albert-tf export`'s parsed arguments (`export_command.parser`)."""
+    """The plan of `albert-tf export`'s parsed arguments (`export_command.parser`). The
+    flags are checked before the checkpoint is looked for (a hub handle is downloaded)."""
+    batching = _batching(args)
+    answers = QaOptions(top_k=args.top_k, max_answer_len=args.max_answer_len,
+                        handle_impossible_answer=args.handle_impossible_answer)
     checkpoint = resolve_checkpoint(args.checkpoint)  # a hub handle or released name too
     if not os.path.lexists(checkpoint):
         raise ExportError(f"--checkpoint {checkpoint}: no such directory"
@@ -150,9 +154,6 @@ def from_args(args: argparse.Namespace) -> ExportPlan:
     if not os.path.isdir(checkpoint):
         raise ExportError(f"--checkpoint {checkpoint} is a file; give the checkpoint's "
                           "directory")
-    batching = _batching(args)
-    answers = QaOptions(top_k=args.top_k, max_answer_len=args.max_answer_len,
-                        handle_impossible_answer=args.handle_impossible_answer)
     request = ExportRequest(
         checkpoint=checkpoint, output=args.output, version=args.version, task=args.task,
         seq_length=args.seq_length, spm_model=args.spm_model, pad_multiple=PAD_MULTIPLE,
