@@ -118,3 +118,16 @@ def test_batching_options_are_refused_in_one_line(tmp_path, capsys, args, messag
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("albert-tf export: ") and message in last, last
     assert not os.path.exists(tmp_path / "m" / "1")
+
+
+def test_a_wrong_flag_is_refused_before_a_hub_handle_is_fetched(tmp_path, capsys, monkeypatch):
+    """The flags are checked first: a typo does not wait on (or fail with) a download."""
+    from albert_tf.serving import export_plan
+
+    fetched = []
+    monkeypatch.setattr(export_plan, "resolve_checkpoint", lambda path: fetched.append(path) or path)
+    code = cli.main(["export", "--checkpoint", "hf://albert/albert-base-v2", "--output",
+                     str(tmp_path / "m"), "--batching", "--batching-max-size", "0"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and "--batching-max-size 0: expected 1 to 1024" in last, last
+    assert fetched == []
