@@ -130,8 +130,9 @@ class FitOverride:
         self.evaluation_xla = evaluation_xla
 
     def install(self) -> None:
-        """Binds the replacements (1, 3, 4) to the model and swaps its loss-scale
-        optimizer (5); Keras rebuilds its functions through them on the next fit."""
+        """Binds the replacements (1, 3, 4, and 6 when evaluation's XLA differs from
+        training's) to the model and swaps its loss-scale optimizer (5); Keras rebuilds
+        its functions through them on the next fit."""
         model = self.model
         missing = [name for name in self.PRIVATE_MEMBERS if not hasattr(model, name)]
         if missing:
@@ -148,19 +149,19 @@ class FitOverride:
         model.make_test_function = self.make_test_function
         model._maybe_symbolic_build = self.symbolic_build
         model.train_function = model.test_function = None
-        if self.evaluation_xla is not None and bool(self.evaluation_xla) != bool(model.jit_compile):
+        if self.evaluation_jit() != bool(model.jit_compile):
             model.make_predict_function = self.predict_function_maker(model.make_predict_function)
             model.predict_function = None
 
     def predict_function_maker(self, keras_make):
         """Keras' `make_predict_function` (`keras_make`), building with or without XLA as
-        `evaluation_xla` says (6)."""
+        `evaluation_jit` says (6)."""
         model = self.model
 
         def make_predict_function(force: bool = False):
             if model.predict_function is None or force:
                 trained_with = model.jit_compile
-                model.jit_compile = self.evaluation_xla
+                model.jit_compile = self.evaluation_jit()
                 try:
                     keras_make(force)
                 finally:
@@ -215,12 +216,16 @@ class FitOverride:
         return function
 
     # ---------------------------------------------------------------- 3: the step
+    def evaluation_jit(self) -> bool:
+        """`jit_compile` for evaluate and predict: `evaluation_xla`, or the model's (6)."""
+        if self.evaluation_xla is None:
+            return bool(self.model.jit_compile)
+        return bool(self.evaluation_xla)
+
     def uses_xla(self, evaluation: bool = False) -> bool:
         # TPUStrategy compiles the whole replica function itself.
         model = self.model
-        wanted = model.jit_compile
-        if evaluation and self.evaluation_xla is not None:
-            wanted = self.evaluation_xla
+        wanted = self.evaluation_jit() if evaluation else model.jit_compile
         return bool(wanted) and not isinstance(model.distribute_strategy,
                                                tf.distribute.TPUStrategy)
 
