@@ -21,7 +21,6 @@ the original ALBERT tokenizer splits it).
 from __future__ import annotations
 
 import base64
-import struct
 
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm_proto import (
@@ -29,38 +28,12 @@ from albert_tf.tokenizer.spm_proto import (
     SPIECE_UNDERLINE,
     UNKNOWN,
     USER_DEFINED,
-    proto_fields,
+    model_pieces,
+    normalizer_spec,
+    precompiled_charsmap,
 )
 
 __all__ = ["tokenizer_json_of_spm"]
-
-# ModelProto: pieces (1) {piece (1), score (2), type (3)}, normalizer_spec (3)
-# {precompiled_charsmap (2)}.
-
-
-def _pieces(model_proto: bytes) -> list[tuple[str, float, int]]:
-    out = []
-    for number, _, value in proto_fields(model_proto):
-        if number != 1:
-            continue
-        piece, score, kind = "", 0.0, 1  # the fields' defaults (type NORMAL)
-        for field, _, item in proto_fields(value):
-            if field == 1:
-                piece = item.decode("utf-8")
-            elif field == 2:
-                (score,) = struct.unpack("<f", item)
-            elif field == 3:
-                kind = item
-        out.append((piece, score, kind))
-    return out
-
-
-def _charsmap(model_proto: bytes) -> bytes:
-    for number, _, value in proto_fields(model_proto):
-        if number == 3:
-            return b"".join(item for field, _, item in proto_fields(value) if field == 2)
-    return b""
-
 
 def _special(name: str, type_id: int) -> dict:
     return {"SpecialToken": {"id": name, "type_id": type_id}}
@@ -80,7 +53,7 @@ def tokenizer_json_of_spm(model_proto: bytes, do_lower_case: bool, keep_accents:
     Raises:
       UserError: the model has no `cls` or `sep` piece (one line naming `where`).
     """
-    pieces = _pieces(model_proto)
+    pieces = model_pieces(model_proto)
     ids = {piece: i for i, (piece, _, _) in enumerate(pieces)}
     for name in (cls, sep):
         if name not in ids:
@@ -97,7 +70,7 @@ def tokenizer_json_of_spm(model_proto: bytes, do_lower_case: bool, keep_accents:
         normalizers += [{"type": "NFKD"}, {"type": "StripAccents"}]
     if do_lower_case:
         normalizers.append({"type": "Lowercase"})
-    charsmap = _charsmap(model_proto)
+    charsmap = precompiled_charsmap(normalizer_spec(model_proto))
     if charsmap:
         normalizers.append({"type": "Precompiled",
                             "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")})

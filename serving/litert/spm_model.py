@@ -38,14 +38,14 @@ import sentencepiece as spm
 
 from albert_tf.errors import UserError
 from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
-from albert_tf.tokenizer.spm_proto import USER_DEFINED, proto_fields, spm_model_type
+from albert_tf.tokenizer.spm_proto import (
+    precompiled_charsmap,
+    removes_extra_whitespaces,
+    spm_model_type,
+    with_normalizer,
+)
 
-# ModelProto fields (sentencepiece_model.proto): pieces (1), normalizer_spec (3);
-# SentencePiece: piece (1), type (3); NormalizerSpec: name (1), precompiled_charsmap (2),
-# remove_extra_whitespaces (4).
-_PIECES, _NORMALIZER = 1, 3
-_PIECE_NAME, _PIECE_TYPE = 1, 3
-_SPEC_NAME, _SPEC_CHARSMAP, _SPEC_REMOVE_EXTRA_WHITESPACES = 1, 2, 4
+# The name of the normaliser the LiteRT model carries (its map is ALBERT's, composed here).
 _LITE_NORMALIZER_NAME = b"albert_tf"
 
 
@@ -128,38 +128,6 @@ def _bridging_rules(sequences, chars, image, rules, own) -> dict[str, str]:
     return bridges
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        if not value:
-            out.append(byte)
-            return bytes(out)
-        out.append(byte | 0x80)
-
-
-def _field(number: int, wire: int, value) -> bytes:
-    key = _varint(number << 3 | wire)
-    if wire == 0:
-        return key + _varint(value)
-    if wire == 2:
-        return key + _varint(len(value)) + value
-    return key + value  # fixed 32/64 bits, as read
-
-
-def _set_fields(message: bytes, values: dict[int, tuple[int, object]]) -> bytes:
-    """`message` with each field number of `values` set to its (wire type, value), once."""
-    kept = b"".join(_field(number, wire, value) for number, wire, value in proto_fields(message)
-                    if number not in values)
-    return kept + b"".join(_field(number, wire, value) for number, (wire, value) in values.items())
-
-
-def _flag(message: bytes, number: int, default: bool) -> bool:
-    values = [value for field, wire, value in proto_fields(message)
-              if field == number and wire == 0]
-    return bool(values[-1]) if values else default
-
-
 def check_convertible(tokenizer: AlbertTokenizer) -> None:
     """Raises LiteTokenizerError, one line naming the file, for models the map cannot serve."""
     path = tokenizer.spm_model_path
@@ -167,9 +135,7 @@ def check_convertible(tokenizer: AlbertTokenizer) -> None:
     if kind != "unigram":
         raise LiteTokenizerError(f"{path} is a {kind} SentencePiece model; LiteRT's "
                                  "FastSentencepieceTokenize runs unigram models (ALBERT's) only")
-    spec = b"".join(value for number, _, value in proto_fields(tokenizer.model_proto)
-                    if number == _NORMALIZER)
-    if not _flag(spec, _SPEC_REMOVE_EXTRA_WHITESPACES, True):
+    if not removes_extra_whitespaces(tokenizer.model_proto):
         raise LiteTokenizerError(f"{path} keeps extra whitespace (remove_extra_whitespaces="
                                  "false): its character map cannot collapse whitespace runs as "
                                  "the tokenizer does")
@@ -195,25 +161,5 @@ def with_character_map(model_proto: bytes, rules, user_defined=()) -> bytes:
     pairs, applied by longest match), the pieces named in `user_defined` made
     user-defined symbols (matched in the normalised text as they are)."""
     compiled = spm.SentencePieceNormalizer(norm_map=list(rules)).serialized_normalizer_spec()
-    charsmap = next(value for number, _, value in proto_fields(compiled)
-                    if number == _SPEC_CHARSMAP)
-    fields = list(proto_fields(model_proto))
-    spec = b"".join(value for number, _, value in fields if number == _NORMALIZER)
-    spec = _set_fields(spec, {_SPEC_NAME: (2, _LITE_NORMALIZER_NAME),
-                              _SPEC_CHARSMAP: (2, charsmap)})
-    names = {name.encode() for name in user_defined}
-    out = bytearray()
-    for number, wire, value in fields:
-        if number == _PIECES and names:
-            value = _user_defined(value, names)
-        if number != _NORMALIZER:
-            out += _field(number, wire, value)
-    return bytes(out + _field(_NORMALIZER, 2, spec))
-
-
-def _user_defined(piece: bytes, names: set[bytes]) -> bytes:
-    """The piece as a user-defined symbol (matched in text) when named; else as it is."""
-    found = [value for number, _, value in proto_fields(piece) if number == _PIECE_NAME]
-    if len(found) != 1 or found[0] not in names:
-        return piece
-    return _set_fields(piece, {_PIECE_TYPE: (0, USER_DEFINED)})
+    return with_normalizer(model_proto, _LITE_NORMALIZER_NAME, precompiled_charsmap(compiled),
+                           user_defined={name.encode() for name in user_defined})
