@@ -31,6 +31,17 @@ from albert_tf.task_model import AlbertTaskModel
 HEAD_DROPOUT = 0.1
 
 
+def _head(model: AlbertTaskModel, role: str, units: int, dropout: float = HEAD_DROPOUT,
+          per_token: bool = False) -> ClassificationHead:
+    """`model`'s built dense head of `units` outputs, named by its `head_layers[role]`:
+    over the pooled output [B, H], or over every token [B, T, H] when `per_token`."""
+    head = ClassificationHead(units, dropout, model.config.initializer_range,
+                              name=model.head_layers[role], dtype=model.dtype_policy)
+    head.build((None, None, model.config.hidden_size) if per_token
+               else (None, model.config.hidden_size))
+    return head
+
+
 def masked_lm_head(config: AlbertConfig, epsilon: float, name: str, dtype) -> MaskedLMHead:
     """The masked-LM head of `config`: its transform at width E, or H when "before_sum"."""
     before_sum = config.embedding_projection_position == "before_sum"
@@ -79,11 +90,8 @@ class AlbertPretrainer(AlbertTaskModel):
         cfg = self.config
         self.mlm_head = masked_lm_head(cfg, LAYER_NORM_EPSILON, self.head_layers["mlm_head"],
                                        self.dtype_policy)
-        self.sop_head = ClassificationHead(2, 0.0, cfg.initializer_range,
-                                           name=self.head_layers["sop_head"],
-                                           dtype=self.dtype_policy)
         self.mlm_head.build((None, None, cfg.hidden_size))
-        self.sop_head.build((None, cfg.hidden_size))
+        self.sop_head = _head(self, "sop_head", 2, dropout=0.0)
         self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
         self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
         self.sop_loss_tracker = keras.metrics.Mean(name="sop_loss")
@@ -135,9 +143,7 @@ class AlbertSequenceClassifier(LabelAnswers, AlbertTaskModel):
         num_classes = _count("num_classes", num_classes, type(self).__name__)
         super().__init__(config, encoder, **kwargs)
         self.num_classes = num_classes
-        self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
-                                       name=self.head_layers["head"], dtype=self.dtype_policy)
-        self.head.build((None, self.config.hidden_size))
+        self.head = _head(self, "head", num_classes)
         self._built()
 
     def call(self, inputs, training=None):
@@ -158,9 +164,7 @@ class AlbertSequenceRegressor(AlbertTaskModel):
 
     def __init__(self, config, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
-        self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
-                                       name=self.head_layers["head"], dtype=self.dtype_policy)
-        self.head.build((None, self.config.hidden_size))
+        self.head = _head(self, "head", 1)
         self._built()
 
     def call(self, inputs, training=None):
@@ -184,9 +188,7 @@ class AlbertTokenClassifier(EntityAnswers, AlbertTaskModel):
         num_classes = _count("num_classes", num_classes, type(self).__name__)
         super().__init__(config, encoder, **kwargs)
         self.num_classes = num_classes
-        self.head = ClassificationHead(num_classes, HEAD_DROPOUT, self.config.initializer_range,
-                                       name=self.head_layers["head"], dtype=self.dtype_policy)
-        self.head.build((None, None, self.config.hidden_size))
+        self.head = _head(self, "head", num_classes, per_token=True)
         self._built()
 
     def call(self, inputs, training=None):
@@ -213,16 +215,8 @@ class AlbertSpanExtractor(span_answers.SpanAnswers, AlbertTaskModel):
         super().__init__(config, encoder, **kwargs)
         self.answerability = bool(answerability)
         self.uses_pooled_output = self.answerability
-        init = self.config.initializer_range
-        self.span_head = ClassificationHead(2, 0.0, init, name=self.head_layers["span_head"],
-                                            dtype=self.dtype_policy)
-        self.span_head.build((None, None, self.config.hidden_size))
-        self.answerable_head = None
-        if answerability:
-            self.answerable_head = ClassificationHead(1, HEAD_DROPOUT, init,
-                                                      name=self.head_layers["answerable_head"],
-                                                      dtype=self.dtype_policy)
-            self.answerable_head.build((None, self.config.hidden_size))
+        self.span_head = _head(self, "span_head", 2, dropout=0.0, per_token=True)
+        self.answerable_head = _head(self, "answerable_head", 1) if answerability else None
         self._built()
 
     def call(self, inputs, training=None):
@@ -249,9 +243,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
 
     def __init__(self, config, encoder=None, **kwargs):
         super().__init__(config, encoder, **kwargs)
-        self.head = ClassificationHead(1, HEAD_DROPOUT, self.config.initializer_range,
-                                       name=self.head_layers["head"], dtype=self.dtype_policy)
-        self.head.build((None, self.config.hidden_size))
+        self.head = _head(self, "head", 1)
         self._built()
 
     def call(self, inputs, training=None):
