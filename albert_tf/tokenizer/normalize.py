@@ -9,7 +9,7 @@ no Final_Sigma rule. So the graph uses tables computed here from the
 same definitions; both sides then agree by construction (the parity tests check
 every code point).
 
-Pure Python: no TensorFlow import. Tables are built once per process (~1 s).
+Pure Python: no TensorFlow import. Tables are built once per process (~0.25 s).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 _MAX_CODE_POINT = 0x10FFFF
 _SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
+_NO_PROPERTIES = frozenset({"Cn", "Co", "Cs"})
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,23 @@ def _is_case_ignorable(char: str) -> bool:
         ("A" + _SIGMA + char).lower()[1] == _FINAL_SIGMA)
 
 
+def assigned_characters() -> list[str]:
+    """Every code point of Python's Unicode database but the unassigned (Cn), private-use
+    (Co) and surrogate (Cs) ones: those are not whitespace, cased, case-ignorable or
+    combining, and lower-case to themselves (tests/model/test_normalize.py checks it
+    over every code point), so the tables read these 145,000 instead of all 1.1 million."""
+    category = unicodedata.category
+    return [c for c in map(chr, range(_MAX_CODE_POINT + 1)) if category(c) not in _NO_PROPERTIES]
+
+
 @functools.lru_cache(maxsize=1)
 def unicode_tables() -> UnicodeTables:
     """Returns the tables for this Python's Unicode database (cached)."""
-    chars = [chr(cp) for cp in range(_MAX_CODE_POINT + 1) if not 0xD800 <= cp <= 0xDFFF]
+    return tables_of(assigned_characters())
+
+
+def tables_of(chars: list[str]) -> UnicodeTables:
+    """The tables read from the code points `chars`."""
     lower_pairs = []
     for char in chars:
         lowered = char.lower()
