@@ -31,10 +31,12 @@ from albert_tf.task_model import AlbertTaskModel
 HEAD_DROPOUT = 0.1
 
 
-def _head(model: AlbertTaskModel, role: str, units: int, dropout: float = HEAD_DROPOUT,
+def _head(model: AlbertTaskModel, role: str, units: int, dropout: float | None = None,
           per_token: bool = False) -> ClassificationHead:
     """`model`'s built dense head of `units` outputs, named by its `head_layers[role]`:
-    over the pooled output [B, H], or over every token [B, T, H] when `per_token`."""
+    over the pooled output [B, H], or over every token [B, T, H] when `per_token`.
+    `dropout` None: HEAD_DROPOUT, read when the head is made."""
+    dropout = HEAD_DROPOUT if dropout is None else dropout
     head = ClassificationHead(units, dropout, model.config.initializer_range,
                               name=model.head_layers[role], dtype=model.dtype_policy)
     head.build((None, None, model.config.hidden_size) if per_token
