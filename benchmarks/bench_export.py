@@ -4,6 +4,8 @@ spans, fill-mask, multiple choice), written four ways in one run:
 
 * `ours`: as `albert-tf export` writes it (`serving.modules.write_signatures`: each
   signature traced once; the text graphs traced without AutoGraph, `graph_function`);
+* `inline`: the same writer, the tokenizer's ops traced into every text signature (before
+  `AlbertPreprocessor.tokenize` became one graph function the signatures call);
 * `autograph`: the same writer, the text graphs traced with AutoGraph (`tf.function`);
 * `archive`: Keras' `ExportArchive` writing the same signatures, traced without AutoGraph;
 * `archive+autograph`: Keras' `ExportArchive` and AutoGraph, the peer (how Keras users
@@ -41,7 +43,7 @@ CHECKPOINTS = {  # name: extra export arguments
     "choice/tf1": ["--task", "multiple_choice", "--spm-model",
                    os.path.join(TASKS, "choice", "hf", "spiece.model")],
 }
-WAYS = ("ours", "autograph", "archive", "archive+autograph")
+WAYS = ("ours", "inline", "autograph", "archive", "archive+autograph")
 
 # One export in a fresh process; the way decides what is patched before serving is imported.
 _CHILD = r"""
@@ -51,6 +53,14 @@ import tensorflow as tf
 from albert_tf.tokenizer import traced
 if "autograph" in way:
     traced.graph_function = tf.function  # AutoGraph on (the default)
+if way == "inline":
+    from albert_tf.tokenizer.preprocessor import AlbertPreprocessor
+
+    def tokenize(self, texts):
+        self._vocabulary()
+        return self._tokenize(texts)
+
+    AlbertPreprocessor.tokenize = tokenize
 from albert_tf.serving import export, modules
 if way.startswith("archive"):
     import keras

@@ -50,6 +50,7 @@ from albert_tf.tokenizer.packing import text_byte_cap
 from albert_tf.tokenizer.ragged_rows import digit_comma_table, keep_first, keep_last, trim_segments
 from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length
 from albert_tf.tokenizer.spm_proto import spm_model_type
+from albert_tf.tokenizer.traced import graph_function
 from albert_tf.tokenizer.wordpiece_graph import WordPieceGraph
 
 logger = logging.getLogger(__name__)
@@ -120,12 +121,15 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
         self._wordpiece = None
         self._json_tokenize = None  # a tokenizer.json's tokenize (`json_graph`)
         self.model_vocab_size = None  # set by a task model: checks a .keras file's asset
+        object.__setattr__(self, "_traced_tokenize", None)  # `tokenize`'s graph function
         if self.spm_model_path is not None:
             self._set_vocabulary(self.spm_model_path)
         self._close_settings()  # a mistyped setting is an error from here on
 
     def _set_vocabulary(self, path: str) -> None:
         """Reads the vocabulary at `path` and builds the ops that use it."""
+        # Not tracked (a SavedModel of the layer is its signatures' business); traced anew.
+        object.__setattr__(self, "_traced_tokenize", None)
         self._json_tokenize = None
         if is_tokenizer_json(path):  # its own rules (`json_graph`), whatever the options
             tokenizer = python_tokenizer(path)
@@ -281,8 +285,20 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
         return self._normalizer(texts)
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """The tokenizer's `encode` on `tf.string [B]` -> int32 `[B, (tokens)]`."""
+        """The tokenizer's `encode` on `tf.string [B]` -> int32 `[B, (tokens)]`.
+
+        In a traced graph it is one function of the layer, traced once and called by
+        every text graph of the process: an export's signatures hold its ops once.
+        """
         self._vocabulary()
+        if not tf.inside_function():
+            return self._tokenize(texts)
+        if self._traced_tokenize is None:
+            object.__setattr__(self, "_traced_tokenize", graph_function(
+                self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)]))
+        return self._traced_tokenize(tf.convert_to_tensor(texts, tf.string))
+
+    def _tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         if self._json_tokenize is not None:
             ids = self._json_tokenize(tf.convert_to_tensor(texts, tf.string))
             return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)

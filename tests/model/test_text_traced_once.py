@@ -61,3 +61,36 @@ def test_pairs_have_their_own_trace_and_fit_on_text_still_trains(traces):
     history = model.fit(TEXTS, [0, 1, 2, 0, 1, 2], batch_size=4, epochs=2, verbose=0)
     assert len(traces) == 2 and np.all(np.isfinite(history.history["loss"]))
     assert any(not np.array_equal(b, w.numpy()) for b, w in zip(before, model.trainable_weights))
+
+
+def test_the_tokenizer_is_one_function_every_text_graph_calls(monkeypatch):
+    """In traced graphs the tokenizer's ops are one function of the layer: two text graphs
+    (one segment and a pair) trace it once and call it, and answer as the eager layer."""
+    import tensorflow as tf
+
+    from albert_tf.tokenizer.traced import graph_function
+
+    bodies: list = []
+    original = AlbertPreprocessor._tokenize
+
+    def counted(self, texts):
+        bodies.append(texts.shape.as_list())
+        return original(self, texts)
+
+    monkeypatch.setattr(AlbertPreprocessor, "_tokenize", counted)
+    pre = AlbertPreprocessor(os.path.join(CLASSIFIER, "spiece.model"), 16)
+    spec = tf.TensorSpec([None], tf.string)
+    one = graph_function(lambda a: pre(a), input_signature=[spec])
+    pair = graph_function(lambda a, b: pre((a, b)), input_signature=[spec, spec])
+    texts = tf.constant(TEXTS)
+    got = {"one": one(texts), "pair": pair(texts, texts[::-1])}
+    assert bodies == [[None]]  # traced once, at the first graph
+    for graph in (one, pair):
+        ops = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+        assert "StatefulPartitionedCall" in ops or "PartitionedCall" in ops
+        assert not any("Sentencepiece" in op for op in ops)  # the tokenizer's ops are inside
+    eager = {"one": pre(TEXTS), "pair": pre((TEXTS, TEXTS[::-1]))}
+    assert len(bodies) == 3  # eager calls run the body itself
+    for form in got:
+        for name, value in eager[form].items():
+            np.testing.assert_array_equal(got[form][name].numpy(), value.numpy())
