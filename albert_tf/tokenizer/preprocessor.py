@@ -105,6 +105,8 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
       >>> ds = ds.map(lambda q, p: pre((q, p)))
     """
 
+    _traced_tokenize = None  # `tokenize`'s graph function, set per vocabulary
+
     def __init__(self, spm_model_path: str | os.PathLike | None, seq_length: int,
                  do_lower_case: bool = True, keep_accents: bool = False,
                  tokenize_chinese_chars: bool = True, split_characters: bool = False, **kwargs):
@@ -121,15 +123,13 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
         self._wordpiece = None
         self._json_tokenize = None  # a tokenizer.json's tokenize (`json_graph`)
         self.model_vocab_size = None  # set by a task model: checks a .keras file's asset
-        object.__setattr__(self, "_traced_tokenize", None)  # `tokenize`'s graph function
         if self.spm_model_path is not None:
             self._set_vocabulary(self.spm_model_path)
         self._close_settings()  # a mistyped setting is an error from here on
 
     def _set_vocabulary(self, path: str) -> None:
         """Reads the vocabulary at `path` and builds the ops that use it."""
-        # Not tracked (a SavedModel of the layer is its signatures' business); traced anew.
-        object.__setattr__(self, "_traced_tokenize", None)
+        object.__setattr__(self, "_traced_tokenize", None)  # untracked; traced anew when used
         self._json_tokenize = None
         if is_tokenizer_json(path):  # its own rules (`json_graph`), whatever the options
             tokenizer = python_tokenizer(path)
@@ -285,11 +285,8 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
         return self._normalizer(texts)
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """The tokenizer's `encode` on `tf.string [B]` -> int32 `[B, (tokens)]`.
-
-        In a traced graph it is one function of the layer, traced once and called by
-        every text graph of the process: an export's signatures hold its ops once.
-        """
+        """The tokenizer's `encode` on `tf.string [B]` -> int32 `[B, (tokens)]`; in traced
+        graphs one function of the layer that every text graph calls (an export holds it once)."""
         self._vocabulary()
         if not tf.inside_function():
             return self._tokenize(texts)
