@@ -6,6 +6,9 @@ spans, fill-mask, multiple choice), written four ways in one run:
   signature traced once; the text graphs traced without AutoGraph, `graph_function`);
 * `inline`: the same writer, the tokenizer's ops traced into every text signature (before
   `AlbertPreprocessor.tokenize` became one graph function the signatures call);
+* `library`: the same writer, the ragged rows cut, masked and packed by TensorFlow's and
+  tensorflow-text's own ops (`value_rowids`, `tf.ragged.boolean_mask`, `combine_segments`,
+  `pad_model_inputs`: before `tokenizer/ragged_rows.py` wrote them in a few core ops each);
 * `autograph`: the same writer, the text graphs traced with AutoGraph (`tf.function`);
 * `archive`: Keras' `ExportArchive` writing the same signatures, traced without AutoGraph;
 * `archive+autograph`: Keras' `ExportArchive` and AutoGraph, the peer (how Keras users
@@ -43,7 +46,7 @@ CHECKPOINTS = {  # name: extra export arguments
     "choice/tf1": ["--task", "multiple_choice", "--spm-model",
                    os.path.join(TASKS, "choice", "hf", "spiece.model")],
 }
-WAYS = ("ours", "inline", "autograph", "archive", "archive+autograph")
+WAYS = ("ours", "inline", "library", "autograph", "archive", "archive+autograph")
 
 # One export in a fresh process; the way decides what is patched before serving is imported.
 _CHILD = r"""
@@ -62,6 +65,35 @@ if way == "inline":
 
     AlbertPreprocessor.tokenize = tokenize
 from albert_tf.serving import export, modules
+if way == "library":
+    import tensorflow_text as tf_text
+    from albert_tf.tokenizer import ragged_rows
+
+    def keep_where(ids, keep):
+        return tf.ragged.boolean_mask(ids, ids.with_values(keep))
+
+    def keep_first(ids, counts):
+        rows = ids.value_rowids()
+        position = tf.range(tf.size(ids.values, out_type=rows.dtype)) - tf.gather(
+            ids.row_starts(), rows)
+        keep = position < tf.gather(tf.cast(counts, rows.dtype), rows)
+        return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(ids.values, keep),
+                                                 tf.boolean_mask(rows, keep), nrows=ids.nrows())
+
+    def pack_rows(segments, seq_length, cls_id, sep_id, pad_id):
+        word_ids, type_ids = tf_text.combine_segments(segments, start_of_sequence_id=cls_id,
+                                                      end_of_segment_id=sep_id)
+        word_ids, mask = tf_text.pad_model_inputs(word_ids, seq_length, pad_value=pad_id)
+        type_ids, _ = tf_text.pad_model_inputs(type_ids, seq_length, pad_value=0)
+        return tuple(tf.cast(v, tf.int32) for v in (word_ids, mask, type_ids))
+
+    library = {"row_ids": lambda ids: ids.value_rowids(), "keep_where": keep_where,
+               "keep_first": keep_first, "pack_rows": pack_rows}
+    ours = {name: getattr(ragged_rows, name) for name in library}
+    for module in [m for name, m in sys.modules.items() if name.startswith("albert_tf")]:
+        for name, function in library.items():
+            if getattr(module, name, None) is ours[name]:
+                setattr(module, name, function)
 if way.startswith("archive"):
     import keras
 

@@ -35,6 +35,7 @@ import tensorflow as tf
 from albert_tf import tagging
 from albert_tf.tokenizer.normalize import unicode_tables
 from albert_tf.tokenizer.offsets import ROW_STRIDE, substrings
+from albert_tf.tokenizer.ragged_rows import row_ids
 from albert_tf.tokenizer.wordpiece import CJK_RANGES
 from albert_tf.tokenizer.wordpiece_graph import separator_ranges
 
@@ -111,7 +112,7 @@ def piece_outputs(pieces: tf.RaggedTensor, spans: dict[str, tf.Tensor],
       spans: `window_spans(pieces.row_lengths(), width)`.
       windows: [W, T, C] the packed windows' outputs, position 0 [CLS].
     """
-    rows = pieces.value_rowids()
+    rows = row_ids(pieces)
     piece = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(pieces.row_starts(), rows)
     start, size, first, step = spans["start"], spans["size"], spans["first"], spans["step"]
     last = tf.gather(spans["count"], rows) - 1
@@ -179,7 +180,7 @@ def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False,
     starts, ends = (tf.constant(np.asarray(r, np.int32)) for r in separators)
     index = tf.searchsorted(starts, flat, side="right") - 1
     space = (index >= 0) & (flat <= tf.gather(ends, tf.maximum(index, 0)))
-    rows = codes.value_rowids()
+    rows = row_ids(codes)
     position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(codes.row_starts(), rows)
     last = position == tf.gather(codes.row_lengths(), rows) - 1
     before = tf.concat([[True], space[:-1]], 0) | (position == 0)
@@ -216,9 +217,9 @@ def word_labels(found: dict[str, tf.RaggedTensor], piece_ends: tf.RaggedTensor,
       (label id int32 [W], probability float32 [W]) over the flat words; -1 and 0 for
       a word without a piece.
     """
-    word_rows = found["end_byte"].value_rowids()
+    word_rows = row_ids(found["end_byte"])
     word_end = word_rows * ROW_STRIDE + found["end_byte"].flat_values  # sorted
-    piece_rows = piece_ends.value_rowids()
+    piece_rows = row_ids(piece_ends)
     # A piece belongs to the first word of its row that ends after the piece's last byte:
     # the word it ends in, or for a lone "▁" (the space before a word) the next word.
     # (Its start would not do: "▁alone" of "and \u200b alone" starts at the space after
@@ -264,7 +265,7 @@ def entities(texts: tf.Tensor, found: dict[str, tf.RaggedTensor], labels: tf.Ten
     safe = tf.maximum(labels, 0)
     prefix = tf.where(labels >= 0, tf.gather(tf.constant(prefix_table, tf.int32), safe), 0)
     kind = tf.where(prefix > 0, tf.gather(tf.constant(kind_table, tf.int32), safe), -1)
-    rows = found["start_char"].value_rowids()
+    rows = row_ids(found["start_char"])
     position = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
         found["start_char"].row_starts(), rows)
     first = position == 0

@@ -32,6 +32,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.normalize import range_arrays
 from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
+from albert_tf.tokenizer.ragged_rows import keep_where, row_ids
 from albert_tf.tokenizer.tokenizer_json import WHITE_SPACE, TokenizerJsonError
 
 __all__ = ["AddedTokenSplit", "UnigramGraph", "check_graph_shape"]
@@ -90,8 +91,9 @@ class AddedTokenSplit:
             token = tf.where(bare == content, tf.constant(token_id, tf.int64), token)
         is_added = tf.strings.regex_full_match(flat, self.pattern) & (token >= 0)
         ids = tf.cast(tokenize(flat), tf.int64)  # [N, (P)]
-        keep = tf.gather(~is_added, ids.value_rowids())
-        rows = tf.concat([tf.boolean_mask(ids.value_rowids(), keep),
+        part = row_ids(ids)
+        keep = tf.gather(~is_added, part)
+        rows = tf.concat([tf.boolean_mask(part, keep),
                           tf.where(is_added)[:, 0]], 0)
         values = tf.concat([tf.boolean_mask(ids.flat_values, keep),
                             tf.boolean_mask(token, is_added)], 0)
@@ -130,8 +132,8 @@ class UnigramGraph:
                 texts = tf_text.normalize_utf8(texts, kind)
             elif kind == "StripAccents":
                 chars = tf.strings.unicode_decode(texts, "UTF-8")
-                marks = tf.ragged.map_flat_values(member, chars, self._marks)
-                texts = tf.strings.unicode_encode(tf.ragged.boolean_mask(chars, ~marks), "UTF-8")
+                texts = tf.strings.unicode_encode(
+                    keep_where(chars, ~member(chars.flat_values, self._marks)), "UTF-8")
             elif kind == "Lowercase":
                 texts = tf.strings.regex_replace(texts, "\u0130", "i\u0307")  # one to two
                 chars = tf.strings.unicode_decode(texts, "UTF-8")

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.ragged_rows import keep_where, row_ids
 
 __all__ = ["TextNormalizer", "member"]
 
@@ -69,30 +70,27 @@ class TextNormalizer:
         if not self.keep_accents:
             texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFKD")
             chars = tf.strings.unicode_decode(texts, "UTF-8")
-            combining = tf.ragged.map_flat_values(member, chars, self.tables.combining)
-            chars = tf.ragged.boolean_mask(chars, ~combining)
+            chars = keep_where(chars, ~member(chars.flat_values, self.tables.combining))
         elif self.do_lower_case:
             # str.lower's only one-to-many mapping (NFKD has split it otherwise).
             texts = tf.strings.regex_replace(tf.strings.unicode_encode(chars, "UTF-8"),
                                              "\u0130", "i\u0307")
             chars = tf.strings.unicode_decode(texts, "UTF-8")
         if self.do_lower_case:
-            chars = chars.with_flat_values(self.lower(chars.flat_values, chars.value_rowids()))
+            chars = chars.with_flat_values(self.lower(chars.flat_values, row_ids(chars)))
         return tf.strings.unicode_encode(chars, "UTF-8")
 
     def _collapse_whitespace(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
         """`" ".join(text.split())` on code points [B, (C)]."""
-        values, rows = chars.flat_values, chars.value_rowids()
+        values, rows = chars.flat_values, row_ids(chars)
         space = member(values, self.tables.whitespace)
         position = tf.range(tf.size(values, out_type=rows.dtype))
-        after_space = (position == tf.gather(chars.row_starts(), rows)) | tf.concat(
+        after_space = (position == tf.gather(chars.row_splits, rows)) | tf.concat(
             [[True], space[:-1]], 0)  # a row start counts as after a space: strips the left
         last_word_char = tf.math.unsorted_segment_max(
             tf.where(space, tf.constant(-1, rows.dtype), position), rows, chars.nrows())
         keep = ~space | (~after_space & (position < tf.gather(last_word_char, rows)))
-        values = tf.where(space, 0x20, values)
-        return tf.ragged.boolean_mask(chars.with_flat_values(values),
-                                      chars.with_flat_values(keep))
+        return keep_where(chars.with_flat_values(tf.where(space, 0x20, values)), keep)
 
     def lower(self, chars: tf.Tensor, rows: tf.Tensor | None, final_sigma: bool = True) -> tf.Tensor:
         """`str.lower` on the flat code points [N] of rows `rows` [N]; `final_sigma=False`

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.tokenizer.normalize import unicode_tables
+from albert_tf.tokenizer.ragged_rows import row_ids
 from albert_tf.tokenizer.spm_proto import SPIECE_UNDERLINE
 from albert_tf.tokenizer.wordpiece_graph import row_cumsum as _row_cumsum
 
@@ -90,7 +91,7 @@ def _flat_chars(texts: tf.Tensor, rows: tf.Tensor, byte_offsets: tf.Tensor):
     offset [N] of texts[rows] (on character boundaries; a row's end gives its limit),
     each row's first flat index [B])."""
     codes, byte_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # [B, (C)]
-    key = codes.value_rowids() * ROW_STRIDE + byte_start.flat_values  # sorted
+    key = row_ids(codes) * ROW_STRIDE + byte_start.flat_values  # sorted
     index = tf.searchsorted(key, tf.cast(rows, tf.int64) * ROW_STRIDE + byte_offsets,
                             side="left", out_type=tf.int64)
     return codes.flat_values, index, codes.row_starts()
@@ -120,7 +121,7 @@ def _wordpiece_offsets(pre, texts: tf.Tensor):
     each code point through BERT's normalisation (`WordPieceGraph.tokenize_with_offsets`),
     exact for every token; `visible` as for SentencePiece."""
     ids, starts, ends = pre.wordpiece.tokenize_with_offsets(texts)
-    rows = ids.value_rowids()
+    rows = row_ids(ids)
     spelled = substrings(texts, rows, starts.flat_values, ends.flat_values)
     visible = ~tf.strings.regex_full_match(spelled, IGNORABLE + "*")
     ids = tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
@@ -157,13 +158,13 @@ def _place(classic_len, begin, end, id_len, norm_length):
       begin, end: [J] the classic pieces' normalised byte ranges.
       norm_length: [B] normalised text lengths ("past the end").
     """
-    rows = classic_len.value_rowids()
+    rows = row_ids(classic_len)
     lengths = classic_len.flat_values
     classic_end = _row_cumsum(lengths, rows, classic_len.row_starts())
     classic_start = classic_end - lengths
     key = rows * ROW_STRIDE + classic_end  # sorted
     linear = end - begin == lengths  # maps byte for byte
-    id_rows = id_len.value_rowids()
+    id_rows = row_ids(id_len)
     id_end = _row_cumsum(id_len.flat_values, id_rows, id_len.row_starts())
     id_start = id_end - id_len.flat_values
     limit = tf.gather(classic_len.row_limits(), id_rows)
@@ -214,7 +215,7 @@ def _to_raw_offsets(pre, texts, starts: tf.RaggedTensor, ends: tf.Tensor):
     """Maps normalised byte offsets [B, (n)] (`ends` as its flat values [n]) to byte
     offsets in the raw `texts` [B]. Returns (begin, end, visible), each [B, (n)]."""
     codes, raw_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # [B, (C)]
-    rows, row_starts = codes.value_rowids(), codes.row_starts()
+    rows, row_starts = row_ids(codes), codes.row_starts()
     norm_len, ignorable = _normalized_lengths(pre, codes.flat_values, rows, row_starts)
     norm_end = _row_cumsum(norm_len, rows, row_starts)
     norm_start = norm_end - norm_len
@@ -222,7 +223,7 @@ def _to_raw_offsets(pre, texts, starts: tf.RaggedTensor, ends: tf.Tensor):
     # the token that ends at e: key 2*start-1 sorts them before 2*e.
     end_key = rows * ROW_STRIDE + norm_end
     start_key = rows * ROW_STRIDE + 2 * norm_start - tf.cast(norm_len == 0, tf.int64)
-    piece_rows = starts.value_rowids()
+    piece_rows = row_ids(starts)
     base = piece_rows * ROW_STRIDE
     limit = tf.gather(codes.row_limits(), piece_rows)
     raw = raw_start.flat_values

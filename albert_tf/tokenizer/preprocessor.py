@@ -13,8 +13,8 @@ Every step mirrors `albert_tf.tokenizer.spm` (see its docstring for the rules):
   digit-comma rule as a ragged gather: each vocabulary id maps to the ids the Python
   tokenizer's rule gives for its piece (exact, and 4x faster than re-segmenting strings);
 * packing with `trim_segments` (the original `_truncate_seq_pair` in core ops, equal to
-  tensorflow-text's `RoundRobinTrimmer`, whose op older TF Serving builds lack),
-  `combine_segments` and `pad_model_inputs`.
+  tensorflow-text's `RoundRobinTrimmer`, whose op older TF Serving builds lack) and
+  `pack_rows` (what `combine_segments` and `pad_model_inputs` give, in a few core ops).
 
 Residual difference: `normalize_utf8` uses ICU's Unicode version (newer than
 Python 3.11's 14.0), so about a hundred code points that Python 3.11 treats as
@@ -47,7 +47,7 @@ from albert_tf.tokenizer.kinds import (
 )
 from albert_tf.tokenizer.normalize_graph import TextNormalizer
 from albert_tf.tokenizer.packing import text_byte_cap
-from albert_tf.tokenizer.ragged_rows import digit_comma_table, keep_first, keep_last, trim_segments
+from albert_tf.tokenizer.ragged_rows import digit_comma_table, keep_first, keep_last, pack_rows, trim_segments
 from albert_tf.tokenizer.spm import AlbertTokenizer, choice_qa_length
 from albert_tf.tokenizer.spm_proto import spm_model_type
 from albert_tf.tokenizer.traced import graph_function
@@ -345,12 +345,8 @@ class AlbertPreprocessor(PreprocessorSettings, keras.layers.Layer):
         """
         tok = self.tokenizer
         trimmed = trim_segments(segments, self.seq_length - 1 - len(segments))
-        word_ids, type_ids = tf_text.combine_segments(
-            trimmed, start_of_sequence_id=tok.cls_id, end_of_segment_id=tok.sep_id)
-        word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, pad_value=tok.pad_id)
-        type_ids, _ = tf_text.pad_model_inputs(type_ids, self.seq_length, pad_value=0)
-        values = (word_ids, mask, type_ids)
-        return {name: tf.cast(v, tf.int32) for name, v in zip(INPUT_NAMES, values)}, trimmed
+        values = pack_rows(trimmed, self.seq_length, tok.cls_id, tok.sep_id, tok.pad_id)
+        return dict(zip(INPUT_NAMES, values)), trimmed
 
     def pack_choices(self, contexts: tf.Tensor, options: tf.Tensor,
                      max_qa_length: int) -> dict[str, tf.Tensor]:

@@ -34,6 +34,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.normalize import range_arrays
 from albert_tf.tokenizer.normalize_graph import TextNormalizer, member
+from albert_tf.tokenizer.ragged_rows import keep_where, row_ids
 from albert_tf.tokenizer.wordpiece import (
     MAX_WORD_CHARS,
     SUFFIX,
@@ -86,13 +87,11 @@ def _expand(chars: tf.RaggedTensor, rules: list[tuple[tf.Tensor, tuple[int, int,
         replacement = tf.stack([values if p == "c" else tf.fill(tf.shape(values), p)
                                 for p in pattern], axis=1)
         triple = tf.where(mask[:, None], replacement, triple)
-    rows = tf.repeat(chars.value_rowids(), 3)
-    flat = tf.reshape(triple, [-1])
+    flat = tf.reshape(triple, [-1])  # a row's three code points per code point, in order
     keep = flat != _NONE
-    source = tf.boolean_mask(tf.repeat(tf.range(tf.size(values, out_type=tf.int64)), 3), keep)
-    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(flat, keep),
-                                             tf.boolean_mask(rows, keep),
-                                             nrows=chars.nrows()), source
+    source = tf.where(keep)[:, 0] // 3
+    tripled = tf.RaggedTensor.from_row_splits(flat, chars.row_splits * 3, validate=False)
+    return keep_where(tripled, keep), source
 
 
 class WordPieceGraph:
@@ -129,8 +128,7 @@ class WordPieceGraph:
                                           replacement_char=0xFFFD)  # int32 [B, (C)]
         origin = tf.range(tf.size(chars.flat_values, out_type=tf.int64))
         kept = ~self._member(chars.flat_values, "drop")
-        chars, origin = tf.ragged.boolean_mask(chars, chars.with_flat_values(kept)), \
-            tf.boolean_mask(origin, kept)
+        chars, origin = keep_where(chars, kept), tf.boolean_mask(origin, kept)
         chars = chars.with_flat_values(tf.where(self._member(chars.flat_values, "space"),
                                                 _SPACE, chars.flat_values))
         rules = []
@@ -144,7 +142,7 @@ class WordPieceGraph:
             chars, source = _expand(chars, rules)
             origin = tf.gather(origin, source)
         if tok.do_lower_case:
-            chars = chars.with_flat_values(self._lower(chars.flat_values, chars.value_rowids()))
+            chars = chars.with_flat_values(self._lower(chars.flat_values, row_ids(chars)))
         if tok.strips_accents:
             # NFD decomposes character by character (canonical reordering only permutes a
             # cluster's marks): each code point's origin repeats for its NFD's length.
@@ -152,13 +150,13 @@ class WordPieceGraph:
             texts = tf_text.normalize_utf8(tf.strings.unicode_encode(chars, "UTF-8"), "NFD")
             chars = tf.strings.unicode_decode(texts, "UTF-8")
             kept = ~self._member(chars.flat_values, "mn")
-            chars = tf.ragged.boolean_mask(chars, chars.with_flat_values(kept))
+            chars = keep_where(chars, kept)
             origin = tf.boolean_mask(origin, kept)
         chars, source = _expand(chars, [(self._member(chars.flat_values, "punctuation"),
                                          (_SPACE, "c", _SPACE))])
         origin = tf.gather(origin, source)
         words = tf.strings.split(tf.strings.unicode_encode(chars, "UTF-8"), sep=" ")
-        words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+        words = keep_where(words, tf.strings.length(words.values) > 0)
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_WORD_CHARS
         return words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values)), \
             chars, origin
@@ -184,13 +182,13 @@ class WordPieceGraph:
         # non-space code points, in order.
         solid = chars.flat_values != _SPACE
         position = tf.range(tf.size(solid, out_type=tf.int64))
-        first_in_row = position == tf.gather(chars.row_starts(), chars.value_rowids())
+        first_in_row = position == tf.gather(chars.row_splits, row_ids(chars))
         opens = solid & (first_in_row | ~tf.concat([[False], solid[:-1]], 0))
         closes = solid & (position_is_last(chars) | ~tf.concat([solid[1:], [False]], 0))
         word_start = tf.boolean_mask(position, opens)  # [W total]
         word_length = tf.boolean_mask(position, closes) + 1 - word_start
         flat = ids.flat_values
-        token_word = ids.values.value_rowids()  # [T]: the flat word of each token
+        token_word = row_ids(ids.values)  # [T]: the flat word of each token
         width = tf.gather(tf.constant(self._piece_widths), flat)  # code points each piece spells
         inner = row_cumsum(width, token_word, ids.values.row_starts()) - width
         unk = flat == self.tokenizer.unk_id
@@ -199,7 +197,7 @@ class WordPieceGraph:
         _, byte_start = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")
         raw_start = tf.cast(byte_start.flat_values, tf.int64)
         row_end = tf.gather(tf.cast(tf.strings.length(texts), tf.int64),
-                            byte_start.value_rowids())
+                            row_ids(byte_start))
         raw_end = tf.where(position_is_last(byte_start), row_end,
                            tf.concat([raw_start[1:], [0]], 0))
         begin = tf.gather(raw_start, tf.gather(origin, first))
@@ -218,7 +216,7 @@ class WordPieceGraph:
 def position_is_last(values: tf.RaggedTensor) -> tf.Tensor:
     """bool [N]: whether each flat value is the last of its row."""
     position = tf.range(tf.size(values.flat_values, out_type=tf.int64))
-    return position == tf.gather(values.row_limits(), values.value_rowids()) - 1
+    return position == tf.gather(values.row_splits[1:], row_ids(values)) - 1
 
 
 def row_cumsum(values: tf.Tensor, rows: tf.Tensor, row_starts: tf.Tensor) -> tf.Tensor:

@@ -21,6 +21,7 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf import span_decoding as rule
+from albert_tf.tokenizer.ragged_rows import row_ids
 
 from . import text_graph
 from .base import _require
@@ -67,7 +68,7 @@ def split(query_lengths: tf.Tensor, pieces: tf.RaggedTensor, seq_length: int, do
     needed = _within_cap(needed, needed <= max_windows, needed, signature, " needs ",
                          " windows, more than ", max_windows, seq_length, doc_stride)
     index = tf.ragged.range(needed)  # [B, (n)] window index within the row
-    row = index.value_rowids()
+    row = row_ids(index)
     first = index.flat_values * tf.gather(step, row)
     count = tf.minimum(tf.gather(room, row), tf.gather(num_pieces, row) - first)
     local = tf.ragged.range(first, first + count)  # [W, (count)] piece index in the row
@@ -90,7 +91,7 @@ def check_words(query_lengths: tf.Tensor, context: tf.Tensor, seq_length: int, d
     capacity = rule.pieces_held(max_windows, room, doc_stride, tf.minimum)
     words = tf.strings.split(context, sep=" ")  # [B, (parts)]
     solid = tf.strings.regex_full_match(words.flat_values, r"(?s).*[A-Za-z0-9].*")
-    least = tf.math.unsorted_segment_sum(tf.cast(solid, tf.int64), words.value_rowids(),
+    least = tf.math.unsorted_segment_sum(tf.cast(solid, tf.int64), row_ids(words),
                                          words.nrows())  # [B]
     return _within_cap(context, least <= capacity, least, signature, " has at least ",
                        " pieces, more than ", max_windows, seq_length, doc_stride,
@@ -118,13 +119,14 @@ def _within_cap(value: tf.Tensor, fits: tf.Tensor, counts: tf.Tensor, signature:
 def max_context(piece: tf.RaggedTensor, count: tf.Tensor, index: tf.RaggedTensor) -> tf.RaggedTensor:
     """bool [W, (count)]: the window gives its piece the highest `max_context_score`
     (MAX_CONTEXT_SCALE * shorter side + window length), a tie to the earlier window."""
-    length = tf.gather(count, index.value_rowids())
+    window = row_ids(index)
+    length = tf.gather(count, window)
     at = index.flat_values
     score = rule.max_context_score(at, length, tf.minimum)  # [N] int64
     key = piece.flat_values
     slots = tf.reduce_max(tf.concat([key + 1, [0]], 0))  # pieces the windows cover
     best = tf.gather(tf.math.unsorted_segment_max(score, key, slots), key) == score
-    window = tf.cast(index.value_rowids(), tf.int64)
+    window = tf.cast(window, tf.int64)
     earliest = tf.math.unsorted_segment_min(tf.where(best, window, tf.int64.max), key, slots)
     return index.with_flat_values(best & (tf.gather(earliest, key) == window))
 

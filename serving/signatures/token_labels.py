@@ -42,6 +42,7 @@ import logging
 import tensorflow as tf
 
 from albert_tf.tokenizer import entity_graph, offsets
+from albert_tf.tokenizer.ragged_rows import row_ids
 from albert_tf.tokenizer.traced import graph_function
 
 from . import text_graph
@@ -72,7 +73,7 @@ class TokenClassifierModule(ServingModule):
         ids, starts, ends, _ = offsets.tokenize_with_offsets(pre, text)
         probabilities = self._piece_probabilities(ids)  # [B,N,C]: the text's pieces
         label_id, is_token = entity_graph.piece_labels(probabilities, ids.row_lengths())
-        rows = ids.value_rowids()
+        rows = row_ids(ids)
         start_char = ids.with_flat_values(offsets.chars_before(text, rows, starts.flat_values))
         end_char = ids.with_flat_values(offsets.chars_before(text, rows, ends.flat_values))
         return {**entity_graph.text_entities(pre, text, ends, label_id, probabilities,

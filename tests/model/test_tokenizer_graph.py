@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenizer.preprocessor import AlbertPreprocessor, trim_segments
+from albert_tf.tokenizer.ragged_rows import keep_first, keep_where, pack_rows, row_ids
 from albert_tf.tokenizer.spm import AlbertTokenizer, normalize_text, truncate_seq_pair
 from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.tokenizer_cases import HARD_CASES, INVALID_UTF8, parity_lines
@@ -157,6 +158,51 @@ def test_round_robin_trimmer_is_the_original_truncation():
     assert [int(t.row_lengths()[0]) for t in shrunk] == [3, 4] != list(
         map(len, truncate_seq_pair([1] * 5, [1] * 5, 7)))
 
+
+
+def _ragged_rows(lengths, splits_dtype=tf.int64):
+    values = tf.range(sum(lengths), dtype=tf.int32) + 5
+    return tf.RaggedTensor.from_row_lengths(values, tf.constant(lengths, splits_dtype))
+
+
+def test_pack_rows_is_combine_segments_then_pad_model_inputs():
+    """The packing in core ops against tensorflow-text's two ops, for one and two segments,
+    empty rows and batches, rows that fill the sequence, and each pad id."""
+    rng = random.Random(3)
+    for trial in range(40):
+        batch, seq_length, count = rng.choice([0, 1, 4]), rng.choice([3, 4, 9]), rng.choice([1, 2])
+        dtype = rng.choice([tf.int32, tf.int64])
+        segments = [_ragged_rows([rng.randint(0, 12) for _ in range(batch)], dtype)
+                    for _ in range(count)]
+        trimmed = trim_segments(segments, seq_length - 1 - count)
+        pad = rng.choice([0, 1])
+        ours = tf.function(lambda *s, m=seq_length, p=pad: pack_rows(list(s), m, 2, 3, p))(*trimmed)
+        word_ids, type_ids = tf_text.combine_segments(trimmed, start_of_sequence_id=2,
+                                                      end_of_segment_id=3)
+        word_ids, mask = tf_text.pad_model_inputs(word_ids, seq_length, pad_value=pad)
+        type_ids, _ = tf_text.pad_model_inputs(type_ids, seq_length, pad_value=0)
+        for got, want in zip(ours, (word_ids, mask, type_ids)):
+            assert got.dtype == tf.int32 and got.shape == (batch, seq_length), trial
+            np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=str(trial))
+
+
+def test_row_cuts_are_the_ragged_library_s():
+    """`row_ids`, `keep_where` and `keep_first` (a few ops each) against TensorFlow's
+    `value_rowids`, `tf.ragged.boolean_mask` and a Python cut, empty rows included."""
+    rng = random.Random(4)
+    for lengths in ([], [0], [3, 0, 0, 5, 1], [0, 0], [7]):
+        for dtype in (tf.int32, tf.int64):
+            rows = _ragged_rows(lengths, dtype)
+            assert row_ids(rows).numpy().tolist() == rows.value_rowids().numpy().tolist()
+            keep = tf.constant([rng.random() < 0.5 for _ in range(sum(lengths))], tf.bool)
+            kept = keep_where(rows, keep)
+            assert kept.row_splits.dtype == dtype
+            assert kept.to_list() == tf.ragged.boolean_mask(rows, rows.with_values(keep)).to_list()
+            counts = [rng.randint(-2, 8) for _ in lengths]
+            assert keep_first(rows, tf.constant(counts)).to_list() == [
+                row[:max(c, 0)] for row, c in zip(rows.to_list(), counts)]
+    nested = tf.RaggedTensor.from_row_lengths(_ragged_rows([2, 0, 3]), tf.constant([2, 1], tf.int64))
+    assert row_ids(nested).numpy().tolist() == nested.value_rowids().numpy().tolist() == [0, 0, 1]
 
 # ---- tf.data, Keras, SavedModel ---------------------------------------------------------------
 
