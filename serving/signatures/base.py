@@ -193,10 +193,23 @@ class ServingModule:
     batching: Batching | None = None
     batchable = False
 
+    _traced_model = None  # `run_model`'s graph function, made on first use
+
     def __init__(self, model, preprocessor, pad_multiple: int | None = PAD_MULTIPLE):
         self.model = model
         self.preprocessor = preprocessor
         self.pad_multiple = pad_multiple
+
+    def run_model(self, features: dict[str, tf.Tensor]):
+        """`model(features, training=False)` as one graph function of the module that every
+        signature calls (its inputs' shapes relaxed to any size): an export traces and writes
+        the model's graph once instead of once per signature."""
+        if self._traced_model is None:
+            spec = {name: tf.TensorSpec([None] * value.shape.rank, value.dtype)
+                    for name, value in features.items()}
+            self._traced_model = graph_function(
+                lambda inputs: self.model(inputs, training=False), input_signature=[spec])
+        return self._traced_model(features)
 
     def run_rows(self, run, features: dict[str, tf.Tensor], element_shape: list) -> tf.Tensor:
         """`run_by_length(run, features, ...)`, through the batching op when the export asks

@@ -233,7 +233,7 @@ class SpanModule(ServingModule):
     @graph_function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def answer(self, question, context):
         batch = self._windowed(question, context)
-        out = self.model(batch.features, training=False)
+        out = self.run_model(batch.features)
         start, end, score, found = self._window_spans(batch, out)
         window, found, score = span_windows.best_window(batch.windows, score, found)
         # The row's context pieces the best window's span starts and ends on.
@@ -277,9 +277,7 @@ class SpanModule(ServingModule):
 
     @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def answer_ids(self, input_word_ids, input_mask, input_type_ids):
-        out = self.model(self._trim_ids(input_word_ids, input_mask, input_type_ids),
-                         training=False)
-        return dict(out)
+        return dict(self.run_model(self._trim_ids(input_word_ids, input_mask, input_type_ids)))
 
     def signatures(self):
         return {"serving_default": self.answer, "token_ids": self.answer_ids}

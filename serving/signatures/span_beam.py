@@ -69,7 +69,7 @@ class _ForeignSpanModule(SpanModule):
     @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def answer_ids(self, input_word_ids, input_mask, input_type_ids):
         features = self._trim_ids(input_word_ids, input_mask, input_type_ids)
-        return dict(self.model(pad_to(features, self._min_length()), training=False))
+        return dict(self.run_model(pad_to(features, self._min_length())))
 
     def _null_score_diff(self, batch, out, score, found):
         """[B]: the quantity compared with the threshold."""

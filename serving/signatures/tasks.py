@@ -74,21 +74,31 @@ class TextTaskModule(ServingModule):
     serving_default(text), text_pair(text_a, text_b) and token_ids(ids, mask, types),
     each the task's `readout` of the packed, trimmed features (with their warmup)."""
 
+    _traced_readout = None  # `readout` as one graph function, made on first use
+
     def readout(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """The task's served outputs from model inputs [B, T] (a subclass's one part)."""
         raise NotImplementedError
 
+    def _readout(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """`readout` as one graph function that the three signatures call: an export traces
+        and writes the model's graph once instead of once per signature."""
+        if self._traced_readout is None:
+            self._traced_readout = graph_function(self.readout, input_signature=[
+                {name: IDS_SPEC for name in features}])
+        return self._traced_readout(features)
+
     @graph_function(input_signature=[TEXT_SPEC])
     def serve_text(self, text):
-        return self.readout(self._text_features(text))
+        return self._readout(self._text_features(text))
 
     @graph_function(input_signature=[TEXT_SPEC, TEXT_SPEC])
     def serve_pair(self, text_a, text_b):
-        return self.readout(self._pair_features(text_a, text_b))
+        return self._readout(self._pair_features(text_a, text_b))
 
     @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def serve_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self.readout(self._trim_ids(input_word_ids, input_mask, input_type_ids))
+        return self._readout(self._trim_ids(input_word_ids, input_mask, input_type_ids))
 
     def signatures(self):
         return {"serving_default": self.serve_text, "text_pair": self.serve_pair,
@@ -173,7 +183,7 @@ class ClassifierModule(TextTaskModule):
         self.multi_label = record.problem_type == "multi_label"
 
     def readout(self, features):
-        logits = self.run_rows(lambda group: self.model(group, training=False),
+        logits = self.run_rows(self.run_model,
                                features, [None, self.model.num_classes])
         return class_outputs(logits, self.label_names, self.multi_label)
 
@@ -184,7 +194,7 @@ class RegressorModule(TextTaskModule):
     batchable = True
 
     def readout(self, features):
-        return {"score": self.run_rows(lambda group: self.model(group, training=False),
+        return {"score": self.run_rows(self.run_model,
                                        features, [None])}
 
 
@@ -207,7 +217,7 @@ class MultipleChoiceModule(ServingModule):
         self.max_qa_length = record.max_qa_length  # pack_choices caps it at seq_length - 3
 
     def _choose(self, features):
-        logits = self.run_rows(lambda group: self.model(group, training=False),
+        logits = self.run_rows(self.run_model,
                                features, [None, None])  # [B, K]
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}

@@ -95,7 +95,7 @@ class TokenClassifierModule(ServingModule):
         classes = self.model.num_classes
 
         def run(group):  # [b, T'] -> probabilities [b, seq_length, C]
-            out = tf.nn.softmax(self.model(group, training=False), -1)
+            out = tf.nn.softmax(self.run_model(group), -1)
             return tf.pad(out, [[0, 0], [0, pre.seq_length - tf.shape(out)[1]], [0, 0]])
 
         windows = run_by_length(run, features, self.pad_multiple,
@@ -104,8 +104,7 @@ class TokenClassifierModule(ServingModule):
 
     @graph_function(input_signature=[IDS_SPEC, IDS_SPEC, IDS_SPEC])
     def label_ids(self, input_word_ids, input_mask, input_type_ids):
-        logits = self.model(self._trim_ids(input_word_ids, input_mask, input_type_ids),
-                            training=False)
+        logits = self.run_model(self._trim_ids(input_word_ids, input_mask, input_type_ids))
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1)}
 
     def signatures(self):
