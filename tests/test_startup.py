@@ -99,6 +99,18 @@ def test_exports_qa_options_are_checked_before_tensorflow_loads(args, message):
     assert stderr.splitlines() == [f"albert-tf export: {message}"]
 
 
+
+# The demo's values, each refused by its command line module before the job (and
+# TensorFlow) is imported: a bad value answers as fast as a typo.
+@pytest.mark.parametrize("args", [("--steps", "0"), ("--minutes", "nan"), ("--size", "albert-huge"),
+                                  ("--precision", "int4"), ("--seq-length", "4"),
+                                  ("--questions", "/no/such/file.json")])
+def test_the_demos_bad_values_are_refused_before_tensorflow_loads(tmp_path, args):
+    outcome, _, stderr = _fresh(HELP, "demo", "--output", str(tmp_path / "out"), *args)
+    assert outcome == {"code": 2, "heavy": []}
+    assert len(stderr.splitlines()) == 1 and stderr.startswith("albert-tf demo: "), stderr
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
 def test_an_unknown_command_is_answered_with_the_closest_one():
     outcome, _, stderr = _fresh(HELP, "exprot", "--checkpoint", "c")
     assert outcome == {"code": 2, "heavy": []}

@@ -1,19 +1,28 @@
 """`albert-tf demo`: the whole job, end to end, on real text with no download.
 
-The command line (`run.py` runs the stages): `DemoOptions`, what the demo is asked, and
-`parser`, its options. It imports no TensorFlow: the CLI imports the job only after
-parsing, so `albert-tf demo --help` and a usage error answer at once.
+The command line (`run.py` runs the stages): `DemoOptions`, what the demo is asked,
+`parser`, its options, and `parse`, which checks their values. It imports no TensorFlow:
+the CLI imports the job only after parsing, so `albert-tf demo --help`, a usage error and
+a bad value answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
-from albert_tf import precisions
-from albert_tf.infra import arguments
+from albert_tf import precisions, ranges
+from albert_tf.config import AlbertConfig
+from albert_tf.errors import UserError
+from albert_tf.infra import arguments, atomic
 
+from ...data import pairs
 from . import budget as demo_budget
+
+
+class DemoError(UserError):
+    """Bad input for the demo: reported as one line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +79,43 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    """The command line, parsed (`--help` exits here; a usage error is a UsageError);
-    `run.options_from_args` checks its values."""
-    return parser().parse_args(argv)
+def parse(argv: list[str]) -> DemoOptions:
+    """The command line, parsed (`--help` exits here; a usage error is a UsageError) and
+    checked (`options_from_args`)."""
+    return options_from_args(parser().parse_args(argv))
+
+
+def options_from_args(args: argparse.Namespace) -> DemoOptions:
+    """The parsed command line as DemoOptions; a bad value is a DemoError (one line), found
+    before any stage runs (and before TensorFlow is imported)."""
+    if args.size and args.size not in AlbertConfig.size_names():
+        raise DemoError(f"unknown size {args.size!r}; choose one of "
+                        f"{', '.join(AlbertConfig.size_names())}")
+    for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
+    try:  # the budget's rule
+        ranges.check_number("--minutes", args.minutes, float,
+                            {ranges.EXCLUSIVE_MINIMUM: 0.0,
+                            ranges.MAXIMUM: demo_budget.MAX_MINUTES},
+                            " (the time budget in minutes; --steps for a fixed count)")
+    except UserError as e:
+        raise DemoError(str(e)) from None
+    # The sequences must fit the position table of the size (without one, the demo's model
+    # is albert-base resized, its table sized from --seq-length up to the size's) and hold a
+    # pretraining pair.
+    pairs.check_pair_seq_length(args.seq_length, AlbertConfig.from_size(
+        args.size or "albert-base").max_position_embeddings, where="--seq-length")
+    try:
+        precisions.training_precision(args.precision)
+    except ValueError as e:
+        raise DemoError(f"--precision: {e}") from None
+    if args.questions and not os.path.isfile(args.questions):
+        raise DemoError(f"--questions {args.questions}: no such file")
+    atomic.check_writable_directory(args.output, "--output")
+    return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
+                       size=args.size, steps=args.steps, minutes=args.minutes,
+                       batch_size=args.batch_size,
+                       seq_length=args.seq_length, vocab_size=args.vocab_size,
+                       classifier_epochs=args.classifier_epochs, questions=args.questions,
+                       precision=args.precision)

@@ -33,9 +33,8 @@ import time
 
 import numpy as np
 
-from albert_tf import AlbertConfig, precisions, ranges
+from albert_tf import precisions
 from albert_tf.checkpoint import TASK_FILE
-from albert_tf.errors import UserError
 from albert_tf.infra import atomic, cli
 from albert_tf.serving import export, layout
 from albert_tf.tokenizer.spm import AlbertTokenizer
@@ -56,7 +55,7 @@ from . import classifier as demo_classifier
 from . import command as demo_command
 from . import report as demo_report
 from .budget import warmup_steps
-from .command import DemoOptions
+from .command import DemoError, DemoOptions
 
 logger = logging.getLogger("albert_tf.demo")
 
@@ -72,10 +71,6 @@ ANSWERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "answe
 ENCODER_NAME, CLASSIFIER_NAME = "albert_demo", "albert_demo_classifier"
 MASKED_COUNTS_FILE = "masked_label_counts.json"
 HELDOUT_BATCH = 64  # the final evaluation's batch
-
-
-class DemoError(UserError):
-    """Bad input for the demo: reported as one line."""
 
 
 # ------------------------------------------------------------------- stages
@@ -401,56 +396,15 @@ def run_demo(opts: DemoOptions) -> dict:
                              saved)
 
 
-def _check_output(path: str) -> None:
-    atomic.check_writable_directory(path, "--output")
-
-
 def parse_args(argv: list[str]) -> DemoOptions:
-    """The demo's options from its command line (`command.parser`), checked before any
-    stage runs."""
-    return options_from_args(demo_command.parse(argv))
+    """The demo's options from its command line, checked before any stage runs
+    (`command.parse`)."""
+    return demo_command.parse(argv)
 
 
-def options_from_args(args) -> DemoOptions:
-    """The parsed command line as DemoOptions; a bad value is a DemoError (one line)."""
-    if args.size and args.size not in AlbertConfig.size_names():
-        raise DemoError(f"unknown size {args.size!r}; choose one of "
-                        f"{', '.join(AlbertConfig.size_names())}")
-    for name in ("steps", "batch_size", "vocab_size", "classifier_epochs"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise DemoError(f"--{name.replace('_', '-')} must be at least 1")
-    try:  # the budget's rule, before any stage runs
-        ranges.check_number("--minutes", args.minutes, float,
-                            {ranges.EXCLUSIVE_MINIMUM: 0.0,
-                            ranges.MAXIMUM: demo_budget.MAX_MINUTES},
-                            " (the time budget in minutes; --steps for a fixed count)")
-    except UserError as e:
-        raise DemoError(str(e)) from None
-    # Before any stage runs: the sequences must fit the position table of the size
-    # (without one, the demo's model is albert-base resized, its table sized from
-    # --seq-length up to the size's) and hold a pretraining pair.
-    pairs.check_pair_seq_length(args.seq_length, AlbertConfig.from_size(
-        args.size or "albert-base").max_position_embeddings, where="--seq-length")
-
-    try:
-        cpu_training_candidates(args.precision)
-    except UserError as e:
-        raise DemoError(f"--precision: {e}") from None
-    if args.questions and not os.path.isfile(args.questions):
-        raise DemoError(f"--questions {args.questions}: no such file")
-    return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
-                       size=args.size, steps=args.steps, minutes=args.minutes,
-                       batch_size=args.batch_size,
-                       seq_length=args.seq_length, vocab_size=args.vocab_size,
-                       classifier_epochs=args.classifier_epochs, questions=args.questions,
-                       precision=args.precision)
-
-
-def run_command(args) -> int:
-    """`albert-tf demo` with its parsed arguments (`command.parser`)."""
+def run_command(opts: DemoOptions) -> int:
+    """`albert-tf demo` with its options, parsed and checked (`command.parse`)."""
     cli.setup_logging()
-    opts = options_from_args(args)
-    _check_output(opts.output)
     # One demo per --output: a second one is refused at once, naming the first one's pid.
     with atomic.claimed(opts.output):
         run_demo(opts)
