@@ -396,12 +396,6 @@ def run_demo(opts: DemoOptions) -> dict:
                              saved)
 
 
-def parse_args(argv: list[str]) -> DemoOptions:
-    """The demo's options from its command line, checked before any stage runs
-    (`command.parse`)."""
-    return demo_command.parse(argv)
-
-
 def run_command(opts: DemoOptions) -> int:
     """`albert-tf demo` with its options, parsed and checked (`command.parse`)."""
     cli.setup_logging()
