@@ -299,10 +299,14 @@ def labelled_slice():
 
 @pytest.mark.slow
 def test_ablate_command_end_to_end_and_resume(tmp_path, monkeypatch, labelled_slice, capsys):
-    from albert_tf.training.data import split
+    from albert_tf.training.data import embedded
     from albert_tf.training.experiments.ablate import run as ablate
 
-    monkeypatch.setattr(split, "corpus_documents", lambda spec: labelled_slice)
+    # The run reads the embedded corpus through `embedded.embedded_corpus`: the slice
+    # stands in for it there (the summary is the real one's, for split.json).
+    whole = embedded.embedded_corpus()
+    monkeypatch.setattr(embedded, "embedded_corpus", lambda: embedded.EmbeddedCorpus(
+        [(d.name, d.sentences) for d in labelled_slice], whole.summary))
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY_MODEL))
     out = tmp_path / "ablation"
@@ -329,6 +333,9 @@ def test_ablate_command_end_to_end_and_resume(tmp_path, monkeypatch, labelled_sl
     assert trained["sop"]["final_train_metrics"]["loss"] > \
         trained["sop"]["final_train_metrics"]["mlm_loss"]
     summaries = results["data"]
+    # The run split the slice, not the whole corpus.
+    assert summaries["train-sop"]["documents"] + summaries["heldout-sop"]["documents"] <= \
+        len(labelled_slice), summaries
     assert summaries["train-nsp"]["objective"] == "nsp"
     assert summaries["heldout-nsp"]["negative_fraction"] > 0.3
     assert summaries["train-none"]["negative_fraction"] == 0.0
