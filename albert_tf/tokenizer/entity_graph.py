@@ -35,7 +35,7 @@ import tensorflow as tf
 from albert_tf import tagging
 from albert_tf.tokenizer.normalize import unicode_tables
 from albert_tf.tokenizer.offsets import ROW_STRIDE, substrings
-from albert_tf.tokenizer.ragged_rows import row_ids
+from albert_tf.tokenizer.ragged_rows import positions, row_ids
 from albert_tf.tokenizer.wordpiece import CJK_RANGES
 from albert_tf.tokenizer.wordpiece_graph import separator_ranges
 
@@ -112,8 +112,7 @@ def piece_outputs(pieces: tf.RaggedTensor, spans: dict[str, tf.Tensor],
       spans: `window_spans(pieces.row_lengths(), width)`.
       windows: [W, T, C] the packed windows' outputs, position 0 [CLS].
     """
-    rows = row_ids(pieces)
-    piece = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(pieces.row_starts(), rows)
+    rows, piece = positions(pieces)
     start, size, first, step = spans["start"], spans["size"], spans["first"], spans["step"]
     last = tf.gather(spans["count"], rows) - 1
     best = tf.zeros_like(piece)
@@ -180,8 +179,7 @@ def words(texts: tf.Tensor, split_cjk: bool = False, split_all: bool = False,
     starts, ends = (tf.constant(np.asarray(r, np.int32)) for r in separators)
     index = tf.searchsorted(starts, flat, side="right") - 1
     space = (index >= 0) & (flat <= tf.gather(ends, tf.maximum(index, 0)))
-    rows = row_ids(codes)
-    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(codes.row_starts(), rows)
+    rows, position = positions(codes)
     last = position == tf.gather(codes.row_lengths(), rows) - 1
     before = tf.concat([[True], space[:-1]], 0) | (position == 0)
     after = tf.concat([space[1:], [True]], 0) | last
@@ -219,7 +217,7 @@ def word_labels(found: dict[str, tf.RaggedTensor], piece_ends: tf.RaggedTensor,
     """
     word_rows = row_ids(found["end_byte"])
     word_end = word_rows * ROW_STRIDE + found["end_byte"].flat_values  # sorted
-    piece_rows = row_ids(piece_ends)
+    piece_rows, piece = positions(piece_ends)
     # A piece belongs to the first word of its row that ends after the piece's last byte:
     # the word it ends in, or for a lone "▁" (the space before a word) the next word.
     # (Its start would not do: "▁alone" of "and \u200b alone" starts at the space after
@@ -229,8 +227,6 @@ def word_labels(found: dict[str, tf.RaggedTensor], piece_ends: tf.RaggedTensor,
     words_total = tf.size(word_end, out_type=tf.int64)
     in_row = (word < words_total) & (tf.gather(tf.concat([word_rows, [-1]], 0),
                                                tf.minimum(word, words_total)) == piece_rows)
-    piece = tf.range(tf.size(piece_rows, out_type=tf.int64)) - tf.gather(
-        piece_ends.row_starts(), piece_rows)
     index = tf.stack([piece_rows, piece], 1)
     piece_label = tf.gather_nd(label_id, index)
     piece_probability = tf.gather_nd(probability, index)
@@ -265,9 +261,7 @@ def entities(texts: tf.Tensor, found: dict[str, tf.RaggedTensor], labels: tf.Ten
     safe = tf.maximum(labels, 0)
     prefix = tf.where(labels >= 0, tf.gather(tf.constant(prefix_table, tf.int32), safe), 0)
     kind = tf.where(prefix > 0, tf.gather(tf.constant(kind_table, tf.int32), safe), -1)
-    rows = row_ids(found["start_char"])
-    position = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
-        found["start_char"].row_starts(), rows)
+    rows, position = positions(found["start_char"])
     first = position == 0
     prev = tf.where(first, 0, tf.roll(prefix, 1, 0))
     prev_kind = tf.where(first, -1, tf.roll(kind, 1, 0))

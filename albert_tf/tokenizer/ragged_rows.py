@@ -3,8 +3,8 @@ digit-comma table.
 
 * `trim_segments`: the original `_truncate_seq_pair` on one or two [B, (n)] segments;
 * `keep_first` / `keep_last`: the first or last tokens of each row;
-* `keep_where` / `row_ids`: the items a mask keeps, and each item's row (for the
-  normaliser's code points too);
+* `keep_where` / `row_ids` / `positions`: the items a mask keeps, each item's row (for
+  the normaliser's code points too), and its place in that row;
 * `pack_rows`: `[CLS] A [SEP] (B [SEP])` padded to the sequence length;
 * `digit_comma_table`: each SentencePiece id's ids after the digit-comma rule.
 
@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from albert_tf.tokenizer.spm import AlbertTokenizer
 
-__all__ = ["digit_comma_table", "keep_first", "keep_last", "keep_where", "pack_rows", "row_ids",
-           "trim_segments"]
+__all__ = ["digit_comma_table", "keep_first", "keep_last", "keep_where", "pack_rows", "positions",
+           "row_ids", "trim_segments"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,9 @@ def row_ids(ids: tf.RaggedTensor) -> tf.Tensor:
     return tf.searchsorted(splits[1:], index, side="right", out_type=splits.dtype)
 
 
-def _positions(ids: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Each flat value's row and its position in that row, for [B, (n)]."""
+def positions(ids: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each flat value's row and its position in that row, for [B, (n)] (both of the
+    row splits' dtype)."""
     rows = row_ids(ids)
     return rows, tf.range(ids.row_splits[-1]) - tf.gather(ids.row_splits, rows)
 
@@ -76,7 +77,7 @@ def keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
     `counts[b]` is negative)."""
     lengths = ids.row_lengths()
     keep = tf.minimum(tf.maximum(tf.cast(counts, lengths.dtype), 0), lengths)
-    rows, position = _positions(ids)
+    rows, position = positions(ids)
     kept = tf.where(position < tf.gather(keep, rows))[:, 0]
     return tf.RaggedTensor.from_row_lengths(tf.gather(ids.values, kept), keep, validate=False)
 
@@ -118,7 +119,7 @@ def pack_rows(segments: list[tf.RaggedTensor], seq_length: int, cls_id: int, sep
     places, values, types = [row_starts], [tf.fill([batch], cls_id)], [tf.zeros([batch], tf.int32)]
     for kind, segment in enumerate(segments):
         segment = segment.with_row_splits_dtype(tf.int64)
-        rows, position = _positions(segment)
+        rows, position = positions(segment)
         places.append(tf.gather(row_starts + ends, rows) + position)
         values.append(tf.cast(segment.values, tf.int32))
         types.append(tf.fill(tf.shape(rows), kind))

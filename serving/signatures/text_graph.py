@@ -16,7 +16,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.tokenizer.offsets import sanitize  # noqa: F401 (re-exported)
-from albert_tf.tokenizer.ragged_rows import keep_first, keep_last, row_ids  # noqa: F401 (the first two re-exported)
+from albert_tf.tokenizer.ragged_rows import keep_first, keep_last, positions  # noqa: F401 (the first two re-exported)
 from albert_tf.tokenizer.spm import MASK_PIECE
 
 
@@ -55,9 +55,7 @@ def tokenize_with_masks(pre, texts: tf.Tensor) -> tf.RaggedTensor:
     """
     parts = tf.strings.split(texts, sep=MASK_PIECE)  # [B, (parts)]
     ids = pre.tokenize(parts.flat_values)  # [N, (n)]
-    rows = row_ids(parts)
-    position = tf.range(tf.size(parts.flat_values, out_type=tf.int64)) - tf.gather(
-        parts.row_starts(), rows)
+    rows, position = positions(parts)
     follows = position < tf.gather(parts.row_lengths(), rows) - 1
     masks = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(tf.cast(follows, tf.int32))], tf.cast(pre.tokenizer.mask_id,
