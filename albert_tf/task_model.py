@@ -282,16 +282,19 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
             super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
                             metrics=metrics or None, **kwargs)
             return
-        outputs = self._output_names() if "auto" in (loss, metrics) else set()
+        # The task's losses and metrics are keyed by output, and an optional head's output
+        # may be absent: ask the model which it returns, unless nothing is keyed (the
+        # pretrainer's and the beam head's are their own), as the symbolic call costs a trace.
+        keyed = spec.losses or spec.metrics
+        outputs = self._output_names() if keyed and "auto" in (loss, metrics) else set()
         if loss == "auto":
-            losses = {name: value for name, value in self.task_spec.losses.items()
-                      if name in outputs}
+            losses = {name: value for name, value in spec.losses.items() if name in outputs}
             loss = {name: LOSSES[kind]() for name, (kind, _) in losses.items()} or None
             if loss_weights is None and loss and len(loss) > 1:
                 loss_weights = {name: weight for name, (_, weight) in losses.items()}
         if metrics == "auto":
             metrics = {name: [METRICS[kind]() for kind in kinds]
-                       for name, kinds in self.task_spec.metrics.items() if name in outputs}
+                       for name, kinds in spec.metrics.items() if name in outputs}
             metrics = metrics or None
         super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
                         metrics=metrics, **kwargs)
