@@ -1,5 +1,5 @@
-"""Sentence embeddings: the encoder's `mean_pooled` output, in the SavedModel (a fresh
-process) and the .tflite, equals Hugging Face's AlbertModel mean-pooled last_hidden_state
+"""Sentence embeddings: the encoder's `mean_pooled` output, in the SavedModel (a process
+without albert_tf) and the .tflite, equals Hugging Face's AlbertModel mean-pooled last_hidden_state
 (tests/fixtures/embeddings/, tools/make_embedding_fixtures.py) to
 1e-4, from raw text, text pairs and token ids; `albert-tf predict --embeddings` writes them
 as .npy."""

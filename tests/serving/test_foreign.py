@@ -1,5 +1,5 @@
 """Foreign fine-tuned checkpoints served from raw text: `albert-tf export` on a Hugging
-Face or original TF1 directory -> SavedModel -> a fresh process -> the same answers as
+Face or original TF1 directory -> SavedModel -> a process without albert_tf -> the same answers as
 the source model fed by its own tokenizer.
 
 References come from tests/fixtures/tasks/ (tools/make_reference_fixtures.py): HF's

@@ -1,4 +1,4 @@
-"""The Python answers equal the exported SavedModel's, read in a fresh process that never
+"""The Python answers equal the exported SavedModel's, read in a process that never
 imports albert_tf: `predict_entities` == the token classifier's served entities (types,
 texts and offsets exact, scores to 1e-5) for a SentencePiece, a WordPiece, a
 character-level Chinese model and transformers' token classifier, texts of many windows

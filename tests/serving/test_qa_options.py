@@ -7,7 +7,7 @@
   (after the pipeline's repeats of one text are dropped: we list a text once) and the
   same scores as probabilities (exp(score - log_z)), the empty answer where it falls.
 * Against the served graph (`SpanModule` / `NullScoreSpanModule` on the record the
-  options map to, and a SavedModel exported with the flags, in a fresh process).
+  options map to, and a SavedModel exported with the flags, in a process without albert_tf).
 """
 
 from __future__ import annotations

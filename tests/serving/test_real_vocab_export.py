@@ -1,7 +1,7 @@
 """A Chinese ALBERT on the real 21,128-line vocab.txt (tests/data/real/chinese_vocab, whose
 line 344 is U+2028) loads in every command and serves transformers' probabilities
 (tests/fixtures/chinese_vocab, tools/make_real_vocab_fixtures.py): from_preset in Python,
-the SavedModel in a fresh process, the LiteRT file; convert to ours and to Hugging Face;
+the SavedModel in a process without albert_tf, the LiteRT file; convert to ours and to Hugging Face;
 fine-tuning a classifier from it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Directories as transformers 5 saves them (tokenizer.json, no spiece.model or vocab.txt)
-exported to SavedModels answer raw text with transformers' probabilities, in a fresh
+exported to SavedModels answer raw text with transformers' probabilities, in a
 process that imports only TensorFlow and tensorflow-text (tests/fixtures/tokenizer_json);
 as .tflite files too (WordPiece and Unigram); what a Unigram one cannot serve is refused."""
 

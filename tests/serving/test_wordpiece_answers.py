@@ -2,7 +2,7 @@
 raw text: the served graph equals the Python decoding (`AlbertSpanExtractor.predict`,
 fine-tuning's SQuAD predictions, the entities of a Python word-by-word decoding) on Chinese
 and on English with accents and upper case, over several doc-stride windows; and both
-export as SavedModels that answer the same in a fresh process (slow).
+export as SavedModels that answer the same in a process without albert_tf (slow).
 
 The offsets themselves are checked against BertTokenizerFast in
 tests/model/test_wordpiece.py and test_wordpiece_graph.py.

@@ -1,5 +1,5 @@
 """A Chinese ALBERT (WordPiece) exported to a SavedModel answers raw text as transformers'
-BertTokenizer + AlbertForSequenceClassification do (tests/fixtures/wordpiece), in a fresh
+BertTokenizer + AlbertForSequenceClassification do (tests/fixtures/wordpiece), in a
 process that imports only TensorFlow and tensorflow-text; and a model fine-tuned here
 from a Chinese CSV exports and serves its own labels."""
 
