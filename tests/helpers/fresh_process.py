@@ -36,7 +36,7 @@ def run_fresh(script: str, payload, folder) -> dict:
 # A stand-in for TF Serving: one process per test worker, started on the first call, that
 # loads SavedModels and calls their signatures as a server does, with TensorFlow and
 # tensorflow-text alone. Each line on its stdin names a payload file and a results file;
-# it answers "done" on stdout once the results are written. It ends when its stdin closes,
+# it answers "done RESULTS" on stdout once they are written. It ends when its stdin closes,
 # so it ends with the worker that started it.
 SIGNATURE_SERVER = r"""
 import pickle, sys, traceback
@@ -56,7 +56,7 @@ for line in sys.stdin:
         error = traceback.format_exc()
     results["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
     pickle.dump((results, error), open(target, "wb"))
-    print("done", flush=True)
+    print("done", target, flush=True)
 """
 
 
@@ -81,7 +81,7 @@ class _SignatureServer:
         self.process.stdin.flush()
         ready, _, _ = select.select([self.process.stdout], [], [], SAFETY_NET_S)
         answer = self.process.stdout.readline() if ready else ""
-        if answer != "done\n":
+        if answer != f"done {target}\n":  # not an answer left from an interrupted call
             self.process.kill()
             self.process.wait()
             self.log.seek(0)
