@@ -30,6 +30,7 @@ import pytest
 
 from albert_tf import errors
 from albert_tf.infra import atomic, cli
+from tests.helpers.cli import CLI
 from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES
 
@@ -172,7 +173,7 @@ def test_killing_create_data_kills_its_workers(tmp_path, corpus_documents, spm_m
     text = tmp_path / "corpus.txt"
     write_corpus_file(str(text), iter(corpus_documents[:40]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.infra.cli", "create-data", "--input", str(text),
+        [*CLI, "create-data", "--input", str(text),
          "--output-dir", str(tmp_path / "out"), "--spm-model", spm_model_path,
          "--processes", "2", "--documents-per-shard", "1", "--dupe-factor", "5"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

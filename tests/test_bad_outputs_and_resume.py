@@ -33,6 +33,7 @@ import pytest
 from albert_tf import errors
 from albert_tf.checkpoint import CheckpointError, convert, open_checkpoint, save_checkpoint
 from albert_tf.infra import atomic, cli
+from tests.helpers.cli import CLI
 from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
@@ -59,7 +60,7 @@ def _dead_pid() -> int:
 
 def _cli_process(*argv) -> subprocess.Popen:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.Popen([sys.executable, "-m", "albert_tf.infra.cli", *map(str, argv)],
+    return subprocess.Popen([*CLI, *map(str, argv)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env)
 
@@ -671,7 +672,7 @@ def _limited_process(limit_bytes: int, *argv) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *map(str, argv)],
+    return subprocess.run([*CLI, *map(str, argv)],
                           capture_output=True, text=True, env=env, preexec_fn=limit,
                           timeout=SAFETY_NET_S)
 

@@ -24,6 +24,7 @@ import pytest
 
 from albert_tf.errors import UserError
 from albert_tf.infra import cli
+from tests.helpers.cli import CLI
 from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import FIXTURES, REPO
 from tests.test_bad_inputs import hidden_temporaries
@@ -59,7 +60,7 @@ def word_corpus(tmp_path_factory):
 
 
 def _vocab_argv(corpus, output) -> list[str]:
-    return [sys.executable, "-m", "albert_tf.infra.cli", "vocab", "--input", str(corpus), "--output",
+    return [*CLI, "vocab", "--input", str(corpus), "--output",
             str(output), "--vocab-size", "2000", "--num-threads", "1"]
 
 
@@ -229,7 +230,7 @@ def test_sigterm_at_every_export_stage_is_143_and_leaves_nothing(tmp_path, stage
     checkpoint = os.path.join(FIXTURES, "shared", "hf")
     for attempt in range(2):
         base = tmp_path / f"models{attempt}"
-        proc = subprocess.Popen([sys.executable, "-m", "albert_tf.infra.cli", "export", "--checkpoint",
+        proc = subprocess.Popen([*CLI, "export", "--checkpoint",
                                  checkpoint, "--output", str(base), "--spm-model",
                                  spm_41_path], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV)

@@ -24,6 +24,7 @@ import pytest
 
 from albert_tf.checkpoint import CheckpointError, hub, open_checkpoint, released
 from albert_tf.errors import UserError
+from tests.helpers.cli import CLI
 from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.local_server import LocalServer
 from tests.helpers.paths import FIXTURES, TASK_FIXTURES
@@ -113,7 +114,7 @@ def predictions(result: subprocess.CompletedProcess) -> dict:
 
 
 def albert_tf_cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *args], capture_output=True,
+    return subprocess.run([*CLI, *args], capture_output=True,
                           text=True, env=env, timeout=SAFETY_NET_S)
 
 
@@ -402,7 +403,7 @@ def test_an_endpoint_that_never_answers_is_one_line_within_the_timeout(tmp_path)
     env = dict(offline_env(tmp_path), HF_ENDPOINT=server.url, ALBERT_TF_HUB_TIMEOUT="1")
     env.pop("HF_HUB_OFFLINE")
     try:
-        result = subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", "convert",
+        result = subprocess.run([*CLI, "convert",
                                  "hf://someorg/m", str(tmp_path / "out")], capture_output=True,
                                 text=True, env=env, timeout=SAFETY_NET_S)
     except subprocess.TimeoutExpired:

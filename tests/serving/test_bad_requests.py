@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -42,6 +41,7 @@ from albert_tf.serving import requests as rq
 from albert_tf.serving.client import backends
 from albert_tf.tokenizer import AlbertPreprocessor
 from tests.helpers import tf_serving
+from tests.helpers.cli import CLI
 from tests.helpers.fresh_process import SAFETY_NET_S, run_fresh
 from tests.helpers.paths import TASK_FIXTURES
 from tests.test_bad_inputs import assert_one_line_error, hidden_temporaries, run_cli, snapshot
@@ -251,7 +251,7 @@ def test_predict_saved_model_names_a_rank_2_row_in_a_fresh_process(exports, tmp_
     out = tmp_path / "out.jsonl"
     before = snapshot(source)
     proc = subprocess.run(
-        [sys.executable, "-m", "albert_tf.infra.cli", "predict", "--saved-model",
+        [*CLI, "predict", "--saved-model",
          exports["classification"], "--input", str(source), "--output", str(out)],
         capture_output=True, text=True, timeout=SAFETY_NET_S, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     line = proc.stderr.strip().splitlines()[-1]

@@ -10,7 +10,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from albert_tf.serving import export
 from albert_tf.serving.provenance import PROVENANCE_FILE
 from albert_tf.tokenizer.wordpiece import is_cjk, read_vocab
 from tests.checkpoint.test_wordpiece_checkpoints import layouts, reference
+from tests.helpers.cli import CLI
 from tests.helpers.fresh_process import SAFETY_NET_S, call_signatures
 from tests.helpers.wordpiece import WORDPIECE_VOCAB
 
@@ -91,7 +91,7 @@ def test_finetune_a_wordpiece_classifier_from_a_chinese_csv(tmp_path):
     # batches, this fine-tuning once aborted a long-lived test worker inside TensorFlow;
     # a process of its own keeps the native message in the failure, as the user sees it).
     result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.infra.cli", "finetune", "--task", "classify",
+        [*CLI, "finetune", "--task", "classify",
          "--checkpoint", start, "--output", output, "--data", str(train), str(dev),
          "--columns", "text:label", "--epochs", "6", "--batch-size", "16", "--seq-length", "24",
          "--learning-rate", "2e-3", "--set", "jit_compile=false"],

@@ -14,7 +14,6 @@ import random
 import signal
 import string
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -32,6 +31,7 @@ from albert_tf.training.data import (
     records as tfrecords,
 )
 from albert_tf.training.data.corpus import open_corpus, write_corpus_file
+from tests.helpers.cli import CLI
 
 SEQ = 128
 PRED = 20
@@ -312,7 +312,7 @@ def test_resume_after_kill(corpus_documents, spm_model_path, tmp_path):
     args = ["create-data", "--input", corpus, "--output-dir", str(out), "--spm-model", spm_model_path,
             "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "10",
             "--documents-per-shard", "1", "--processes", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "albert_tf.infra.cli", *args],
+    proc = subprocess.Popen([*CLI, *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while len(glob.glob(f"{out}/pretrain-*.tfrecord")) < 3 and time.time() < deadline:

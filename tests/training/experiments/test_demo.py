@@ -14,10 +14,10 @@ import json
 import math
 import os
 import subprocess
-import sys
 
 import pytest
 
+from tests.helpers.cli import CLI
 from tests.helpers.demo_questions import QUESTIONS
 from tests.helpers.fresh_process import SAFETY_NET_S
 from tests.helpers.paths import REPO
@@ -25,7 +25,7 @@ from tests.helpers.paths import REPO
 
 def run_cli(*args, timeout=SAFETY_NET_S, input_text=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "albert_tf.infra.cli", *args], env=env,
+    return subprocess.run([*CLI, *args], env=env,
                           capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           input=input_text)
 

@@ -18,6 +18,8 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers.cli import CLI
+
 TINY = ["albert.embedding_size=32", "albert.hidden_size=64", "albert.num_hidden_layers=2",
         "albert.num_attention_heads=2", "albert.intermediate_size=128"]
 RUN_TIMEOUT = 300
@@ -45,7 +47,7 @@ def records(tmp_path_factory, corpus_documents, spm_model_path):
 
 
 def _command(records, output_dir, *extra):
-    return [sys.executable, "-m", "albert_tf.infra.cli", "pretrain",
+    return [*CLI, "pretrain",
             "--train-data", records["train"], "--spm-model", records["spm"],
             "--output-dir", str(output_dir), *TINY, *extra]
 
