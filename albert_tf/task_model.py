@@ -282,11 +282,9 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
             super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
                             metrics=metrics or None, **kwargs)
             return
-        # The task's losses and metrics are keyed by output, and an optional head's output
-        # may be absent: ask the model which it returns, unless nothing is keyed (the
-        # pretrainer's and the beam head's are their own), as the symbolic call costs a trace.
-        keyed = spec.losses or spec.metrics
-        outputs = self._output_names() if keyed and "auto" in (loss, metrics) else set()
+        # Keyed by output (an optional head's may be absent): a symbolic call only if any is.
+        outputs = (self._output_names() if "auto" in (loss, metrics)
+                   and (spec.losses or spec.metrics) else set())
         if loss == "auto":
             losses = {name: value for name, value in spec.losses.items() if name in outputs}
             loss = {name: LOSSES[kind]() for name, (kind, _) in losses.items()} or None
@@ -294,8 +292,7 @@ class AlbertTaskModel(TaskSequenceLength, ExportMixin, keras.Model):
                 loss_weights = {name: weight for name, (_, weight) in losses.items()}
         if metrics == "auto":
             metrics = {name: [METRICS[kind]() for kind in kinds]
-                       for name, kinds in spec.metrics.items() if name in outputs}
-            metrics = metrics or None
+                       for name, kinds in spec.metrics.items() if name in outputs} or None
         super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
                         metrics=metrics, **kwargs)
 
