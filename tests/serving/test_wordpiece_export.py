@@ -87,14 +87,15 @@ def test_finetune_a_wordpiece_classifier_from_a_chinese_csv(tmp_path):
     _chinese_csv(train, 320, 0)
     _chinese_csv(dev, 64, 1)
     output = str(tmp_path / "model")
-    # As a user runs it: `albert-tf finetune` in its own process (with its bucketed
-    # batches, this fine-tuning once aborted a long-lived test worker inside TensorFlow;
-    # a process of its own keeps the native message in the failure, as the user sees it).
+    # As a user runs it: `albert-tf finetune` in its own process, training as it does by
+    # default (XLA). Without XLA (jit_compile=false) it aborted now and then inside
+    # TensorFlow 2.21's oneDNN einsum, 3 runs in 84 on a loaded machine (docs/errors.md), a
+    # TensorFlow bug that is not what this test is about.
     result = subprocess.run(
         [*CLI, "finetune", "--task", "classify",
          "--checkpoint", start, "--output", output, "--data", str(train), str(dev),
          "--columns", "text:label", "--epochs", "6", "--batch-size", "16", "--seq-length", "24",
-         "--learning-rate", "2e-3", "--set", "jit_compile=false"],
+         "--learning-rate", "2e-3"],
         capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr[-4000:]
     record = json.load(open(os.path.join(output, "albert_task.json"), encoding="utf-8"))
