@@ -18,8 +18,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers.cli import CLI
-
 TINY = ["albert.embedding_size=32", "albert.hidden_size=64", "albert.num_hidden_layers=2",
         "albert.num_attention_heads=2", "albert.intermediate_size=128"]
 RUN_TIMEOUT = 300
@@ -47,6 +45,9 @@ def records(tmp_path_factory, corpus_documents, spm_model_path):
 
 
 def _command(records, output_dir, *extra):
+    # Imported here: this file also runs as a script (the mirrored run), outside the tests.
+    from tests.helpers.cli import CLI
+
     return [*CLI, "pretrain",
             "--train-data", records["train"], "--spm-model", records["spm"],
             "--output-dir", str(output_dir), *TINY, *extra]
