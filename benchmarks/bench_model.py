@@ -28,9 +28,10 @@ import contextlib
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
+
+import table_runs  # (benchmarks/, the script's folder)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -167,11 +168,8 @@ def matmul_chains(n: int = 1024, repeats: int = 10) -> tuple[dict, float]:
 
 
 def run_one(spec: dict) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        return {**spec, "error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    row, error = table_runs.run_child(__file__, spec)
+    return {**spec, "error": error} if error else row
 
 
 def plan(quick: bool, with_keras_hub: bool) -> list[dict]:
@@ -424,14 +422,7 @@ def main(argv: list[str]) -> int:
               f"{str(row.get('jit', True)):<5} {row['seq']}x{row['batch']:<4} "
               f"{row['tokens_per_s']:>9.0f} {mfu:>6.1%} "
               f"{row['peak_rss_gib']:>7.2f}Gi", flush=True)
-    print()
-    for line in summarize(rows):
-        print(line)
-    if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump({"matmul_peak_tflops": peak, "rows": rows}, f, indent=1)
-        os.replace(args.json + ".tmp", args.json)
-    return 0
+    return table_runs.finish(summarize(rows), peak, rows, args.json)
 
 
 def summarize(rows: list[dict]) -> list[str]:

@@ -30,10 +30,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
+
+import table_runs  # (benchmarks/, the script's folder)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SEQ, PREDICTIONS = 128, 20
@@ -242,12 +243,8 @@ def measure(spec: dict) -> list[dict]:
 
 # ---------------------------------------------------------------------- table
 def run_group(spec: dict) -> list[dict]:
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        lines = out.stderr.strip().splitlines()
-        return [{**row, "error": lines[-1] if lines else "failed"} for row in spec["rows"]]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    rows, error = table_runs.run_child(__file__, spec)
+    return [{**row, "error": error} for row in spec["rows"]] if error else rows
 
 
 def plan(quick: bool, keras_hub: bool, batches: str, records: str, batch: int) -> list[dict]:
@@ -325,14 +322,7 @@ def main(argv: list[str]) -> int:
                 print(f"{label} {row['sequences_per_s']:>7.2f} {row['tokens_per_s']:>9.0f} "
                       f"{row['tflops']:>8.3f} {row['peak_tflops']:>6.3f} {row['mfu']:>6.1%} "
                       f"{row['step_s']:>7.2f} {row['peak_rss_gib']:>7.2f}Gi", flush=True)
-    print()
-    for line in summarize(rows):
-        print(line)
-    if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump({"matmul_peak_tflops": peak, "rows": rows}, f, indent=1)
-        os.replace(args.json + ".tmp", args.json)
-    return 0
+    return table_runs.finish(summarize(rows), peak, rows, args.json)
 
 
 if __name__ == "__main__":

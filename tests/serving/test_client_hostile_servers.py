@@ -24,10 +24,10 @@ import pytest
 from albert_tf.serving.client import backends
 from albert_tf.serving.client import run as client
 from tests.helpers.fresh_process import SAFETY_NET_S
-from tests.helpers.local_server import LocalServer
+from tests.helpers.local_server import LocalServer, started
 
 
-class _Server:
+class _Server(LocalServer):
     """A 127.0.0.1 HTTP server whose every reply is `behaviour(handler)`; counts requests."""
 
     def __init__(self, behaviour):
@@ -47,24 +47,13 @@ class _Server:
 
             do_POST = do_GET
 
-        self.local = LocalServer(Handler)
-        self.url = self.local.url
-
-    def close(self):
-        self.local.close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
 def serve():
-    servers = []
-
-    def start(behaviour):
-        servers.append(_Server(behaviour))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
+    with started(_Server) as start:
+        yield start
 
 
 def _endless(handler):
@@ -128,7 +117,7 @@ def test_a_declared_oversized_reply_is_refused_before_reading(tmp_path, serve):
 def test_a_trickling_reply_is_cut_off_at_the_total_deadline(capsys, tmp_path, serve):
     server = serve(_trickle)
     code, line, elapsed = _run(capsys, tmp_path, server.url, "--timeout", "2")
-    sent = server.local.server.trickled
+    sent = server.server.trickled
     assert code == 1 and server.url in line, line
     assert "no complete reply within --timeout 2 s" in line, line
     # Cut off with most of the reply unsent (a slower machine only waits longer, never less).

@@ -24,7 +24,7 @@ import pytest
 
 from albert_tf.serving.client import backends, resume, retry
 from albert_tf.serving.client import run as client
-from tests.helpers.local_server import LocalServer, send_json
+from tests.helpers.local_server import LocalServer, send_json, started
 
 METADATA = {"model_spec": {"name": "m", "version": "1"}, "metadata": {"signature_def": {
     "signature_def": {"serving_default": {
@@ -39,7 +39,7 @@ def expected_row(text: str) -> dict:
     return {"digest": hashlib.sha256(text.encode()).hexdigest(), "length": len(text)}
 
 
-class _Server:
+class _Server(LocalServer):
     """The stand-in. `fail(n, texts)` -> None (answer) or an HTTP status for the n-th
     predict request (1-based, counted across threads) carrying `texts`; `delay` seconds
     before each answer make requests overlap."""
@@ -80,24 +80,13 @@ class _Server:
                     with outer.lock:
                         outer.in_flight -= 1
 
-        self.local = LocalServer(Handler)
-        self.url = self.local.url
-
-    def close(self):
-        self.local.close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
 def serve():
-    servers = []
-
-    def start(*args, **kwargs):
-        servers.append(_Server(*args, **kwargs))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
+    with started(_Server) as start:
+        yield start
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -347,19 +346,11 @@ def test_mirrored_two_devices_follow_the_single_device_trajectory(records, tmp_p
     assert single["history"]["mlm_loss"][-1] < single["history"]["mlm_loss"][0]
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_multi_worker_trains_in_step_and_only_the_chief_writes(records, tmp_path):
-    ports = _free_ports(2)
+    from tests.helpers.local_server import free_ports  # (this file also runs as a script)
+
+    ports = free_ports(2)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     command = _command(records, tmp_path, "--strategy", "multi_worker", *SHORT)
     workers = [subprocess.Popen(command, env=_env(TF_CONFIG=json.dumps(

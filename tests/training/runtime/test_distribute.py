@@ -9,7 +9,6 @@ tests/training/pretrain/test_run.py.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -30,16 +29,6 @@ def _result(proc: subprocess.Popen) -> dict:
     lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"scenario failed:\n{out[-4000:]}"
     return json.loads(lines[-1][len("RESULT "):])
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 # --------------------------------------------------------------- in-process tests
@@ -174,7 +163,9 @@ def test_mirrored_steps_per_execution_matches_single_device():
 @pytest.mark.slow
 def test_multi_worker_trains_in_step():
     """Two local workers (TF_CONFIG on localhost) log identical metrics each epoch."""
-    ports = _free_ports(2)
+    from tests.helpers.local_server import free_ports  # (this file also runs as a script)
+
+    ports = free_ports(2)
     workers = [_scenario("multi_worker", str(i), ",".join(map(str, ports)))
                for i in range(2)]
     results = [_result(w) for w in workers]
