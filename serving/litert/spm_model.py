@@ -37,6 +37,7 @@ import functools
 import sentencepiece as spm
 
 from albert_tf.errors import UserError
+from albert_tf.tokenizer.normalize import assigned_characters
 from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
 from albert_tf.tokenizer.spm_proto import (
     precompiled_charsmap,
@@ -63,6 +64,28 @@ def _code_points() -> list[str]:
     return [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 
 
+def _own_map(model_proto: bytes) -> spm.SentencePieceNormalizer:
+    """The model's own normaliser: its character map alone."""
+    return spm.SentencePieceNormalizer(
+        model_proto=model_proto, add_dummy_prefix=False, escape_whitespaces=False,
+        remove_extra_whitespaces=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _own_keys(model_proto: bytes) -> tuple[str, ...]:
+    """What the model's own map rewrites: its keys (code points and sequences)."""
+    return tuple(key for key, _ in _own_map(model_proto).decompile())
+
+
+def _mapped_code_points(model_proto: bytes) -> list[str]:
+    """The code points a rule may rewrite: the assigned ones (`normalize.assigned_characters`;
+    `normalize_text` leaves each of the others as it is) and every one the model's own map
+    names, assigned or not."""
+    named = {c for key in _own_keys(model_proto) for c in key}
+    assigned = assigned_characters()
+    return assigned + sorted(named.difference(assigned))
+
+
 @functools.lru_cache(maxsize=4)
 def composed_rules(model_proto: bytes, do_lower_case: bool,
                    keep_accents: bool) -> tuple[tuple[str, str], ...]:
@@ -70,9 +93,12 @@ def composed_rules(model_proto: bytes, do_lower_case: bool,
 
     Applied by longest match and followed by SentencePiece's whitespace rules, it
     gives `model.normalize(normalize_text(text))` (see the module docstring for
-    the exceptions). About 250,000 rules; a few seconds.
+    the exceptions). About 250,000 rules; about a second. A code point no rule names
+    stands for itself, so the code points that stand for themselves under both
+    normalisations are not walked (`_mapped_code_points`).
     """
-    image = {c: character_image(c, do_lower_case, keep_accents) for c in _code_points()}
+    image = {c: character_image(c, do_lower_case, keep_accents)
+             for c in _mapped_code_points(model_proto)}
     return tuple(sorted(compose_rules(model_proto, image).items()))
 
 
@@ -82,9 +108,7 @@ def compose_rules(model_proto: bytes | None, image: dict[str, str], after=lambda
     SentencePiece model's own normaliser (its character map alone; None: no map), with the model's
     multi-character rules and the bridging pairs (`_bridging_rules`) kept; each key
     of `whole` (a string rewritten as a whole first) becomes `after(own(whole[key]))`."""
-    model = None if model_proto is None else spm.SentencePieceNormalizer(
-        model_proto=model_proto, add_dummy_prefix=False, escape_whitespaces=False,
-        remove_extra_whitespaces=False)
+    model = None if model_proto is None else _own_map(model_proto)
 
     def own(text: str) -> str:
         return after(model.normalize(text) if model is not None else text) if text else ""
@@ -95,7 +119,7 @@ def compose_rules(model_proto: bytes | None, image: dict[str, str], after=lambda
         out = own(image[c])
         if out != c:
             rules[c] = out
-    sequences = [] if model is None else [key for key, _ in model.decompile() if len(key) > 1]
+    sequences = [] if model is None else [key for key in _own_keys(model_proto) if len(key) > 1]
     for key in sequences:
         rules[key] = own("".join(image[c] for c in key))
     rules.update(_bridging_rules(sequences, chars, image, rules, own))
