@@ -18,19 +18,29 @@ import tempfile
 SAFETY_NET_S = 1800
 
 
-def run_fresh(script: str, payload, folder) -> dict:
-    """Runs `script` on `payload` in a fresh process; returns its results, after
-    checking that it exited 0 and never imported albert_tf."""
+def _handed_over(payload, folder):
+    """Pickles `payload` to FOLDER/in.pkl; returns it and FOLDER/out.pkl, for the results."""
     source, target = folder / "in.pkl", folder / "out.pkl"
     with open(source, "wb") as f:
         pickle.dump(payload, f)
+    return source, target
+
+
+def _without_albert_tf(outputs: dict) -> dict:
+    """A process's results, once checked to come from a process that never imported albert_tf."""
+    assert outputs.pop("albert_tf_imported") is False
+    return outputs
+
+
+def run_fresh(script: str, payload, folder) -> dict:
+    """Runs `script` on `payload` in a fresh process; returns its results, after
+    checking that it exited 0 and never imported albert_tf."""
+    source, target = _handed_over(payload, folder)
     result = subprocess.run([sys.executable, "-c", script, str(source), str(target)],
                             capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr[-3000:]
     with open(target, "rb") as f:
-        outputs = pickle.load(f)
-    assert outputs.pop("albert_tf_imported") is False
-    return outputs
+        return _without_albert_tf(pickle.load(f))
 
 
 # A stand-in for TF Serving: one process per test worker, started on the first call, that
@@ -74,9 +84,7 @@ class _SignatureServer:
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=self.log, text=True)
             atexit.register(self.process.stdin.close)
-        source, target = folder / "in.pkl", folder / "out.pkl"
-        with open(source, "wb") as f:
-            pickle.dump(calls, f)
+        source, target = _handed_over(calls, folder)
         self.process.stdin.write(f"{source}\t{target}\n")
         self.process.stdin.flush()
         ready, _, _ = select.select([self.process.stdout], [], [], SAFETY_NET_S)
@@ -90,8 +98,7 @@ class _SignatureServer:
         with open(target, "rb") as f:
             outputs, error = pickle.load(f)
         assert error is None, error
-        assert outputs.pop("albert_tf_imported") is False
-        return outputs
+        return _without_albert_tf(outputs)
 
 
 _SERVER = _SignatureServer()
