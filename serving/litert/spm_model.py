@@ -40,6 +40,7 @@ from albert_tf.errors import UserError
 from albert_tf.tokenizer.normalize import assigned_characters
 from albert_tf.tokenizer.spm import MASK_PIECE, AlbertTokenizer, normalize_text
 from albert_tf.tokenizer.spm_proto import (
+    normalizer_spec,
     precompiled_charsmap,
     removes_extra_whitespaces,
     spm_model_type,
@@ -73,7 +74,10 @@ def _own_map(model_proto: bytes) -> spm.SentencePieceNormalizer:
 
 @functools.lru_cache(maxsize=4)
 def _own_keys(model_proto: bytes) -> tuple[str, ...]:
-    """What the model's own map rewrites: its keys (code points and sequences)."""
+    """What the model's own map rewrites: its keys (code points and sequences); none for a
+    model without one (trained with normalization_rule_name=identity)."""
+    if not precompiled_charsmap(normalizer_spec(model_proto)):
+        return ()
     return tuple(key for key, _ in _own_map(model_proto).decompile())
 
 

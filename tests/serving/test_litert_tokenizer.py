@@ -20,13 +20,39 @@ from albert_tf.serving.litert.convert import convert
 from albert_tf.serving.litert.spm_model import character_image, lite_model_proto
 from albert_tf.serving.litert.tasks import TEXT_SPEC
 from albert_tf.serving.litert.text_graph import LiteText, kept_lengths
-from albert_tf.tokenizer.spm import AlbertTokenizer, normalize_text, truncate_seq_pair
+from albert_tf.tokenizer.spm import (
+    CONTROL_SYMBOLS,
+    PAD_PIECE,
+    UNK_PIECE,
+    USER_DEFINED_SYMBOLS,
+    AlbertTokenizer,
+    normalize_text,
+    truncate_seq_pair,
+)
+from albert_tf.tokenizer.spm_proto import normalizer_spec, precompiled_charsmap
 from tests.helpers.tokenizer_cases import INVALID_UTF8, parity_lines
 
 NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 VOCABULARIES = [  # fixture, do_lower_case, keep_accents
     ("spm_model_path", True, False), ("cased_spm_model_path", False, False),
-    ("digit_comma_spm_model_path", True, False), ("spm_model_path", True, True)]
+    ("digit_comma_spm_model_path", True, False), ("spm_model_path", True, True),
+    ("identity_spm_model_path", True, False)]
+
+
+@pytest.fixture(scope="module")
+def identity_spm_model_path(tmp_path_factory, _vocab_corpus_file) -> str:
+    """A SentencePiece model trained as `spm_model_path` but with normalization_rule_name=
+    identity, as people train who normalise before SentencePiece: it has no character map
+    of its own."""
+    prefix = str(tmp_path_factory.mktemp("identity_spm") / "spiece")
+    spm.SentencePieceTrainer.train(
+        input=_vocab_corpus_file, model_prefix=prefix, model_type="unigram", vocab_size=1000,
+        input_sentence_size=0, num_threads=1, minloglevel=2, pad_id=0, unk_id=1, bos_id=-1,
+        eos_id=-1, pad_piece=PAD_PIECE, unk_piece=UNK_PIECE, control_symbols=list(CONTROL_SYMBOLS),
+        user_defined_symbols=list(USER_DEFINED_SYMBOLS), normalization_rule_name="identity")
+    with open(prefix + ".model", "rb") as f:
+        assert not precompiled_charsmap(normalizer_spec(f.read()))
+    return prefix + ".model"
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +108,12 @@ def test_ids_in_the_interpreter_equal_the_python_tokenizer(request, lines, tmp_p
                            text_b=_encode(seconds))
         assert _differing(tok, seq_length, got, lines, seconds) == []
     # Invalid UTF-8, the documented exception: the kernel reads a malformed byte as an
-    # unknown character where Python's decoder makes U+FFFD (which the model's map
-    # drops). Decoded with errors="replace" first, as apps pass text, the ids agree.
+    # unknown character where Python's decoder makes U+FFFD, which the model's map drops
+    # (a model without a map keeps it, and both read it as unknown). Decoded with
+    # errors="replace" first, as apps pass text, the ids agree.
     raw = runtime.call(interpreter, "serving_default", text=_encode(INVALID_UTF8))
-    assert 0 < len(_differing(tok, 128, raw, INVALID_UTF8)) <= len(INVALID_UTF8)
+    drops = spm.SentencePieceNormalizer(model_proto=tok.model_proto).normalize("\ufffd") == ""
+    assert (0 < len(_differing(tok, 128, raw, INVALID_UTF8)) <= len(INVALID_UTF8)) == drops
     decoded = [t.decode("utf-8", "replace") for t in INVALID_UTF8]
     got = runtime.call(interpreter, "serving_default", text=_encode(decoded))
     assert _differing(tok, 128, got, decoded) == []
