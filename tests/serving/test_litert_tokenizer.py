@@ -1,5 +1,5 @@
 """The tokenizer inside a .tflite file gives `AlbertTokenizer`'s ids, run in LiteRT's
-interpreter: the parity lines of the tokenizer tests, four vocabularies and
+interpreter: the parity lines of the tokenizer tests, five vocabularies and
 normalisations, single texts and pairs; and its character map, code point by code
 point, equals `normalize_text` followed by the model's own normaliser.
 
