@@ -22,27 +22,22 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_serving import cpu_flags  # noqa: E402
+
 REAL_MODEL = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "real",
                           "google_albert", "albertvi_30k-clean.model")
 
 
-def _best(fn, repeats: int) -> tuple[float, object]:
+def _median(fn, repeats: int) -> tuple[float, object]:
+    """The median seconds of `repeats` calls of `fn`, and its last result."""
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), result
-
-
-def _cpu_flags() -> str:
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile")
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return "unknown"
-    return " ".join(flag for flag in wanted if flag in flags) or "none of " + ", ".join(wanted)
 
 
 def main(argv: list[str]) -> int:
@@ -57,9 +52,9 @@ def main(argv: list[str]) -> int:
 
     every = spm_model._code_points()
     rows = []
-    assigned_s, fast = _best(lambda: normalize.tables_of(normalize.assigned_characters()),
+    assigned_s, fast = _median(lambda: normalize.tables_of(normalize.assigned_characters()),
                              args.repeats)
-    every_s, full = _best(lambda: normalize.tables_of(every), args.repeats)
+    every_s, full = _median(lambda: normalize.tables_of(every), args.repeats)
     same = all(np.array_equal(np.asarray(getattr(fast, field.name)),
                               np.asarray(getattr(full, field.name)))
                for field in dataclasses.fields(fast))
@@ -76,11 +71,11 @@ def main(argv: list[str]) -> int:
         image = {c: spm_model.character_image(c, True, False) for c in every}
         return tuple(sorted(spm_model.compose_rules(proto, image).items()))
 
-    mapped_s, rules = _best(mapped, args.repeats)
-    walked_s, walked_rules = _best(walked, args.repeats)
+    mapped_s, rules = _median(mapped, args.repeats)
+    walked_s, walked_rules = _median(walked, args.repeats)
     rows.append((f"LiteRT character map ({len(rules):,} rules)", mapped_s, walked_s,
                  rules == walked_rules))
-    print(f"load average {os.getloadavg()[0]:.2f}; CPU flags: {_cpu_flags()}; "
+    print(f"load average {os.getloadavg()[0]:.2f}; CPU flags: {cpu_flags()}; "
           f"median of {args.repeats}; {len(normalize.assigned_characters()):,} assigned of "
           f"{len(every):,} code points")
     print(f"{'walk':<40} {'assigned s':>10} {'every s':>8} {'ratio':>6}  equal")

@@ -97,7 +97,7 @@ def composed_rules(model_proto: bytes, do_lower_case: bool,
 
     Applied by longest match and followed by SentencePiece's whitespace rules, it
     gives `model.normalize(normalize_text(text))` (see the module docstring for
-    the exceptions). About 250,000 rules; about a second. A code point no rule names
+    the exceptions). About 250,000 rules; 2-3 seconds. A code point no rule names
     stands for itself, so the code points that stand for themselves under both
     normalisations are not walked (`_mapped_code_points`).
     """

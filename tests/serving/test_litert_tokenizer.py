@@ -41,9 +41,9 @@ VOCABULARIES = [  # fixture, do_lower_case, keep_accents
 
 @pytest.fixture(scope="module")
 def identity_spm_model_path(tmp_path_factory, _vocab_corpus_file) -> str:
-    """A SentencePiece model trained as `spm_model_path` but with normalization_rule_name=
-    identity, as people train who normalise before SentencePiece: it has no character map
-    of its own."""
+    """A SentencePiece model trained by SentencePiece's own trainer on `spm_model_path`'s
+    sentences, with its special pieces, but with normalization_rule_name=identity, as people
+    train who normalise before SentencePiece: it has no character map of its own."""
     prefix = str(tmp_path_factory.mktemp("identity_spm") / "spiece")
     spm.SentencePieceTrainer.train(
         input=_vocab_corpus_file, model_prefix=prefix, model_type="unigram", vocab_size=1000,
