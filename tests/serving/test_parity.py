@@ -1,7 +1,8 @@
 """What fine-tuning decides is what serving does: per task, a tiny model fine-tuned through
 `albert-tf finetune` with NON-default settings, exported with `albert-tf export`, and its
-raw-text signature called in a fresh process (TensorFlow and tensorflow-text only) equals
-the fine-tuned model's own predictions on its dev examples.
+raw-text signature called in a process that never imports albert_tf (TensorFlow and
+tensorflow-text only, the worker's signature server) equals the fine-tuned model's own
+predictions on its dev examples.
 
 The references use the settings as given on the command line (not the saved record), so
 an export that read a setting from anywhere but the record would fail here.
@@ -25,7 +26,7 @@ from albert_tf.training.finetune import files, race
 from albert_tf.training.finetune.examples import encode_texts
 from albert_tf.training.finetune.run import main as finetune_main
 from albert_tf.training.finetune.train import predict_rows
-from tests.helpers.fresh_process import run_fresh
+from tests.helpers.fresh_process import call_signatures
 from tests.helpers.squad_files import write_squad_json
 
 pytestmark = pytest.mark.slow
@@ -40,21 +41,6 @@ SQUAD_SET = ["doc_stride=24", "max_query_length=12", "max_answer_length=5", "n_b
 THRESHOLD = 0.45
 MAX_QA = 10
 RACE_SEQ = 48
-
-_FRESH = r"""
-import pickle, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the SentencePiece ops)
-calls = pickle.load(open(sys.argv[1], "rb"))
-results = {}
-for path, inputs in calls.items():
-    signature = tf.saved_model.load(path).signatures["serving_default"]
-    out = signature(**{k: tf.constant(v, tf.string) for k, v in inputs.items()})
-    results[path] = {k: v.numpy() for k, v in out.items()}
-results["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
-pickle.dump(results, open(sys.argv[2], "wb"))
-"""
-
 
 def _sentences(corpus_documents, tokenizer, lo, hi, count, skip=0):
     """Real sentences of `lo`..`hi` words, each tokenizing to at most 40 pieces."""
@@ -218,11 +204,11 @@ def runs(tmp_path_factory, spm_model_path, corpus_documents):
     runs["race"]["qa_lengths"] = [len(tok.encode(race.qa_text(e.question, o)))
                                   for e in dev for o in e.options]
 
-    # Every task, served from raw text in one fresh process.
-    calls = {run["saved"]: run["inputs"] for run in runs.values()}
-    served = run_fresh(_FRESH, calls, root)
-    for run in runs.values():
-        run["served"] = served[run["saved"]]
+    # Every task, served from raw text by a process that never imports albert_tf.
+    served = call_signatures({name: (run["saved"], "serving_default", run["inputs"])
+                              for name, run in runs.items()}, root)
+    for name, run in runs.items():
+        run["served"] = served[name]
     runs["_checkpoint"] = checkpoint
     runs["_root"] = root
     return runs
