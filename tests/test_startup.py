@@ -104,7 +104,8 @@ def test_exports_qa_options_are_checked_before_tensorflow_loads(args, message):
 # TensorFlow) is imported: a bad value answers as fast as a typo.
 @pytest.mark.parametrize("args", [("--steps", "0"), ("--minutes", "nan"), ("--size", "albert-huge"),
                                   ("--precision", "int4"), ("--seq-length", "4"),
-                                  ("--questions", "/no/such/file.json")])
+                                  ("--questions", "/no/such/file.json"),
+                                  ("--corpus", "/no/such/corpus*.txt")])
 def test_the_demos_bad_values_are_refused_before_tensorflow_loads(tmp_path, args):
     outcome, _, stderr = _fresh(HELP, "demo", "--output", str(tmp_path / "out"), *args)
     assert outcome == {"code": 2, "heavy": []}

@@ -33,8 +33,6 @@ import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 
-import tensorflow as tf
-
 from albert_tf import errors
 from albert_tf.errors import UserError
 from albert_tf.infra import atomic, textio
@@ -144,6 +142,14 @@ def _usable(sentences: list[str], file: str, line: int, report: CorpusReport) ->
     return True
 
 
+def _gfile():
+    """`tf.io.gfile`, imported when first needed: remote paths (gs://, hdfs://, ...) alone
+    need TensorFlow, so local patterns are checked before it loads (the demo's --corpus)."""
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
 def expand_patterns(spec: str) -> list[str]:
     """Expands comma-separated paths and globs into files, in a fixed order.
 
@@ -159,8 +165,7 @@ def expand_patterns(spec: str) -> list[str]:
         if not _GLOB_CHARS.search(pattern):
             matches = [pattern]
         elif "://" in pattern:
-
-            matches = sorted(tf.io.gfile.glob(pattern))
+            matches = sorted(_gfile().glob(pattern))
         else:
             matches = sorted(glob.glob(pattern))
         if not matches:
@@ -172,8 +177,7 @@ def expand_patterns(spec: str) -> list[str]:
 def _open_lines(path: str, stack) -> Iterable[bytes]:
     """Opens a (possibly gzipped, possibly remote) file for binary line iteration."""
     if "://" in path:
-
-        raw = stack.enter_context(tf.io.gfile.GFile(path, "rb"))
+        raw = stack.enter_context(_gfile().GFile(path, "rb"))
     else:
         raw = stack.enter_context(textio.open_regular(path))  # a FIFO refused, not waited on
     if path.endswith(".gz"):
@@ -388,7 +392,7 @@ def _check_named_files(spec: str) -> None:
             continue  # a glob's matches are checked, and skipped with a count, when read
         if "://" in path:
 
-            if not tf.io.gfile.exists(path):
+            if not _gfile().exists(path):
                 raise errors.UserError(f"--input {path}: no such file")
             continue
         if not os.path.exists(path):
@@ -413,7 +417,7 @@ def _file_size(path: str) -> int:
     try:
         if "://" in path:
 
-            return int(tf.io.gfile.stat(path).length)
+            return int(_gfile().stat(path).length)
         return os.path.getsize(path)
     except Exception:  # an unreadable file is reported by the reader, not here
         return -1

@@ -17,7 +17,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.infra import arguments, atomic
 
-from ...data import pairs
+from ...data import corpus, pairs
 from . import budget as demo_budget
 
 
@@ -112,6 +112,11 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
         raise DemoError(f"--precision: {e}") from None
     if args.questions and not os.path.isfile(args.questions):
         raise DemoError(f"--questions {args.questions}: no such file")
+    if args.corpus:
+        try:  # a glob that matches nothing (remote ones load TensorFlow to ask)
+            corpus.expand_patterns(args.corpus)
+        except UserError as e:
+            raise DemoError(str(e)) from None
     atomic.check_writable_directory(args.output, "--output")
     return DemoOptions(output=args.output, corpus=args.corpus, tfds=args.tfds,
                        size=args.size, steps=args.steps, minutes=args.minutes,
