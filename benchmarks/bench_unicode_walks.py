@@ -5,7 +5,10 @@ would read otherwise), side by side in one run, with the results checked equal:
 * the in-graph tokenizer's Unicode tables (`normalize.unicode_tables`), read once per process
   that builds a SavedModel's text graph;
 * the LiteRT character map of a SentencePiece model (`spm_model.composed_rules`), composed
-  once per .tflite export of a SentencePiece vocabulary.
+  once per .tflite export of a SentencePiece vocabulary;
+* the LiteRT model of a Unigram tokenizer.json (`json_spm_model.lite_json_model`), composed
+  once per .tflite export of a transformers 5 directory: here the tokenizer.json transformers
+  makes of the same model (`json_of_spm.tokenizer_json_of_spm`).
 
     python benchmarks/bench_unicode_walks.py                       # the repo's real model
     python benchmarks/bench_unicode_walks.py --spm-model spiece.model --repeats 5
@@ -38,6 +41,32 @@ def _median(fn, repeats: int) -> tuple[float, object]:
         result = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), result
+
+
+def _json_walks(proto: bytes, every: list[str], repeats: int) -> tuple[float, float, bool]:
+    """(seconds over the mapped code points, seconds over every one, same model) of the
+    LiteRT model of the tokenizer.json transformers makes of `proto`."""
+    import json
+    import tempfile
+
+    from albert_tf.serving.litert import json_spm_model
+    from albert_tf.tokenizer.json_of_spm import tokenizer_json_of_spm
+    from albert_tf.tokenizer.kinds import python_tokenizer
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "tokenizer.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(tokenizer_json_of_spm(proto, True, False), f, ensure_ascii=False)
+        tokenizer = python_tokenizer(path)
+    mapped_s, model = _median(lambda: json_spm_model.lite_json_model(tokenizer).model_proto, repeats)
+    domain = json_spm_model.mapped_code_points
+    json_spm_model.mapped_code_points = lambda own, named: every
+    try:
+        walked_s, walked = _median(lambda: json_spm_model.lite_json_model(tokenizer).model_proto,
+                                   repeats)
+    finally:
+        json_spm_model.mapped_code_points = domain
+    return mapped_s, walked_s, model == walked
 
 
 def main(argv: list[str]) -> int:
@@ -75,6 +104,7 @@ def main(argv: list[str]) -> int:
     walked_s, walked_rules = _median(walked, args.repeats)
     rows.append((f"LiteRT character map ({len(rules):,} rules)", mapped_s, walked_s,
                  rules == walked_rules))
+    rows.append(("LiteRT model of its tokenizer.json", *_json_walks(proto, every, args.repeats)))
     print(f"load average {os.getloadavg()[0]:.2f}; CPU flags: {cpu_flags()}; "
           f"median of {args.repeats}; {len(normalize.assigned_characters()):,} assigned of "
           f"{len(every):,} code points")

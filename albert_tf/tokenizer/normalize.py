@@ -68,9 +68,9 @@ def _is_case_ignorable(char: str) -> bool:
 def assigned_characters() -> list[str]:
     """Every code point of Python's Unicode database but the unassigned (Cn), private-use
     (Co) and surrogate (Cs) ones: those are not whitespace, cased, case-ignorable or
-    combining, and lower-case and NFKD-decompose to themselves (tests/model/test_normalize.py
-    checks it over every code point), so the tables (and the LiteRT character map) read these
-    145,000 instead of all 1.1 million."""
+    combining, and lower-case and normalize (NFKD, NFC, NFKC) to themselves
+    (tests/model/test_normalize.py checks it over every code point), so the tables (and the
+    LiteRT character maps) read these 145,000 instead of all 1.1 million."""
     category = unicodedata.category
     return [c for c in map(chr, range(_MAX_CODE_POINT + 1)) if category(c) not in _NO_PROPERTIES]
 

@@ -39,7 +39,7 @@ from albert_tf.tokenizer.json_unigram import JsonUnigramTokenizer
 from albert_tf.tokenizer.spm import SPIECE_UNDERLINE
 from albert_tf.tokenizer.tokenizer_json import WHITE_SPACE
 
-from .spm_model import LiteTokenizerError, _code_points, compose_rules, with_character_map
+from .spm_model import LiteTokenizerError, compose_rules, mapped_code_points, with_character_map
 
 # The k-th added token is read as this code point + k (plane 15, private use).
 ADDED_BASE = 0xF0000
@@ -84,11 +84,12 @@ def lite_json_model(tokenizer: JsonUnigramTokenizer) -> LiteJsonModel:
                                  "tell the space before an added token from the text")
     charsmap = tokenizer.charsmap
     own = tokenizer.sentencepiece_proto(charsmap) if charsmap else None  # none: no map
+    replaced = [s["pattern"]["String"] for s in spec.normalizers
+                if s["type"] == "Replace" and "String" in s["pattern"]]
+    # The code points that stand for themselves under every normalizer are not walked.
     image = {c: " " if c in WHITE_SPACE else tokenizer.before_charsmap(c)
-             for c in _code_points()}
-    whole = {key: _spaces(tokenizer.before_charsmap(key)) for key in (
-        s["pattern"]["String"] for s in spec.normalizers
-        if s["type"] == "Replace" and len(s["pattern"].get("String", "")) > 1)}
+             for c in mapped_code_points(own, "".join(replaced))}
+    whole = {key: _spaces(tokenizer.before_charsmap(key)) for key in replaced if len(key) > 1}
     rules = compose_rules(own, image, after=_spaces, whole=whole)
     added = [chr(ADDED_BASE + k) for k in range(len(spec.added))]
     rules.update({token.content: piece + " " for token, piece in zip(spec.added, added)})

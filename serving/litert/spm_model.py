@@ -33,6 +33,7 @@ fill_mask splits the text there.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 import sentencepiece as spm
 
@@ -81,11 +82,12 @@ def _own_keys(model_proto: bytes) -> tuple[str, ...]:
     return tuple(key for key, _ in _own_map(model_proto).decompile())
 
 
-def _mapped_code_points(model_proto: bytes) -> list[str]:
+def mapped_code_points(model_proto: bytes | None, named: Iterable[str] = ()) -> list[str]:
     """The code points a rule may rewrite: the assigned ones (`normalize.assigned_characters`;
-    `normalize_text` leaves each of the others as it is) and every one the model's own map
-    names, assigned or not."""
-    named = {c for key in _own_keys(model_proto) for c in key}
+    `normalize_text`, Unicode forms, accent stripping and lower-casing leave each of the
+    others as it is), every one the model's own map names (None: no map) and `named` (the
+    characters of other rules), assigned or not."""
+    named = {*named, *(c for key in (_own_keys(model_proto) if model_proto else ()) for c in key)}
     assigned = assigned_characters()
     return assigned + sorted(named.difference(assigned))
 
@@ -99,10 +101,10 @@ def composed_rules(model_proto: bytes, do_lower_case: bool,
     gives `model.normalize(normalize_text(text))` (see the module docstring for
     the exceptions). About 250,000 rules; 2-3 seconds. A code point no rule names
     stands for itself, so the code points that stand for themselves under both
-    normalisations are not walked (`_mapped_code_points`).
+    normalisations are not walked (`mapped_code_points`).
     """
     image = {c: character_image(c, do_lower_case, keep_accents)
-             for c in _mapped_code_points(model_proto)}
+             for c in mapped_code_points(model_proto)}
     return tuple(sorted(compose_rules(model_proto, image).items()))
 
 
